@@ -1,0 +1,1 @@
+"""Kafka-like clients: an idempotent producer (RecordAccumulator, Sender, TransactionManager) and a consumer."""

@@ -1,0 +1,1 @@
+"""The cluster harness: runtimes (local processes, Docker, Kubernetes), topology, workloads, nemesis, history."""

@@ -1,0 +1,5 @@
+import sys
+
+from eoslab.cli import main
+
+sys.exit(main())

@@ -1,0 +1,45 @@
+from eoslab.v1 import common_pb2 as _common_pb2
+from eoslab.v1 import broker_pb2 as _broker_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AllocateProducerIdsRequest(_message.Message):
+    __slots__ = ("broker_id", "broker_epoch")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    broker_epoch: int
+    def __init__(self, broker_id: _Optional[int] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
+
+class AllocateProducerIdsResponse(_message.Message):
+    __slots__ = ("error", "producer_id_start", "producer_id_len")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_START_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_LEN_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorCode
+    producer_id_start: int
+    producer_id_len: int
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., producer_id_start: _Optional[int] = ..., producer_id_len: _Optional[int] = ...) -> None: ...
+
+class DescribeClusterRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeClusterResponse(_message.Message):
+    __slots__ = ("error", "controller_id", "controller_epoch", "live_brokers", "partition_states")
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LIVE_BROKERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorCode
+    controller_id: int
+    controller_epoch: int
+    live_brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
+    partition_states: _containers.RepeatedCompositeFieldContainer[_broker_pb2.PartitionState]
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., partition_states: _Optional[_Iterable[_Union[_broker_pb2.PartitionState, _Mapping]]] = ...) -> None: ...

@@ -1,0 +1,1 @@
+"""eoslab services: each one an OS process with its own gRPC server (python -m services.<name>)."""

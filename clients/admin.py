@@ -1,0 +1,47 @@
+"""Admin: topic creation through the cluster, waiting until every partition has a leader.
+
+Guarantees: `create_topic` returns only once metadata from the bootstrap
+broker shows a leader for every partition; an existing topic with the same
+partition count is not an error when `exist_ok`.
+"""
+from __future__ import annotations
+
+import time
+
+import grpc
+
+from clients.errors import E, KafkaError
+from clients.metadata import ClusterMetadata
+from eoslab.v1 import broker_pb2
+
+
+def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, replication_factor: int = 0,
+                 configs: dict[str, str] | None = None, exist_ok: bool = True, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    req = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
+        name=name, num_partitions=partitions, replication_factor=replication_factor, configs=configs or {})])
+    while True:
+        try:
+            r = metadata.stub(metadata.any_broker()).CreateTopics(req, timeout=10).topics[0]
+        except grpc.RpcError as e:
+            r = broker_pb2.CreateTopicResult(error=E.NETWORK_EXCEPTION, error_message=e.code().name)
+        if r.error == E.NONE or (r.error == E.TOPIC_ALREADY_EXISTS and exist_ok):
+            break
+        if r.error not in (E.NOT_CONTROLLER, E.NETWORK_EXCEPTION) or time.monotonic() > deadline:
+            raise KafkaError(r.error, r.error_message)
+        time.sleep(0.2)
+    wait_for_leaders(metadata, name, deadline)
+
+
+def wait_for_leaders(metadata: ClusterMetadata, topic: str, deadline: float) -> int:
+    while True:
+        try:
+            metadata.refresh([topic])
+            n = metadata.partitions_for(topic)
+            if n and all(metadata.leader(topic, p) for p in range(n)):
+                return n
+        except KafkaError:
+            pass
+        if time.monotonic() > deadline:
+            raise KafkaError(E.LEADER_NOT_AVAILABLE, f"topic {topic!r} has partitions without a leader")
+        time.sleep(0.1)

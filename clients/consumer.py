@@ -1,0 +1,164 @@
+"""KafkaConsumer: reads partitions by offset from their leaders (assign / seek / poll).
+
+Guarantees: records of a partition come back in offset order, each offset at
+most once per position (a batch that starts before the position is trimmed),
+control batches are never returned; a leader change or a fenced leader epoch
+makes it refresh metadata and retry, not fail.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import grpc
+
+from clients.errors import E, NEEDS_METADATA, KafkaError
+from clients.metadata import ClusterMetadata
+from eoslab.v1 import broker_pb2
+from services.broker import record_batch as rb
+
+
+@dataclass(frozen=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    sequence: int = -1
+
+
+class KafkaConsumer:
+    def __init__(self, bootstrap: str, isolation_level: str = "read_uncommitted",
+                 max_wait_ms: int = 200, fetch_max_bytes: int = 4 << 20):
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError("isolation_level must be read_uncommitted or read_committed")
+        self.metadata = ClusterMetadata(bootstrap)
+        self.isolation = (broker_pb2.READ_COMMITTED if isolation_level == "read_committed"
+                          else broker_pb2.READ_UNCOMMITTED)
+        self.max_wait_ms = max_wait_ms
+        self.fetch_max_bytes = fetch_max_bytes
+        self.positions: dict[tuple[str, int], int] = {}
+
+    def assign(self, partitions: list[tuple[str, int]]) -> None:
+        self.positions = {tp: self.positions.get(tp, -1) for tp in partitions}
+
+    def assignment(self) -> list[tuple[str, int]]:
+        return list(self.positions)
+
+    def seek(self, tp: tuple[str, int], offset: int) -> None:
+        self.positions[tp] = offset
+
+    def _leader(self, tp) -> tuple[int, str, int]:
+        ld = self.metadata.leader(*tp)
+        if ld is None:
+            self.metadata.refresh([tp[0]])
+            ld = self.metadata.leader(*tp)
+        if ld is None:
+            raise KafkaError(E.LEADER_NOT_AVAILABLE, f"no leader for {tp[0]}-{tp[1]}")
+        return ld
+
+    def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
+        out = {}
+        for tp in tps:
+            for attempt in range(50):
+                try:
+                    _, addr, _ = self._leader(tp)
+                    r = self.metadata.stub(addr).ListOffsets(broker_pb2.ListOffsetsRequest(
+                        isolation_level=self.isolation,
+                        partitions=[broker_pb2.ListOffsetsPartition(topic=tp[0], partition=tp[1],
+                                                                    timestamp=timestamp)]), timeout=5)
+                    pr = r.partitions[0]
+                    if pr.error == E.NONE:
+                        out[tp] = pr.offset
+                        break
+                    if pr.error not in NEEDS_METADATA:
+                        raise KafkaError(pr.error, f"ListOffsets {tp[0]}-{tp[1]}")
+                except grpc.RpcError:
+                    pass
+                except KafkaError as e:
+                    if e.code not in NEEDS_METADATA and e.code != E.LEADER_NOT_AVAILABLE:
+                        raise
+                time.sleep(0.1)
+                self.metadata.refresh([tp[0]])
+            else:
+                raise KafkaError(E.LEADER_NOT_AVAILABLE, f"ListOffsets {tp[0]}-{tp[1]} kept failing")
+        return out
+
+    def beginning_offsets(self, tps):
+        return self.list_offsets(tps, -2)
+
+    def end_offsets(self, tps):
+        return self.list_offsets(tps, -1)
+
+    def seek_to_beginning(self, tps=None) -> None:
+        for tp, off in self.beginning_offsets(list(tps or self.positions)).items():
+            self.positions[tp] = off
+
+    def poll(self, timeout_ms: int = 500) -> list[ConsumerRecord]:
+        """One fetch round to every leader; returns the records in offset order per partition."""
+        unset = [tp for tp, off in self.positions.items() if off < 0]
+        if unset:
+            self.seek_to_beginning(unset)
+        by_leader: dict[str, list] = {}
+        for tp, off in self.positions.items():
+            try:
+                _, addr, epoch = self._leader(tp)
+            except KafkaError:
+                continue
+            by_leader.setdefault(addr, []).append(broker_pb2.FetchPartition(
+                topic=tp[0], partition=tp[1], fetch_offset=off, current_leader_epoch=epoch,
+                partition_max_bytes=self.fetch_max_bytes))
+        out: list[ConsumerRecord] = []
+        for addr, parts in by_leader.items():
+            try:
+                resp = self.metadata.stub(addr).Fetch(broker_pb2.FetchRequest(
+                    replica_id=-1, max_wait_ms=min(self.max_wait_ms, timeout_ms), max_bytes=self.fetch_max_bytes,
+                    isolation_level=self.isolation, partitions=parts), timeout=timeout_ms / 1000 + 5)
+            except grpc.RpcError:
+                self.metadata.refresh()
+                continue
+            for pr in resp.partitions:
+                tp = (pr.topic, pr.partition)
+                if pr.error in NEEDS_METADATA or pr.error == E.LEADER_NOT_AVAILABLE:
+                    self.metadata.refresh([pr.topic])
+                    continue
+                if pr.error == E.OFFSET_OUT_OF_RANGE:
+                    self.seek_to_beginning([tp])
+                    continue
+                if pr.error != E.NONE:
+                    raise KafkaError(pr.error, f"fetch {pr.topic}-{pr.partition}")
+                pos = self.positions[tp]
+                for b in pr.batches:
+                    if b.attributes & rb.CONTROL_FLAG:
+                        pos = max(pos, b.base_offset + b.record_count)
+                        continue
+                    for i, (k, v, ts) in enumerate(rb.iter_records(b.records)):
+                        off = b.base_offset + i
+                        if off < pos:
+                            continue
+                        seq = b.base_sequence + i if b.base_sequence >= 0 else -1
+                        out.append(ConsumerRecord(pr.topic, pr.partition, off, k, v, ts,
+                                                  b.producer_id, b.producer_epoch, seq))
+                        pos = off + 1
+                self.positions[tp] = pos
+        return out
+
+    def read_all(self, tps: list[tuple[str, int]], timeout: float = 30.0) -> list[ConsumerRecord]:
+        """Every record from the beginning up to the end offsets as of the call."""
+        self.assign(tps)
+        self.seek_to_beginning(tps)
+        ends = self.end_offsets(tps)
+        out: list[ConsumerRecord] = []
+        deadline = time.monotonic() + timeout
+        while any(self.positions[tp] < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise KafkaError(E.REQUEST_TIMED_OUT, "could not read up to the end offsets in time")
+            out.extend(self.poll())
+        return out
+
+    def close(self) -> None:
+        self.metadata.close()

@@ -1,0 +1,90 @@
+"""ClusterMetadata: what a client knows of the cluster (brokers, partitions, leaders).
+
+Guarantees: `refresh` asks the bootstrap brokers, then any known broker, and
+replaces the view only with a full answer; an unreachable cluster raises
+KafkaError(NETWORK_EXCEPTION) with every address tried in the message.
+"""
+from __future__ import annotations
+
+import threading
+
+import grpc
+
+from clients.errors import E, KafkaError
+from eoslab.v1 import broker_pb2, broker_pb2_grpc
+from services.common import rpc
+
+
+class ClusterMetadata:
+    def __init__(self, bootstrap: str | list[str], channels: rpc.ChannelCache | None = None,
+                 timeout: float = 3.0):
+        self.bootstrap = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
+        self.bootstrap = [a.strip() for addr in self.bootstrap for a in addr.split(",") if a.strip()]
+        for a in self.bootstrap:
+            rpc.split_address(a)  # ValueError on a malformed address
+        self.channels = channels or rpc.ChannelCache()
+        self.timeout = timeout
+        self.lock = threading.Lock()
+        self.brokers: dict[int, str] = {}
+        self.leaders: dict[tuple[str, int], tuple[int, int]] = {}   # tp -> (leader id, leader epoch)
+        self.partition_counts: dict[str, int] = {}
+        self.topic_errors: dict[str, int] = {}
+        self.controller_id = -1
+
+    def stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
+        return broker_pb2_grpc.BrokerStub(self.channels.get(address))
+
+    def addresses(self) -> list[str]:
+        with self.lock:
+            known = list(self.brokers.values())
+        return self.bootstrap + [a for a in known if a not in self.bootstrap]
+
+    def refresh(self, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
+        errors = []
+        for addr in self.addresses():
+            try:
+                resp = self.stub(addr).Metadata(broker_pb2.MetadataRequest(topics=topics or []),
+                                                timeout=self.timeout)
+            except grpc.RpcError as e:
+                errors.append(f"{addr}: {e.code().name}")
+                continue
+            if not resp.brokers:
+                errors.append(f"{addr}: no live brokers known yet")
+                continue
+            self._apply(resp)
+            return resp
+        raise KafkaError(E.NETWORK_EXCEPTION, "cannot reach the cluster (" + "; ".join(errors) + ")")
+
+    def _apply(self, resp: broker_pb2.MetadataResponse) -> None:
+        with self.lock:
+            self.brokers = {b.broker_id: f"{b.host}:{b.port}" for b in resp.brokers}
+            self.controller_id = resp.controller_id
+            for t in resp.topics:
+                self.topic_errors[t.name] = t.error
+                if t.error != E.NONE:
+                    self.partition_counts.pop(t.name, None)
+                    continue
+                self.partition_counts[t.name] = len(t.partitions)
+                for p in t.partitions:
+                    if p.error == E.NONE and p.leader >= 0:
+                        self.leaders[(t.name, p.partition)] = (p.leader, p.leader_epoch)
+                    else:
+                        self.leaders.pop((t.name, p.partition), None)
+
+    def leader(self, topic: str, partition: int) -> tuple[int, str, int] | None:
+        """(leader id, address, leader epoch) or None when unknown."""
+        with self.lock:
+            le = self.leaders.get((topic, partition))
+            if le is None or le[0] not in self.brokers:
+                return None
+            return le[0], self.brokers[le[0]], le[1]
+
+    def partitions_for(self, topic: str) -> int | None:
+        with self.lock:
+            return self.partition_counts.get(topic)
+
+    def any_broker(self) -> str:
+        return self.addresses()[0]
+
+    def close(self) -> None:
+        self.channels.close_all()

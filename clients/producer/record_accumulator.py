@@ -1,0 +1,167 @@
+"""RecordAccumulator and ProducerBatch: records gathered into batches per partition.
+
+Guarantees: records of one partition leave in the order they were appended;
+a retried batch is put back in sequence order (Kafka's insertInSequenceOrder),
+ahead of batches that have no sequence yet; `append` blocks while more than
+buffer.memory bytes wait, so memory stays bounded.
+"""
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import threading
+import time
+from dataclasses import dataclass, field
+
+from services.broker import record_batch as rb
+
+RECORD_OVERHEAD = 16
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    topic: str
+    partition: int
+    created: float
+    records: list = field(default_factory=list)      # (key, value, ts)
+    futures: list = field(default_factory=list)
+    size: int = 0
+    closed: bool = False
+    base_sequence: int | None = None                 # assigned at the first drain
+    producer_id: int = -1
+    producer_epoch: int = -1
+    attempts: int = 0
+    attempt_token: int = 0                           # bumped to disown an earlier send
+    ever_sent: bool = False
+    retry_at: float = 0.0
+    done: bool = False
+    _wire: object = None
+    _wire_key: tuple | None = None
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def record_count(self) -> int:
+        return len(self.records)
+
+    def try_append(self, key, value, ts, limit: int) -> concurrent.futures.Future | None:
+        n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        if self.closed or (self.records and self.size + n > limit):
+            return None
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.records.append((key, value, ts))
+        self.futures.append(fut)
+        self.size += n
+        return fut
+
+    def to_wire(self, transactional: bool = False):
+        key = (self.producer_id, self.producer_epoch, self.base_sequence)
+        if self._wire is None or self._wire_key != key:
+            seq = rb.NO_SEQUENCE if self.base_sequence is None else self.base_sequence
+            self._wire = rb.build_batch(self.records, producer_id=self.producer_id,
+                                        producer_epoch=self.producer_epoch, base_sequence=seq,
+                                        transactional=transactional)
+            self._wire_key = key
+        return self._wire
+
+
+class RecordAccumulator:
+    def __init__(self, batch_size: int, linger_ms: int, buffer_memory: int):
+        self.batch_size = batch_size
+        self.linger = linger_ms / 1000.0
+        self.buffer_memory = buffer_memory
+        self.lock = threading.Condition()
+        self.batches: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
+        self.pending_bytes = 0
+        self.flushing = 0
+        self.closed = False
+
+    def append(self, topic: str, partition: int, key, value, ts: int, wake) -> concurrent.futures.Future:
+        n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
+        with self.lock:
+            while self.pending_bytes + n > self.buffer_memory and self.pending_bytes > 0 and not self.closed:
+                self.lock.wait(0.1)
+            if self.closed:
+                raise RuntimeError("producer is closed")
+            dq = self.batches.setdefault((topic, partition), collections.deque())
+            fut = dq[-1].try_append(key, value, ts, self.batch_size) if dq else None
+            if fut is None:
+                if dq:
+                    dq[-1].closed = True
+                b = ProducerBatch(topic, partition, time.monotonic())
+                fut = b.try_append(key, value, ts, self.batch_size)
+                dq.append(b)
+                if len(dq) > 1:
+                    wake()
+            self.pending_bytes += n
+            return fut
+
+    def release(self, batch: ProducerBatch) -> None:
+        with self.lock:
+            self.pending_bytes -= batch.size
+            self.lock.notify_all()
+
+    def ready(self, now: float) -> tuple[list[tuple[str, int]], float]:
+        """Partitions whose head batch may go now, and seconds until the next one may."""
+        out, wait = [], 1.0
+        with self.lock:
+            for tp, dq in self.batches.items():
+                if not dq:
+                    continue
+                head = dq[0]
+                if head.retry_at > now:
+                    wait = min(wait, head.retry_at - now)
+                    continue
+                due = head.created + self.linger
+                if head.closed or len(dq) > 1 or self.flushing or self.closed or due <= now \
+                        or head.size >= self.batch_size:
+                    out.append(tp)
+                else:
+                    wait = min(wait, due - now)
+        return out, max(wait, 0.0)
+
+    def peek(self, tp) -> ProducerBatch | None:
+        with self.lock:
+            dq = self.batches.get(tp)
+            return dq[0] if dq else None
+
+    def pop(self, tp) -> ProducerBatch:
+        with self.lock:
+            b = self.batches[tp].popleft()
+            b.closed = True
+            return b
+
+    def reenqueue(self, batch: ProducerBatch) -> None:
+        """Put a batch back ahead of unsent ones, in sequence order among retried ones."""
+        with self.lock:
+            dq = self.batches.setdefault(batch.tp, collections.deque())
+            items = list(dq)
+            i = 0
+            while i < len(items) and items[i].base_sequence is not None and batch.base_sequence is not None \
+                    and items[i].base_sequence < batch.base_sequence:
+                i += 1
+            if batch.base_sequence is None:
+                while i < len(items) and items[i].base_sequence is not None:
+                    i += 1
+                while i < len(items) and items[i].ever_sent and items[i].created < batch.created:
+                    i += 1
+            items.insert(i, batch)
+            self.batches[batch.tp] = collections.deque(items)
+
+    def all_batches(self) -> list[ProducerBatch]:
+        with self.lock:
+            return [b for dq in self.batches.values() for b in dq]
+
+    def has_pending(self) -> bool:
+        with self.lock:
+            return any(self.batches.values())
+
+    def begin_flush(self) -> None:
+        with self.lock:
+            self.flushing += 1
+
+    def end_flush(self) -> None:
+        with self.lock:
+            self.flushing -= 1

@@ -1,0 +1,357 @@
+"""Sender: the producer's I/O thread. Drains batches, keeps up to max.in.flight requests per
+broker connection, retries, and completes or fails every batch exactly once.
+
+Guarantees:
+- per partition, a batch with a sequence goes out only when every earlier
+  unacknowledged batch of that partition is already in flight on the same
+  connection, so a retried batch is resent before anything after it;
+- a request without an answer within request.timeout.ms closes its
+  connection, as Kafka's NetworkClient does, and every request in flight on
+  it is retried with the same sequence numbers;
+- an answer meant for an earlier attempt of a batch (before an epoch bump) is
+  ignored; each user future is resolved once.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+import time
+
+import grpc
+
+from clients.errors import E, NEEDS_METADATA, RETRIABLE, KafkaError
+from clients.metadata import ClusterMetadata
+from clients.producer.config import ProducerConfig
+from clients.producer.record_accumulator import ProducerBatch, RecordAccumulator
+from clients.producer.transaction_manager import TransactionManager
+from eoslab.v1 import broker_pb2
+
+log = logging.getLogger(__name__)
+
+
+class BrokerConnection:
+    """One ProduceStream: requests handled in order, answers matched by correlation id."""
+
+    def __init__(self, address: str, stub, inbox: queue.Queue):
+        self.address = address
+        self.inbox = inbox
+        self.q: queue.Queue = queue.Queue()
+        self.in_flight: dict[int, tuple[float, dict]] = {}   # correlation id -> (sent at, {tp: (batch, token)})
+        self.closed = False
+        self.call = stub.ProduceStream(self._requests())
+        threading.Thread(target=self._read, name=f"producer-read-{address}", daemon=True).start()
+
+    def _requests(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            yield item
+
+    def _read(self) -> None:
+        why = "stream ended"
+        try:
+            for resp in self.call:
+                self.inbox.put(("response", self, resp))
+        except grpc.RpcError as e:
+            why = e.code().name
+        self.inbox.put(("closed", self, why))
+
+    def send(self, req) -> None:
+        self.q.put(req)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.q.put(None)
+            self.call.cancel()
+
+
+class Sender(threading.Thread):
+    def __init__(self, config: ProducerConfig, metadata: ClusterMetadata, accumulator: RecordAccumulator,
+                 tm: TransactionManager, init_producer_id):
+        super().__init__(name="producer-sender", daemon=True)
+        self.cfg = config
+        self.metadata = metadata
+        self.acc = accumulator
+        self.tm = tm
+        self.init_producer_id = init_producer_id
+        self.inbox: queue.Queue = queue.Queue()
+        self.conns: dict[str, BrokerConnection] = {}
+        self.in_flight_batches: set[ProducerBatch] = set()
+        self.correlation = itertools.count(1)
+        self.running = True
+        self.force_close = False
+        self.metadata_stale = True
+        self.last_metadata = 0.0
+        self.stats = {"requests": 0, "retries": 0, "timeouts": 0, "acked_records": 0,
+                      "failed_records": 0, "duplicate_sequence_acks": 0, "epoch_bumps": 0,
+                      "connections_closed": 0}
+
+    def wake(self) -> None:
+        self.inbox.put(("wake",))
+
+    # -- main loop ---------------------------------------------------------------------------
+    def run(self) -> None:
+        while self.running or self.acc.has_pending() or self.in_flight_batches:
+            if self.force_close:
+                self._fail_everything(KafkaError(E.NETWORK_EXCEPTION, "producer closed"))
+                break
+            try:
+                wait = self._run_once()
+            except Exception:  # noqa: BLE001 - keep the I/O thread alive
+                log.exception("sender loop failed")
+                wait = 0.1
+            self._drain_inbox(wait)
+        for c in list(self.conns.values()):
+            c.close()
+
+    def _drain_inbox(self, wait: float) -> None:
+        try:
+            ev = self.inbox.get(timeout=max(wait, 0.0005))
+        except queue.Empty:
+            return
+        while True:
+            self._handle_event(ev)
+            try:
+                ev = self.inbox.get_nowait()
+            except queue.Empty:
+                return
+
+    def _handle_event(self, ev) -> None:
+        if ev[0] == "response":
+            self._handle_response(ev[1], ev[2])
+        elif ev[0] == "closed":
+            self._connection_lost(ev[1], f"connection closed: {ev[2]}")
+
+    def _run_once(self) -> float:
+        now = time.monotonic()
+        if self.tm.fatal_error is not None:
+            self._fail_everything(self.tm.fatal_error)
+            return 0.1
+        self._check_timeouts(now)
+        self._expire_batches(now)
+        if self.tm.idempotent and (not self.tm.has_producer_id or self.tm.bump_pending):
+            if not self._resolve_producer_id():
+                return 0.05
+        if self.metadata_stale or now - self.last_metadata > self.cfg.metadata_max_age_ms / 1000:
+            self._refresh_metadata()
+        ready, wait = self.acc.ready(now)
+        by_leader: dict[str, list] = {}
+        for tp in ready:
+            ld = self.metadata.leader(*tp)
+            if ld is None:
+                self.metadata_stale = True
+                wait = min(wait, 0.05)
+                continue
+            by_leader.setdefault(ld[1], []).append(tp)
+        for address, tps in by_leader.items():
+            self._send_to(address, tps)
+        return min(wait, 0.05) if self.in_flight_batches else wait
+
+    def _resolve_producer_id(self) -> bool:
+        if self.tm.bump_pending:
+            if self.in_flight_batches:
+                return False  # bump only once nothing of the old epoch is in flight
+            if self.tm.epoch_exhausted:
+                self.tm.producer_id = -1
+            else:
+                renumbered = self.tm.bump_epoch()
+                self.stats["epoch_bumps"] += 1
+                log.warning("bumped producer epoch to %d; %d batches renumbered",
+                            self.tm.producer_epoch, len(renumbered))
+                return True
+        try:
+            pid, epoch = self.init_producer_id()
+        except KafkaError as e:
+            log.info("InitProducerId failed: %s", e)
+            return False
+        self.tm.set_producer_id(pid, epoch)
+        for b in self.acc.all_batches():
+            b.base_sequence = None
+            b.attempt_token += 1
+        self.tm.bump_pending = False
+        return True
+
+    def _refresh_metadata(self) -> None:
+        try:
+            self.metadata.refresh()
+            self.metadata_stale = False
+        except KafkaError as e:
+            log.debug("metadata refresh failed: %s", e)
+        self.last_metadata = time.monotonic()
+
+    # -- sending ------------------------------------------------------------------------------
+    def _sendable(self, b: ProducerBatch, now: float) -> bool:
+        if b.retry_at > now:
+            return False
+        if not self.tm.idempotent or b.base_sequence is None:
+            return True
+        return all(x in self.in_flight_batches for x in self.tm.unacked_before(b))
+
+    def _connection(self, address: str) -> BrokerConnection:
+        c = self.conns.get(address)
+        if c is None or c.closed:
+            c = BrokerConnection(address, self.metadata.stub(address), self.inbox)
+            self.conns[address] = c
+        return c
+
+    def _send_to(self, address: str, tps: list) -> None:
+        conn = self._connection(address)
+        acks = self.cfg.acks
+        while len(conn.in_flight) < self.cfg.max_in_flight:
+            now = time.monotonic()
+            req = broker_pb2.ProduceRequest(correlation_id=next(self.correlation), acks=acks,
+                                            timeout_ms=self.cfg.request_timeout_ms)
+            batches = {}
+            for tp in tps:
+                b = self.acc.peek(tp)
+                if b is None or not self._sendable(b, now):
+                    continue
+                if b.base_sequence is None and not b.closed and len(b.records) and \
+                        b.created + self.acc.linger > now and not self.acc.flushing and b.size < self.acc.batch_size \
+                        and not self.acc.closed:
+                    continue
+                b = self.acc.pop(tp)
+                self.tm.assign(b)
+                b.attempts += 1
+                if b.ever_sent:
+                    self.stats["retries"] += 1
+                b.ever_sent = True
+                req.partitions.add(topic=b.topic, partition=b.partition, batch=b.to_wire())
+                batches[tp] = (b, b.attempt_token)
+            if not batches:
+                return
+            self.stats["requests"] += 1
+            if acks == 0:
+                conn.send(req)
+                for b, _ in batches.values():
+                    self._complete(b, -1)
+                continue
+            conn.in_flight[req.correlation_id] = (now, batches)
+            self.in_flight_batches.update(b for b, _ in batches.values())
+            conn.send(req)
+
+    # -- answers ---------------------------------------------------------------------------
+    def _handle_response(self, conn: BrokerConnection, resp) -> None:
+        entry = conn.in_flight.pop(resp.correlation_id, None)
+        if entry is None:
+            return
+        _, batches = entry
+        for pr in resp.partitions:
+            item = batches.pop((pr.topic, pr.partition), None)
+            if item is not None:
+                self._partition_result(item[0], item[1], pr.error, pr.base_offset, pr.error_message)
+        for b, token in batches.values():  # the broker said nothing about it
+            self._partition_result(b, token, E.UNKNOWN_SERVER_ERROR, -1, "no answer for partition")
+
+    def _partition_result(self, b: ProducerBatch, token: int, err: int, base_offset: int, msg: str) -> None:
+        self.in_flight_batches.discard(b)
+        if b.done or token != b.attempt_token:
+            return
+        if err == E.NONE:
+            self._complete(b, base_offset)
+        elif err == E.DUPLICATE_SEQUENCE_NUMBER:
+            self.stats["duplicate_sequence_acks"] += 1
+            self._complete(b, -1)     # written before; the broker no longer knows the offset
+        elif err == E.OUT_OF_ORDER_SEQUENCE_NUMBER and self.tm.idempotent:
+            if self.tm.unacked_before(b):
+                self._retry(b, err)   # an earlier batch is being retried; this one follows it
+            elif self.tm.bump_pending or self.cfg.on_out_of_order == "bump-epoch":
+                self.tm.bump_pending = True
+                self._retry(b, err, count_attempt=False)
+            else:
+                self.tm.fatal_error = KafkaError(err, msg)
+                self._fail(b, self.tm.fatal_error)
+        elif err == E.UNKNOWN_PRODUCER_ID and self.tm.idempotent:
+            if self.cfg.on_out_of_order == "bump-epoch":
+                self.tm.bump_pending = True
+                self._retry(b, err, count_attempt=False)
+            else:
+                self.tm.fatal_error = KafkaError(err, msg)
+                self._fail(b, self.tm.fatal_error)
+        elif err in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
+            self.tm.fatal_error = KafkaError(err, msg)
+            self._fail(b, self.tm.fatal_error)
+        elif err in RETRIABLE and b.attempts <= self.cfg.retries:
+            if err in NEEDS_METADATA:
+                self.metadata_stale = True
+            self._retry(b, err)
+        else:
+            self._fail(b, KafkaError(err, msg))
+            if self.tm.idempotent and b.base_sequence is not None:
+                self.tm.bump_pending = True  # later sequences of this partition now have a gap
+
+    def _retry(self, b: ProducerBatch, err: int, count_attempt: bool = True) -> None:
+        if self.tm.idempotent and b.base_sequence is not None and b.producer_epoch != self.tm.producer_epoch:
+            b.base_sequence = None  # sent in an earlier epoch: renumber in this one
+        b.retry_at = time.monotonic() + self.cfg.retry_backoff_ms / 1000.0
+        self.acc.reenqueue(b)
+
+    def _connection_lost(self, conn: BrokerConnection, why: str) -> None:
+        if self.conns.get(conn.address) is conn:
+            del self.conns[conn.address]
+        conn.close()
+        self.stats["connections_closed"] += 1
+        self.metadata_stale = True
+        pending = sorted(conn.in_flight.items())
+        conn.in_flight.clear()
+        for _, (_, batches) in pending:
+            for b, token in batches.values():
+                self._partition_result(b, token, E.NETWORK_EXCEPTION, -1, why)
+
+    def _check_timeouts(self, now: float) -> None:
+        limit = self.cfg.request_timeout_ms / 1000.0
+        for conn in list(self.conns.values()):
+            if any(now - sent > limit for sent, _ in conn.in_flight.values()):
+                self.stats["timeouts"] += 1
+                log.info("request to %s timed out; closing the connection", conn.address)
+                self._connection_lost(conn, "request timed out")
+
+    def _expire_batches(self, now: float) -> None:
+        limit = self.cfg.delivery_timeout_ms / 1000.0
+        for b in self.acc.all_batches():
+            if now - b.created > limit and b not in self.in_flight_batches:
+                with self.acc.lock:
+                    dq = self.acc.batches.get(b.tp)
+                    if dq and b in dq:
+                        dq.remove(b)
+                self._fail(b, KafkaError(E.REQUEST_TIMED_OUT, "delivery.timeout.ms expired"))
+                if self.tm.idempotent and b.ever_sent:
+                    self.tm.bump_pending = True
+
+    # -- completion --------------------------------------------------------------------------
+    def _complete(self, b: ProducerBatch, base_offset: int) -> None:
+        b.done = True
+        self.tm.acked(b)
+        self.acc.release(b)
+        self.stats["acked_records"] += b.record_count
+        from clients.producer.kafka_producer import RecordMetadata
+        for i, fut in enumerate(b.futures):
+            fut.set_result(RecordMetadata(b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
+                                          b.base_sequence, b.producer_id, b.producer_epoch))
+
+    def _fail(self, b: ProducerBatch, exc: Exception) -> None:
+        if b.done:
+            return
+        b.done = True
+        self.tm.acked(b)
+        self.acc.release(b)
+        self.stats["failed_records"] += b.record_count
+        for fut in b.futures:
+            fut.set_exception(exc)
+
+    def _fail_everything(self, exc: Exception) -> None:
+        for b in list(self.in_flight_batches):
+            self._fail(b, exc)
+        self.in_flight_batches.clear()
+        for c in self.conns.values():
+            c.in_flight.clear()
+        with self.acc.lock:
+            batches = [b for dq in self.acc.batches.values() for b in dq]
+            for dq in self.acc.batches.values():
+                dq.clear()
+        for b in batches:
+            self._fail(b, exc)

@@ -1,0 +1,338 @@
+"""LocalRuntime: a cluster of OS processes on this machine, each on its own loopback address.
+
+Guarantees: ZooKeeper, controllers and brokers are separate processes in
+their own sessions (they outlive the command that started them); `up`
+returns once a controller is active and every broker serves metadata that
+lists every broker; `down` stops every process it started (SIGTERM, then
+SIGKILL), removes its network rules and its data, and frees the slot; a
+process is only ever signalled after checking that its command line belongs
+to this cluster (no stray pid is hit). Network partitions use iptables rules
+on the cluster's loopback addresses and need root.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from cluster import netfilter, slots, zookeeper
+from cluster.runtime import ClusterInfo, NodeInfo, Runtime
+
+ZK_PORT, CONTROLLER_PORT, BROKER_PORT = 12181, 19093, 19092
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def default_home() -> str:
+    return os.environ.get("EOSLAB_HOME", os.path.join(os.path.expanduser("~"), ".eoslab"))
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+class LocalRuntime(Runtime):
+    name = "local"
+
+    def __init__(self, cluster_name: str = "default", home: str | None = None, brokers: int = 3,
+                 controllers: int = 2, broker_args: list[str] | None = None,
+                 controller_args: list[str] | None = None, session_timeout_ms: int = 2000):
+        self.cluster_name = cluster_name
+        self.dir = os.path.join(home or default_home(), "clusters", cluster_name)
+        self.state_path = os.path.join(self.dir, "state.json")
+        self.state: dict = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        if os.path.exists(self.state_path):
+            with open(self.state_path) as f:
+                self.state = json.load(f)
+        else:
+            if brokers < 1 or controllers < 1:
+                raise ClusterError("a cluster needs at least one broker and one controller")
+            if brokers > 9 or controllers > 9:
+                raise ClusterError("the local runtime runs at most 9 brokers and 9 controllers")
+            self.state = {"name": cluster_name, "brokers": brokers, "controllers": controllers,
+                          "broker_args": broker_args or [], "controller_args": controller_args or [],
+                          "session_timeout_ms": session_timeout_ms, "slot": None, "nodes": {}}
+
+    # -- state ----------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, cluster_name: str, home: str | None = None) -> "LocalRuntime":
+        rt = cls(cluster_name, home)
+        if not rt.state.get("slot"):
+            raise ClusterError(f"no local cluster named {cluster_name!r} (looked in {rt.dir})")
+        return rt
+
+    def _save(self) -> None:
+        os.makedirs(self.dir, exist_ok=True)
+        tmp = self.state_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.state, f, indent=1)
+        os.replace(tmp, self.state_path)
+
+    @property
+    def slot(self) -> int:
+        return self.state["slot"]
+
+    def _zk_address(self) -> str:
+        return f"{slots.address(self.slot, 1)}:{ZK_PORT}"
+
+    def _node_specs(self) -> dict[str, dict]:
+        s, zk = self.slot, self._zk_address()
+        st = str(self.state["session_timeout_ms"])
+        specs = {"zookeeper": {"role": "zookeeper", "id": None, "host": slots.address(s, 1), "port": ZK_PORT}}
+        for i in range(1, self.state["controllers"] + 1):
+            host = slots.address(s, 10 + i)
+            specs[f"controller-{i}"] = {"role": "controller", "id": i, "host": host, "port": CONTROLLER_PORT,
+                                        "args": ["-m", "services.controller", "--controller-id", str(i),
+                                                 "--listen", f"{host}:{CONTROLLER_PORT}", "--zookeeper", zk,
+                                                 "--zk-session-timeout-ms", st, *self.state["controller_args"]]}
+        for i in range(1, self.state["brokers"] + 1):
+            host = slots.address(s, 20 + i)
+            data = os.path.join(self.dir, "data", f"broker-{i}")
+            specs[f"broker-{i}"] = {"role": "broker", "id": i, "host": host, "port": BROKER_PORT,
+                                    "args": ["-m", "services.broker", "--broker-id", str(i),
+                                             "--listen", f"{host}:{BROKER_PORT}", "--zookeeper", zk,
+                                             "--data-dir", data, "--zk-session-timeout-ms", st,
+                                             "--enable-fault-injection", *self.state["broker_args"]]}
+        return specs
+
+    # -- processes ----------------------------------------------------------------------------
+    def _spawn(self, name: str) -> None:
+        spec = self._node_specs()[name]
+        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
+        if spec["role"] == "zookeeper":
+            zdir = os.path.join(self.dir, "zookeeper")
+            cmd = zookeeper.command(zookeeper.write_config(zdir, spec["host"], spec["port"]))
+        else:
+            cmd = [sys.executable, *spec["args"]]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        log = open(os.path.join(self.dir, "logs", f"{name}.log"), "ab")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, cwd=self.dir)
+        log.close()
+        self._procs[name] = proc
+        self.state["nodes"][name] = {"pid": proc.pid, "role": spec["role"], "id": spec["id"],
+                                     "host": spec["host"], "port": spec["port"]}
+        self._save()
+
+    def _owned_pid(self, name: str) -> int | None:
+        """The node's pid, only if that process is alive and belongs to this cluster."""
+        node = self.state["nodes"].get(name)
+        if not node or not node.get("pid"):
+            return None
+        pid = node["pid"]
+        proc = self._procs.get(name)
+        if proc is not None and proc.poll() is not None:
+            return None
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return None
+        except OSError:
+            return None
+        marker = self.dir if name == "zookeeper" else self._zk_address()
+        return pid if marker in cmdline else None
+
+    def _signal(self, name: str, sig: int) -> bool:
+        pid = self._owned_pid(name)
+        if pid is None:
+            return False
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _wait_gone(self, name: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        proc = self._procs.get(name)
+        while time.monotonic() < deadline:
+            if proc is not None:
+                try:
+                    proc.wait(timeout=0.05)
+                except subprocess.TimeoutExpired:
+                    pass
+            if self._owned_pid(name) is None:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def node_state(self, name: str) -> str:
+        pid = self._owned_pid(name)
+        if pid is None:
+            return "dead"
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            return "dead"
+        return "paused" if st in ("T", "t") else "running"
+
+    # -- Runtime interface --------------------------------------------------------------------------
+    def up(self, timeout: float = 60.0) -> ClusterInfo:
+        if self.state.get("slot") and any(self._owned_pid(n) for n in self.state["nodes"]):
+            raise ClusterError(f"cluster {self.cluster_name!r} is already running (eoslab cluster down "
+                               f"--name {self.cluster_name})")
+        zookeeper.find_zookeeper_classpath()
+        zookeeper.java_binary()
+        os.makedirs(self.dir, exist_ok=True)
+        self.state["slot"] = slots.acquire(self.dir)
+        self._save()
+        try:
+            self._spawn("zookeeper")
+            self._wait_zookeeper(timeout)
+            for name in self._node_specs():
+                if name != "zookeeper":
+                    self._spawn(name)
+            self.wait_ready(timeout)
+        except BaseException:
+            self.down()
+            raise
+        return self.info()
+
+    def _wait_zookeeper(self, timeout: float) -> None:
+        from kazoo.client import KazooClient
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._owned_pid("zookeeper") is None:
+                raise ClusterError("ZooKeeper exited at start; see " + os.path.join(self.dir, "logs", "zookeeper.log"))
+            zk = KazooClient(hosts=self._zk_address(), timeout=2)
+            try:
+                zk.start(timeout=1)
+                zk.stop()
+                return
+            except Exception:  # noqa: BLE001 - not up yet
+                time.sleep(0.2)
+            finally:
+                zk.close()
+        raise ClusterError("ZooKeeper did not start in time")
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until a controller is active and every running broker lists every running broker."""
+        import grpc
+
+        from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
+        from services.common import rpc
+        deadline = time.monotonic() + timeout
+        specs = self._node_specs()
+        while True:
+            brokers = [n for n, s in specs.items() if s["role"] == "broker" and self.node_state(n) == "running"]
+            ids = {specs[n]["id"] for n in brokers}
+            ok = True
+            try:
+                active = False
+                for n, s in specs.items():
+                    if s["role"] == "controller" and self.node_state(n) == "running":
+                        with rpc.channel(f"{s['host']}:{s['port']}") as ch:
+                            r = controller_pb2_grpc.ControllerStub(ch).DescribeCluster(
+                                controller_pb2.DescribeClusterRequest(), timeout=2)
+                        if r.error == 0 and {b.broker_id for b in r.live_brokers} >= ids:
+                            active = True
+                ok = active
+                for n in brokers if ok else []:
+                    s = specs[n]
+                    with rpc.channel(f"{s['host']}:{s['port']}") as ch:
+                        r = broker_pb2_grpc.BrokerStub(ch).Metadata(broker_pb2.MetadataRequest(), timeout=2)
+                    if {b.broker_id for b in r.brokers} < ids:
+                        ok = False
+                        break
+            except grpc.RpcError:
+                ok = False
+            if ok:
+                return
+            for n in specs:
+                if n in self._procs and self._procs[n].poll() is not None:
+                    raise ClusterError(f"{n} exited at start; see {os.path.join(self.dir, 'logs', n + '.log')}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"cluster {self.cluster_name!r} not ready after {timeout:.0f}s; "
+                                   f"logs in {os.path.join(self.dir, 'logs')}")
+            time.sleep(0.1)
+
+    def down(self) -> None:
+        if self.state.get("slot"):
+            try:
+                self.heal()
+            except Exception:  # noqa: BLE001 - rules may not exist
+                pass
+        order = sorted(self.state.get("nodes", {}), key=lambda n: n == "zookeeper")
+        for name in order:
+            self._signal(name, signal.SIGCONT)
+            self._signal(name, signal.SIGTERM)
+        for name in order:
+            if not self._wait_gone(name, 5.0):
+                self._signal(name, signal.SIGKILL)
+                self._wait_gone(name, 5.0)
+        if self.state.get("slot"):
+            slots.release(self.state["slot"])
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.state["slot"] = None
+
+    def info(self) -> ClusterInfo:
+        nodes = []
+        for name, spec in self._node_specs().items():
+            nodes.append(NodeInfo(name, spec["role"], spec["id"], spec["host"], spec["port"],
+                                  self.node_state(name), self._owned_pid(name)))
+        first = next(n for n in nodes if n.role == "broker")
+        bootstrap = ",".join(n.address for n in nodes if n.role == "broker")
+        return ClusterInfo(self.cluster_name, "local", bootstrap.split(",")[0] if first else "",
+                           self._zk_address(), nodes)
+
+    def bootstrap_all(self) -> str:
+        return ",".join(n.address for n in self.info().nodes if n.role == "broker")
+
+    def _check_node(self, node: str) -> None:
+        if node not in self._node_specs():
+            raise ClusterError(f"no node {node!r} in cluster {self.cluster_name!r} "
+                               f"(nodes: {', '.join(self._node_specs())})")
+
+    def kill(self, node: str) -> None:
+        self._check_node(node)
+        self._signal(node, signal.SIGKILL)
+        self._wait_gone(node, 5.0)
+
+    def pause(self, node: str) -> None:
+        self._check_node(node)
+        self._signal(node, signal.SIGSTOP)
+
+    def resume(self, node: str) -> None:
+        self._check_node(node)
+        self._signal(node, signal.SIGCONT)
+
+    def start(self, node: str) -> None:
+        self._check_node(node)
+        if self._owned_pid(node) is None:
+            self._spawn(node)
+
+    def stop(self, node: str, timeout: float = 10.0) -> None:
+        """Clean shutdown (SIGTERM), SIGKILL after the timeout."""
+        self._check_node(node)
+        self._signal(node, signal.SIGCONT)
+        self._signal(node, signal.SIGTERM)
+        if not self._wait_gone(node, timeout):
+            self.kill(node)
+
+    def partition(self, groups: list[list[str]]) -> None:
+        specs = self._node_specs()
+        for g in groups:
+            for n in g:
+                self._check_node(n)
+        netfilter.partition(self.slot, [[specs[n]["host"] for n in g] for g in groups])
+
+    def heal(self) -> None:
+        netfilter.heal(self.slot)
+
+    def logs(self, node: str, tail: int = 200) -> str:
+        self._check_node(node)
+        path = os.path.join(self.dir, "logs", f"{node}.log")
+        try:
+            with open(path, errors="replace") as f:
+                return "".join(f.readlines()[-tail:])
+        except FileNotFoundError:
+            return ""

@@ -1,0 +1,72 @@
+"""Loopback address blocks for local clusters, so several run side by side (one per pytest-xdist worker).
+
+Guarantees: slot N owns 127.77.N.0/24; a slot is held by exactly one cluster
+through an O_EXCL lock file under /tmp/eoslab-slots; a slot whose owner's
+state directory is gone, or whose processes are all dead, is reclaimed.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+SLOT_DIR = os.environ.get("EOSLAB_SLOT_DIR", "/tmp/eoslab-slots")
+FIRST, LAST = 1, 250
+
+
+def address(slot: int, host: int) -> str:
+    return f"127.77.{slot}.{host}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def _stale(path: str) -> bool:
+    try:
+        with open(path) as f:
+            owner = json.load(f)
+    except (OSError, ValueError):
+        return True
+    state = os.path.join(owner.get("dir", ""), "state.json")
+    if not os.path.exists(state):
+        return not _alive(owner.get("pid", -1))
+    try:
+        with open(state) as f:
+            pids = [n.get("pid") for n in json.load(f).get("nodes", {}).values() if n.get("pid")]
+    except (OSError, ValueError):
+        return False
+    return bool(pids) and not any(_alive(p) for p in pids)
+
+
+def acquire(cluster_dir: str) -> int:
+    os.makedirs(SLOT_DIR, exist_ok=True)
+    for slot in range(FIRST, LAST + 1):
+        path = os.path.join(SLOT_DIR, str(slot))
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if _stale(path):
+                    try:
+                        os.remove(path)
+                    except FileNotFoundError:
+                        pass
+                    continue
+                break
+            with os.fdopen(fd, "w") as f:
+                json.dump({"dir": cluster_dir, "pid": os.getpid()}, f)
+            return slot
+    raise RuntimeError(f"no free loopback slot under {SLOT_DIR} (all {LAST} in use)")
+
+
+def release(slot: int) -> None:
+    try:
+        os.remove(os.path.join(SLOT_DIR, str(slot)))
+    except FileNotFoundError:
+        pass

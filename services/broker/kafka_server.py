@@ -1,0 +1,184 @@
+"""KafkaServer: one broker process: ZooKeeper registration, replica manager, gRPC services.
+
+Guarantees: the broker registers in ZooKeeper only after its gRPC server
+listens, re-registers after a lost session, and answers every request with a
+Kafka error code (an unexpected fault becomes UNKNOWN_SERVER_ERROR for that
+partition, never a dead broker). On SIGTERM it deregisters, snapshots
+producer state and closes its logs.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import grpc
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
+from services.broker.faults import FaultInjectorService, FaultRegistry
+from services.broker.metadata_cache import MetadataCache
+from services.broker.partition import LogConfig
+from services.broker.producer_id_manager import ProducerIdManager
+from services.broker.replica_manager import ReplicaManager
+from services.common import rpc, zk_paths
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
+                 session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False):
+        self.broker_id = broker_id
+        self.listen = listen
+        self.host, self.port = rpc.split_address(advertise)
+        hosts, chroot = zk_paths.split_hosts(zk_connect)
+        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
+        self.broker_epoch = -1
+        self.controller_address: str | None = None
+        self._max_issued_pid = -1
+        self.metadata = MetadataCache()
+        self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
+                                              self.producer_id_known)
+        self.pid_manager = ProducerIdManager(broker_id, lambda: self.controller_address,
+                                             lambda: self.broker_epoch)
+        self.faults = FaultRegistry()
+        self.server = rpc.make_server()
+        broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)
+        if fault_injection:
+            faults_pb2_grpc.add_FaultInjectorServicer_to_server(FaultInjectorService(self.faults), self.server)
+        self._stopping = False
+
+    def start(self) -> None:
+        rpc.bind(self.server, self.listen)
+        self.server.start()
+        self.zk.add_listener(self._on_zk_state)
+        self.zk.start(timeout=30)
+        self.zk.ensure_path(zk_paths.BROKER_IDS)
+        self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
+        self._register()
+
+    def _on_zk_state(self, state) -> None:
+        if state == KazooState.CONNECTED and self.broker_epoch != -1 and not self._stopping:
+            threading.Thread(target=self._register, daemon=True).start()
+
+    def _register(self) -> None:
+        path = zk_paths.broker_path(self.broker_id)
+        data = zk_paths.encode({"version": 5, "host": self.host, "port": self.port,
+                                "timestamp": str(int(time.time() * 1000))})
+        while not self._stopping:
+            try:
+                self.zk.create(path, data, ephemeral=True)
+                _, stat = self.zk.get(path)
+                self.broker_epoch = stat.czxid
+                log.info("registered as broker %d (broker epoch %d)", self.broker_id, self.broker_epoch)
+                return
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.get(path)
+                    if stat.ephemeralOwner == self.zk.client_id[0]:
+                        self.broker_epoch = stat.czxid
+                        return
+                except NoNodeError:
+                    continue
+                log.info("broker %d is still registered by an earlier session; waiting", self.broker_id)
+                time.sleep(0.2)
+            except Exception as e:  # noqa: BLE001 - connection trouble: retry
+                log.info("registration failed (%r); retrying", e)
+                time.sleep(0.2)
+
+    def _on_controller(self, data, stat) -> None:
+        d = zk_paths.decode(data) if data else None
+        self.controller_address = f"{d['host']}:{d['port']}" if d and "host" in d else None
+
+    def producer_id_known(self, pid: int) -> bool:
+        if pid <= self._max_issued_pid:
+            return True
+        try:
+            data, _ = self.zk.get(zk_paths.LATEST_PRODUCER_ID_BLOCK)
+            self._max_issued_pid = int(zk_paths.decode(data)["block_end"])
+        except Exception:  # noqa: BLE001 - cannot tell: do not refuse a real producer
+            return True
+        return pid <= self._max_issued_pid
+
+    def stop(self) -> None:
+        self._stopping = True
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.server.stop(1).wait()
+        self.replica_manager.shutdown()
+
+
+class BrokerService(broker_pb2_grpc.BrokerServicer):
+    def __init__(self, server: KafkaServer):
+        self.s = server
+        self.rm = server.replica_manager
+
+    def Metadata(self, request, context):
+        return self.s.metadata.metadata(list(request.topics))
+
+    def CreateTopics(self, request, context):
+        addr = self.s.controller_address
+        if addr is None:
+            return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
+                name=t.name, error=E.NOT_CONTROLLER, error_message="no active controller") for t in request.topics])
+        from eoslab.v1 import controller_pb2_grpc
+        try:
+            with rpc.channel(addr) as ch:
+                return controller_pb2_grpc.ControllerStub(ch).CreateTopics(request, timeout=30)
+        except grpc.RpcError as e:
+            return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
+                name=t.name, error=E.NOT_CONTROLLER, error_message=f"controller unreachable: {e.code()}")
+                for t in request.topics])
+
+    def _produce(self, request):
+        try:
+            return self.rm.append_records(request)
+        except Exception as e:  # noqa: BLE001 - a bug must not take the broker down
+            log.exception("produce failed")
+            resp = broker_pb2.ProduceResponse(correlation_id=request.correlation_id)
+            for pd in request.partitions:
+                resp.partitions.add(topic=pd.topic, partition=pd.partition, base_offset=-1,
+                                    error=E.UNKNOWN_SERVER_ERROR, error_message=str(e))
+            return resp
+
+    def Produce(self, request, context):
+        resp = self._produce(request)
+        if self.s.faults.should_drop(request):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "response lost (lost-ack fault)")
+        return resp
+
+    def ProduceStream(self, request_iterator, context):
+        for request in request_iterator:
+            resp = self._produce(request)
+            if self.s.faults.should_drop(request) or request.acks == 0:
+                continue
+            yield resp
+
+    def Fetch(self, request, context):
+        return self.rm.fetch(request)
+
+    def ListOffsets(self, request, context):
+        return self.rm.list_offsets(request)
+
+    def InitProducerId(self, request, context):
+        if request.transactional_id:
+            return broker_pb2.InitProducerIdResponse(error=E.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
+        err, pid = self.s.pid_manager.generate_producer_id()
+        if err != E.NONE:
+            return broker_pb2.InitProducerIdResponse(error=err, producer_id=-1, producer_epoch=-1)
+        return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=pid, producer_epoch=0)
+
+    def LeaderAndIsr(self, request, context):
+        return self.rm.become_leader_or_follower(request)
+
+    def UpdateMetadata(self, request, context):
+        if not self.rm.check_controller_epoch(request.controller_epoch):
+            return broker_pb2.UpdateMetadataResponse(error=E.STALE_CONTROLLER_EPOCH)
+        self.s.metadata.update(request)
+        return broker_pb2.UpdateMetadataResponse(error=E.NONE)

@@ -1,0 +1,61 @@
+"""MetadataCache: the broker's copy of the cluster as the controller last described it.
+
+Guarantees: updated only by UpdateMetadata from a controller whose epoch is
+not older than the newest this broker has seen; answers Metadata requests
+from that copy alone.
+"""
+from __future__ import annotations
+
+import threading
+
+from eoslab.v1 import broker_pb2, common_pb2
+
+E = common_pb2.ErrorCode
+
+
+class MetadataCache:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.brokers: dict[int, common_pb2.BrokerEndpoint] = {}
+        self.partitions: dict[str, dict[int, broker_pb2.PartitionState]] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self.controller_id = -1
+
+    def update(self, req: broker_pb2.UpdateMetadataRequest) -> None:
+        parts: dict[str, dict[int, broker_pb2.PartitionState]] = {}
+        for s in req.partition_states:
+            parts.setdefault(s.topic, {})[s.partition] = s
+        with self.lock:
+            self.brokers = {b.broker_id: b for b in req.live_brokers}
+            self.partitions = parts
+            self.configs = {c.topic: dict(c.configs) for c in req.topic_configs}
+            self.controller_id = req.controller_id
+
+    def has_topic(self, topic: str) -> bool:
+        with self.lock:
+            return topic in self.partitions
+
+    def has_partition(self, topic: str, partition: int) -> bool:
+        with self.lock:
+            return partition in self.partitions.get(topic, {})
+
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        with self.lock:
+            return dict(self.configs.get(topic, {}))
+
+    def metadata(self, topics: list[str]) -> broker_pb2.MetadataResponse:
+        with self.lock:
+            resp = broker_pb2.MetadataResponse(controller_id=self.controller_id,
+                                               brokers=list(self.brokers.values()))
+            for name in (topics or sorted(self.partitions)):
+                parts = self.partitions.get(name)
+                if parts is None:
+                    resp.topics.add(name=name, error=E.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                tm = resp.topics.add(name=name, error=E.NONE)
+                for p in sorted(parts):
+                    s = parts[p]
+                    err = E.NONE if s.leader in self.brokers else E.LEADER_NOT_AVAILABLE
+                    tm.partitions.add(error=err, partition=p, leader=s.leader if err == E.NONE else -1,
+                                      leader_epoch=s.leader_epoch, replicas=s.replicas, isr=s.isr)
+            return resp

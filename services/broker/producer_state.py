@@ -1,0 +1,248 @@
+"""ProducerStateManager, ProducerStateEntry, BatchMetadata, ProducerAppendInfo.
+
+Guarantees, per partition and producer id:
+- the last N batches (a broker setting, default 5) are remembered with their
+  offsets, so a retried batch is recognised and gets its original offsets;
+- a batch is accepted only in sequence: epoch check first (a lower epoch is
+  INVALID_PRODUCER_EPOCH; a new epoch must start at sequence 0), then the
+  sequence check (a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a duplicate older
+  than the cache is DUPLICATE_SEQUENCE_NUMBER, or OUT_OF_ORDER_SEQUENCE_NUMBER
+  as modern Kafka answers, by setting); an unknown producer id with a
+  sequence other than 0 is UNKNOWN_PRODUCER_ID;
+- the state is a function of the log: `snapshot` writes it to disk atomically
+  and `load` rebuilds it from the newest valid snapshot at or below the log
+  end plus the batches after it (or from the whole log).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import zlib
+from dataclasses import dataclass
+
+from eoslab.v1 import common_pb2
+from services.broker import record_batch as rb
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+
+
+@dataclass(slots=True, frozen=True)
+class BatchMetadata:
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        s = self.last_seq - self.offset_delta
+        return s + rb.MAX_SEQUENCE + 1 if s < 0 else s
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class ProducerStateEntry:
+    __slots__ = ("producer_id", "producer_epoch", "batch_metadata", "coordinator_epoch",
+                 "current_txn_first_offset", "last_timestamp")
+
+    def __init__(self, producer_id: int, producer_epoch: int, retain: int,
+                 coordinator_epoch: int = -1, current_txn_first_offset: int | None = None):
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.batch_metadata: collections.deque[BatchMetadata] = collections.deque(maxlen=retain)
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
+        self.last_timestamp = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batch_metadata[-1].last_seq if self.batch_metadata else rb.NO_SEQUENCE
+
+    @property
+    def first_seq(self) -> int:
+        return self.batch_metadata[0].first_seq if self.batch_metadata else rb.NO_SEQUENCE
+
+    def find_duplicate_batch(self, producer_epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if producer_epoch != self.producer_epoch:
+            return None
+        for b in self.batch_metadata:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def add_batch(self, producer_epoch: int, last_seq: int, last_offset: int, offset_delta: int,
+                  timestamp: int) -> None:
+        if producer_epoch != self.producer_epoch:
+            self.batch_metadata.clear()
+            self.producer_epoch = producer_epoch
+        self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+    def to_json(self) -> dict:
+        return {"pid": self.producer_id, "epoch": self.producer_epoch,
+                "coordinator_epoch": self.coordinator_epoch,
+                "txn_first_offset": self.current_txn_first_offset,
+                "batches": [[b.last_seq, b.last_offset, b.offset_delta, b.timestamp]
+                            for b in self.batch_metadata]}
+
+
+class ProducerStateError(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == rb.MAX_SEQUENCE)
+
+
+class ProducerAppendInfo:
+    """Validates one client batch against a producer's entry: check epoch, then check sequence."""
+
+    def __init__(self, manager: "ProducerStateManager", producer_id: int,
+                 current: ProducerStateEntry | None):
+        self.manager = manager
+        self.producer_id = producer_id
+        self.current = current
+
+    def check(self, producer_epoch: int, first_seq: int, record_count: int) -> None:
+        cur = self.current
+        if cur is None:
+            if first_seq != 0:
+                raise ProducerStateError(
+                    E.UNKNOWN_PRODUCER_ID,
+                    f"producer {self.producer_id} is unknown to this partition and sent sequence {first_seq}")
+            if not self.manager.producer_id_known(self.producer_id):
+                raise ProducerStateError(
+                    E.UNKNOWN_PRODUCER_ID, f"producer id {self.producer_id} was never issued")
+            return
+        if producer_epoch < cur.producer_epoch:
+            raise ProducerStateError(
+                E.INVALID_PRODUCER_EPOCH,
+                f"producer {self.producer_id} epoch {producer_epoch} is older than {cur.producer_epoch}")
+        if producer_epoch > cur.producer_epoch:
+            if first_seq != 0:
+                raise ProducerStateError(
+                    E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    f"new epoch {producer_epoch} of producer {self.producer_id} must start at sequence 0, "
+                    f"got {first_seq}")
+            return
+        last = cur.last_seq
+        if last == rb.NO_SEQUENCE or _in_sequence(last, first_seq):
+            return
+        if first_seq <= last:
+            code = self.manager.duplicate_beyond_cache_error
+            raise ProducerStateError(
+                code, f"producer {self.producer_id} sequence {first_seq} is at or below the last "
+                      f"sequence {last} and older than the {cur.batch_metadata.maxlen} cached batches")
+        raise ProducerStateError(
+            E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+            f"out of order sequence for producer {self.producer_id}: {first_seq} (incoming), {last} (current end)")
+
+
+class ProducerStateManager:
+    """The producer states of one partition, rebuilt from the log and snapshotted beside it."""
+
+    def __init__(self, directory: str, retain: int = NUM_BATCHES_TO_RETAIN,
+                 duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER,
+                 producer_id_known=None):
+        self.dir = directory
+        self.retain = retain
+        self.duplicate_beyond_cache_error = duplicate_beyond_cache_error
+        self._known = producer_id_known
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # the state covers the log below this offset
+        self.batches_since_snapshot = 0
+
+    def producer_id_known(self, pid: int) -> bool:
+        return True if self._known is None else self._known(pid)
+
+    def last_entry(self, pid: int) -> ProducerStateEntry | None:
+        return self.producers.get(pid)
+
+    def prepare_update(self, pid: int) -> ProducerAppendInfo:
+        return ProducerAppendInfo(self, pid, self.producers.get(pid))
+
+    def update(self, batch) -> None:
+        """Fold an appended batch (leader, follower or recovery) into the state."""
+        if batch.producer_id != rb.NO_PRODUCER_ID and not batch.is_control:
+            e = self.producers.get(batch.producer_id)
+            if e is None:
+                e = ProducerStateEntry(batch.producer_id, batch.producer_epoch, self.retain)
+                self.producers[batch.producer_id] = e
+            e.add_batch(batch.producer_epoch, batch.last_sequence, batch.last_offset,
+                        batch.record_count - 1, batch.max_timestamp)
+        self.map_end_offset = batch.last_offset + 1
+        self.batches_since_snapshot += 1
+
+    # -- snapshots -------------------------------------------------------------------------
+    def _snapshot_files(self) -> list[tuple[int, str]]:
+        out = []
+        for n in os.listdir(self.dir):
+            if n.endswith(".snapshot"):
+                try:
+                    out.append((int(n[:-9]), os.path.join(self.dir, n)))
+                except ValueError:
+                    pass
+        return sorted(out)
+
+    def snapshot(self) -> str:
+        """Write the state at map_end_offset atomically; keep the two newest snapshots."""
+        body = json.dumps({"version": 1, "offset": self.map_end_offset,
+                           "producers": [e.to_json() for e in self.producers.values()]},
+                          separators=(",", ":")).encode()
+        path = os.path.join(self.dir, f"{self.map_end_offset:020d}.snapshot")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(b"%08x\n" % zlib.crc32(body) + body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        for _, old in self._snapshot_files()[:-2]:
+            os.remove(old)
+        self.batches_since_snapshot = 0
+        return path
+
+    def _read_snapshot(self, path: str) -> dict | None:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+            crc, body = raw[:8], raw[9:]
+            if int(crc, 16) != zlib.crc32(body):
+                return None
+            return json.loads(body)
+        except (OSError, ValueError):
+            return None
+
+    def load(self, log) -> None:
+        """Rebuild from the newest valid snapshot at or below the log end, then the log after it."""
+        self.producers.clear()
+        start = log.log_start_offset
+        for off, path in reversed(self._snapshot_files()):
+            if off > log.log_end_offset:
+                os.remove(path)  # the log was truncated below this snapshot
+                continue
+            data = self._read_snapshot(path)
+            if data is None:
+                log_msg = f"{path}: corrupt producer snapshot ignored"
+                logging.getLogger(__name__).warning(log_msg)
+                continue
+            for p in data["producers"]:
+                e = ProducerStateEntry(p["pid"], p["epoch"], self.retain, p["coordinator_epoch"],
+                                       p["txn_first_offset"])
+                for last_seq, last_off, delta, ts in p["batches"]:
+                    e.batch_metadata.append(BatchMetadata(last_seq, last_off, delta, ts))
+                self.producers[e.producer_id] = e
+            start = off
+            break
+        self.map_end_offset = start
+        for batch in log.batches(start):
+            self.update(batch)
+        self.batches_since_snapshot = 0

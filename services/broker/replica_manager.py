@@ -1,0 +1,180 @@
+"""ReplicaManager: the partitions this broker hosts, and the Produce/Fetch/ListOffsets paths.
+
+Guarantees: LeaderAndIsr from a controller with an older epoch than one
+already seen is refused (STALE_CONTROLLER_EPOCH) and a partition state with an
+older leader epoch than the replica's is ignored; every produce answer carries
+Kafka's error code per partition; a malformed batch for one partition never
+affects another partition or the broker.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from eoslab.v1 import broker_pb2, common_pb2
+from services.broker.metadata_cache import MetadataCache
+from services.broker.partition import LogConfig, Partition
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
+                 producer_id_known=None):
+        self.broker_id = broker_id
+        self.data_dir = data_dir
+        self.defaults = defaults
+        self.metadata = metadata
+        self.producer_id_known = producer_id_known
+        self.lock = threading.Lock()
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.controller_epoch = -1
+
+    def check_controller_epoch(self, epoch: int) -> bool:
+        with self.lock:
+            if epoch < self.controller_epoch:
+                return False
+            self.controller_epoch = epoch
+            return True
+
+    def _config_for(self, topic: str) -> LogConfig:
+        cfg = LogConfig(**{k: v for k, v in vars(self.defaults).items()})
+        tc = self.metadata.topic_configs(topic)
+        if "max.message.bytes" in tc:
+            cfg.max_message_bytes = int(tc["max.message.bytes"])
+        if "segment.bytes" in tc:
+            cfg.segment_bytes = int(tc["segment.bytes"])
+        if "min.insync.replicas" in tc:
+            cfg.min_insync_replicas = int(tc["min.insync.replicas"])
+        return cfg
+
+    def get_partition(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def become_leader_or_follower(self, req: broker_pb2.LeaderAndIsrRequest) -> broker_pb2.LeaderAndIsrResponse:
+        if not self.check_controller_epoch(req.controller_epoch):
+            return broker_pb2.LeaderAndIsrResponse(error=E.STALE_CONTROLLER_EPOCH)
+        resp = broker_pb2.LeaderAndIsrResponse(error=E.NONE)
+        for s in req.partition_states:
+            if self.broker_id not in s.replicas:
+                continue
+            key = (s.topic, s.partition)
+            with self.lock:
+                p = self.partitions.get(key)
+                if p is None:
+                    p = Partition(s.topic, s.partition, self.data_dir, self.broker_id,
+                                  self._config_for(s.topic), self.producer_id_known)
+                    self.partitions[key] = p
+            if s.leader_epoch < p.leader_epoch:
+                resp.partition_errors.add(topic=s.topic, partition=s.partition, error=E.STALE_CONTROLLER_EPOCH)
+                continue
+            if s.leader_epoch == p.leader_epoch and s.leader == p.leader_id:
+                continue
+            if s.leader == self.broker_id:
+                p.make_leader(s.leader_epoch, list(s.replicas), list(s.isr))
+                log.info("%s-%d: leader at epoch %d, log end %d", s.topic, s.partition, s.leader_epoch,
+                         p.log.log_end_offset)
+            else:
+                p.make_follower(s.leader, s.leader_epoch, list(s.replicas), list(s.isr))
+        return resp
+
+    # -- produce ----------------------------------------------------------------------------
+    def append_records(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
+        resp = broker_pb2.ProduceResponse(correlation_id=req.correlation_id)
+        for pd in req.partitions:
+            out = resp.partitions.add(topic=pd.topic, partition=pd.partition, base_offset=-1)
+            if req.acks not in (-1, 0, 1):
+                out.error, out.error_message = E.INVALID_REQUIRED_ACKS, f"acks must be -1, 0 or 1, got {req.acks}"
+                continue
+            p = self.partitions.get((pd.topic, pd.partition))
+            if p is None:
+                if self.metadata.has_partition(pd.topic, pd.partition):
+                    out.error, out.error_message = E.NOT_LEADER_OR_FOLLOWER, "no replica here"
+                else:
+                    out.error = E.UNKNOWN_TOPIC_OR_PARTITION
+                    out.error_message = f"unknown topic-partition {pd.topic}-{pd.partition}"
+                continue
+            if not pd.HasField("batch"):
+                out.error, out.error_message = E.INVALID_REQUEST, "no record batch"
+                continue
+            try:
+                r = p.append_records_to_leader(pd.batch)
+            except OSError as e:  # disk trouble: Kafka's storage error, the broker keeps serving
+                log.error("%s-%d: append failed: %s", pd.topic, pd.partition, e)
+                out.error, out.error_message = E.KAFKA_STORAGE_ERROR, str(e)
+                continue
+            out.error, out.base_offset, out.error_message = r.error, r.base_offset, r.message
+            out.log_start_offset = p.log.log_start_offset
+            out.leader_epoch = p.leader_epoch
+        return resp
+
+    # -- fetch ---------------------------------------------------------------------------------
+    def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000.0
+        while True:
+            resp, got = self._fetch_once(req)
+            remaining = deadline - time.monotonic()
+            if got or remaining <= 0 or not req.partitions:
+                return resp
+            fp = req.partitions[0]
+            p = self.partitions.get((fp.topic, fp.partition))
+            if p is None:
+                return resp
+            p.wait_for_data(fp.fetch_offset, min(remaining, 0.5))
+
+    def _fetch_once(self, req):
+        resp = broker_pb2.FetchResponse()
+        budget = req.max_bytes if req.max_bytes > 0 else 16 << 20
+        got = 0
+        for fp in req.partitions:
+            out = resp.partitions.add(topic=fp.topic, partition=fp.partition, high_watermark=-1,
+                                      last_stable_offset=-1, log_start_offset=-1)
+            p = self.partitions.get((fp.topic, fp.partition))
+            if p is None:
+                out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(fp.topic, fp.partition)
+                             else E.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if not p.is_leader:
+                out.error = E.NOT_LEADER_OR_FOLLOWER
+                continue
+            err = p.check_leader_epoch(fp.current_leader_epoch)
+            if err != E.NONE:
+                out.error = err
+                continue
+            limit = fp.partition_max_bytes if fp.partition_max_bytes > 0 else 1 << 20
+            err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 1)), replica=req.replica_id >= 0)
+            out.error = err
+            out.high_watermark = p.high_watermark
+            out.last_stable_offset = p.high_watermark
+            out.log_start_offset = p.log.log_start_offset
+            for b in batches:
+                out.batches.append(b.to_proto())
+                budget -= len(b.records)
+                got += 1
+        return resp, got
+
+    def list_offsets(self, req: broker_pb2.ListOffsetsRequest) -> broker_pb2.ListOffsetsResponse:
+        resp = broker_pb2.ListOffsetsResponse()
+        for lp in req.partitions:
+            out = resp.partitions.add(topic=lp.topic, partition=lp.partition, offset=-1)
+            p = self.partitions.get((lp.topic, lp.partition))
+            if p is None or not p.is_leader:
+                out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(lp.topic, lp.partition)
+                             else E.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            out.leader_epoch = p.leader_epoch
+            if lp.timestamp == -2:
+                out.offset = p.log.log_start_offset
+            elif lp.timestamp == -1:
+                out.offset = p.high_watermark
+            else:
+                out.error = E.INVALID_REQUEST  # timestamp lookup is not offered
+        return resp
+
+    def shutdown(self) -> None:
+        with self.lock:
+            parts = list(self.partitions.values())
+        for p in parts:
+            p.close()

@@ -1,0 +1,1 @@
+"""Plumbing shared by every eoslab service: ZooKeeper paths, gRPC server and channel setup."""

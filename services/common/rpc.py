@@ -1,0 +1,83 @@
+"""gRPC setup shared by services and clients: message limits, server start, cached channels.
+
+Guarantees: every server accepts messages large enough that an oversize batch
+reaches the broker and gets Kafka's MESSAGE_TOO_LARGE rather than a transport
+error; channels are reused per address and closed on `close_all`.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+
+MAX_MESSAGE = 64 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE),
+    ("grpc.max_send_message_length", MAX_MESSAGE),
+    ("grpc.enable_retries", 0),
+    ("grpc.keepalive_time_ms", 10000),
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 500),
+]
+
+
+def make_server(max_workers: int = 64) -> grpc.Server:
+    return grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+                       options=CHANNEL_OPTIONS + [("grpc.so_reuseport", 0)])
+
+
+def bind(server: grpc.Server, listen: str) -> int:
+    port = server.add_insecure_port(listen)
+    if port == 0:
+        raise SystemExit(f"cannot listen on {listen}")
+    return port
+
+
+def channel(address: str) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+
+
+class ChannelCache:
+    """One channel per address, shared by the threads of one process."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+
+    def get(self, address: str) -> grpc.Channel:
+        with self._lock:
+            ch = self._channels.get(address)
+            if ch is None:
+                ch = self._channels[address] = channel(address)
+            return ch
+
+    def drop(self, address: str) -> None:
+        with self._lock:
+            ch = self._channels.pop(address, None)
+        if ch is not None:
+            ch.close()
+
+    def close_all(self) -> None:
+        with self._lock:
+            chans, self._channels = list(self._channels.values()), {}
+        for ch in chans:
+            ch.close()
+
+
+def setup_logging(name: str) -> None:
+    level = os.environ.get("EOSLAB_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(stream=sys.stderr, level=level,
+                        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {addr!r}")
+    return host, int(port)

@@ -1,0 +1,111 @@
+"""ControllerChannelManager: pushes the controller's view to every live broker.
+
+Guarantees: each broker eventually receives the newest state (UpdateMetadata
+for the whole cluster, LeaderAndIsr for the partitions it hosts), stamped
+with this controller's epoch; a failed send is retried until it succeeds, the
+broker leaves, or the controller resigns. Sends to one broker never wait on
+another broker.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+import grpc
+
+from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2
+from services.common import rpc
+
+log = logging.getLogger(__name__)
+
+
+class _BrokerSender(threading.Thread):
+    def __init__(self, manager: "ControllerChannelManager", broker_id: int, address: str):
+        super().__init__(name=f"controller-to-broker-{broker_id}", daemon=True)
+        self.manager = manager
+        self.broker_id = broker_id
+        self.address = address
+        self.cond = threading.Condition()
+        self.version = 0       # bumped when there is newer state to send
+        self.sent_version = 0
+        self.stopped = False
+        self.channel = rpc.channel(address)
+        self.stub = broker_pb2_grpc.BrokerStub(self.channel)
+
+    def poke(self) -> None:
+        with self.cond:
+            self.version += 1
+            self.cond.notify()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopped = True
+            self.cond.notify()
+
+    def run(self) -> None:
+        backoff = 0.05
+        while True:
+            with self.cond:
+                while not self.stopped and self.sent_version == self.version:
+                    self.cond.wait()
+                if self.stopped:
+                    break
+                target = self.version
+            requests = self.manager.build_requests(self.broker_id)
+            if requests is None:  # no longer active
+                with self.cond:
+                    self.sent_version = target
+                continue
+            um, lai = requests
+            try:
+                r1 = self.stub.UpdateMetadata(um, timeout=5)
+                r2 = self.stub.LeaderAndIsr(lai, timeout=10)
+                if common_pb2.STALE_CONTROLLER_EPOCH in (r1.error, r2.error):
+                    log.warning("broker %d says our controller epoch is stale", self.broker_id)
+                    self.manager.on_stale_epoch()
+                with self.cond:
+                    self.sent_version = target
+                backoff = 0.05
+            except grpc.RpcError as e:
+                log.debug("send to broker %d failed: %s", self.broker_id, e.code())
+                with self.cond:
+                    self.cond.wait(backoff)
+                backoff = min(backoff * 2, 1.0)
+        self.channel.close()
+
+
+class ControllerChannelManager:
+    def __init__(self, build_requests, on_stale_epoch):
+        self.build_requests = build_requests   # broker_id -> (UpdateMetadataRequest, LeaderAndIsrRequest) | None
+        self.on_stale_epoch = on_stale_epoch
+        self._senders: dict[int, _BrokerSender] = {}
+        self._lock = threading.Lock()
+
+    def set_brokers(self, brokers: dict[int, str]) -> None:
+        """Keep exactly one sender per live broker (a new address means a new sender)."""
+        with self._lock:
+            for bid in list(self._senders):
+                s = self._senders[bid]
+                if bid not in brokers or brokers[bid] != s.address:
+                    s.stop()
+                    del self._senders[bid]
+            for bid, addr in brokers.items():
+                if bid not in self._senders:
+                    s = _BrokerSender(self, bid, addr)
+                    self._senders[bid] = s
+                    s.start()
+
+    def send_all(self) -> None:
+        with self._lock:
+            for s in self._senders.values():
+                s.poke()
+
+    def close(self) -> None:
+        self.set_brokers({})
+
+
+def update_metadata_request(controller_id, epoch, states, brokers, controller_ep, configs):
+    return broker_pb2.UpdateMetadataRequest(
+        controller_id=controller_id, controller_epoch=epoch, partition_states=states,
+        live_brokers=brokers, controller=controller_ep,
+        topic_configs=[broker_pb2.TopicConfig(topic=t, configs=c) for t, c in configs.items()])

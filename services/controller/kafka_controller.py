@@ -1,0 +1,371 @@
+"""KafkaController: election through ZooKeeper, broker liveness, partition leadership, topics.
+
+Guarantees:
+- at most one controller acts at a time: the active one holds the ephemeral
+  /controller znode and a controller epoch it bumped with a versioned write;
+  every partition-state write is a ZooKeeper transaction that also checks the
+  epoch znode's version, so a stale controller's writes fail and it resigns;
+- all state changes happen on one event thread (Kafka's ControllerEventManager),
+  in order; a broker's death (its ephemeral znode gone, or re-created with a
+  new epoch) moves leadership off it and bumps the leader epoch;
+- every live broker is eventually sent the current state (channel_manager).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import queue
+import random
+import threading
+import time
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from eoslab.v1 import broker_pb2, common_pb2
+from services.common import zk_paths
+from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
+from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
+                                         validate_configs, validate_topic_name)
+from services.controller.producer_id_manager import ProducerIdManager
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+
+
+class Fenced(Exception):
+    """Our controller epoch is no longer current."""
+
+
+class KafkaController:
+    def __init__(self, controller_id: int, host: str, port: int, zk_connect: str,
+                 session_timeout_ms: int = 2000, pid_block_size: int = 1000,
+                 default_replication_factor: int = 1, max_replication_factor: int = 1):
+        hosts, chroot = zk_paths.split_hosts(zk_connect)
+        self.controller_id = controller_id
+        self.host, self.port = host, port
+        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
+        self.ctx = ControllerContext()
+        self.lock = threading.RLock()       # guards ctx, active, epoch
+        self.active = False
+        self.epoch = -1
+        self.epoch_zk_version = -1
+        self.default_rf = default_replication_factor
+        self.max_rf = max_replication_factor
+        self.pid_manager = ProducerIdManager(self.zk, controller_id, pid_block_size)
+        self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch)
+        self.events: queue.Queue = queue.Queue()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._event_loop, name="controller-events", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        self.zk.add_listener(self._on_zk_state)
+        self.zk.start(timeout=30)
+        for p in (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.CONTROLLERS):
+            self.zk.ensure_path(p)
+        self._register_self()
+        self._thread.start()
+        self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller_znode)
+        self.zk.ChildrenWatch(zk_paths.BROKER_IDS, lambda _c: self.events.put(("broker_change",)))
+        self.events.put(("elect",))
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.events.put(("stop",))
+        self.channels.close()
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:  # noqa: BLE001 - best effort on shutdown
+            pass
+
+    def _register_self(self) -> None:
+        path = f"{zk_paths.CONTROLLERS}/{self.controller_id}"
+        data = zk_paths.encode({"host": self.host, "port": self.port})
+        try:
+            self.zk.create(path, data, ephemeral=True)
+        except NodeExistsError:
+            pass
+
+    def _on_zk_state(self, state) -> None:
+        if state == KazooState.LOST:
+            self.events.put(("resign", "zookeeper session lost"))
+        elif state == KazooState.CONNECTED:
+            self.events.put(("reconnected",))
+
+    def _on_controller_znode(self, data, stat) -> None:
+        if data is None:
+            self.events.put(("elect",))
+
+    # -- event loop --------------------------------------------------------------------------
+    def _event_loop(self) -> None:
+        while not self._stopping.is_set():
+            ev = self.events.get()
+            kind = ev[0]
+            try:
+                if kind == "stop":
+                    return
+                elif kind == "elect":
+                    self._elect()
+                elif kind == "reconnected":
+                    self._register_self()
+                    self._elect()
+                elif kind == "resign":
+                    self._resign(ev[1])
+                elif kind == "broker_change":
+                    if self.active:
+                        self._on_broker_change()
+                elif kind == "call":
+                    fn, fut = ev[1], ev[2]
+                    if fut.set_running_or_notify_cancel():
+                        try:
+                            fut.set_result(fn())
+                        except BaseException as e:  # noqa: BLE001 - handed to the caller
+                            fut.set_exception(e)
+            except Fenced:
+                self._resign("fenced by a newer controller epoch")
+            except Exception:  # noqa: BLE001 - the controller must survive a bad event
+                log.exception("controller event %s failed", kind)
+                if self.active and kind in ("elect", "broker_change"):
+                    time.sleep(0.2)
+                    self.events.put((kind,))
+
+    def call(self, fn, timeout: float = 30.0):
+        """Run fn on the event thread and return its result."""
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self.events.put(("call", fn, fut))
+        return fut.result(timeout)
+
+    # -- election ---------------------------------------------------------------------------
+    def _elect(self) -> None:
+        if self.active or self._stopping.is_set():
+            return
+        data = zk_paths.encode({"version": 1, "brokerid": self.controller_id, "host": self.host,
+                                "port": self.port, "timestamp": str(int(time.time() * 1000))})
+        try:
+            self.zk.create(zk_paths.CONTROLLER, data, ephemeral=True)
+        except NodeExistsError:
+            return  # someone else is active; the DataWatch tells us when that ends
+        self.epoch, self.epoch_zk_version = self._bump_controller_epoch()
+        log.info("controller %d is active with controller epoch %d", self.controller_id, self.epoch)
+        with self.lock:
+            self.active = True
+        self._on_become_active()
+
+    def _bump_controller_epoch(self) -> tuple[int, int]:
+        while True:
+            try:
+                data, stat = self.zk.get(zk_paths.CONTROLLER_EPOCH)
+                epoch = int(data.decode() or 0) + 1
+                stat = self.zk.set(zk_paths.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+                return epoch, stat.version
+            except NoNodeError:
+                try:
+                    self.zk.create(zk_paths.CONTROLLER_EPOCH, b"1")
+                    return 1, 0
+                except NodeExistsError:
+                    continue
+            except BadVersionError:
+                continue
+
+    def _resign(self, why: str) -> None:
+        with self.lock:
+            if not self.active:
+                return
+            log.warning("controller %d resigns: %s", self.controller_id, why)
+            self.active = False
+            self.ctx.clear()
+        self.channels.close()
+        try:
+            data, _ = self.zk.get(zk_paths.CONTROLLER)
+            if zk_paths.decode(data).get("brokerid") == self.controller_id:
+                self.zk.delete(zk_paths.CONTROLLER)
+        except Exception:  # noqa: BLE001 - the znode may be gone with the session
+            pass
+
+    def _on_stale_epoch(self) -> None:
+        self.events.put(("resign", "a broker has seen a newer controller epoch"))
+
+    def _on_become_active(self) -> None:
+        with self.lock:
+            self.ctx.clear()
+            self._load_brokers()
+            for topic in self.zk.get_children(zk_paths.TOPICS):
+                self._load_topic(topic)
+        self._elect_offline_partitions(set())
+        self._sync_channels()
+
+    def _load_brokers(self) -> dict[int, BrokerInfo]:
+        live = {}
+        for child in self.zk.get_children(zk_paths.BROKER_IDS):
+            try:
+                data, stat = self.zk.get(zk_paths.broker_path(int(child)))
+            except NoNodeError:
+                continue
+            d = zk_paths.decode(data)
+            live[int(child)] = BrokerInfo(int(child), d["host"], int(d["port"]), stat.czxid)
+        self.ctx.brokers = live
+        return live
+
+    def _load_topic(self, topic: str) -> None:
+        data, _ = self.zk.get(zk_paths.topic_path(topic))
+        d = zk_paths.decode(data)
+        self.ctx.assignments[topic] = {int(p): r for p, r in d["partitions"].items()}
+        try:
+            cdata, _ = self.zk.get(zk_paths.topic_config_path(topic))
+            self.ctx.configs[topic] = zk_paths.decode(cdata).get("config", {})
+        except NoNodeError:
+            self.ctx.configs[topic] = {}
+        for p in self.ctx.assignments[topic]:
+            sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))
+            s = zk_paths.decode(sdata)
+            self.ctx.states[(topic, p)] = LeaderIsr(s["leader"], s["leader_epoch"], s["isr"],
+                                                    s["controller_epoch"], stat.version)
+
+    # -- broker liveness ---------------------------------------------------------------------
+    def _on_broker_change(self) -> None:
+        with self.lock:
+            old = dict(self.ctx.brokers)
+            new = self._load_brokers()
+        gone = {b for b in old if b not in new or new[b].epoch != old[b].epoch}
+        born = {b for b in new if b not in old or new[b].epoch != old[b].epoch}
+        if gone:
+            log.info("brokers gone: %s", sorted(gone))
+        if born:
+            log.info("brokers registered: %s", sorted(born))
+        self._elect_offline_partitions(gone)
+        self._sync_channels()
+
+    def _elect_offline_partitions(self, gone: set[int]) -> None:
+        """Move leadership off dead brokers and onto live ones; bump the leader epoch of each change."""
+        live = set(self.ctx.brokers) - set()
+        for (topic, p), st in sorted(self.ctx.states.items()):
+            replicas = self.ctx.replicas(topic, p)
+            leader_ok = st.leader in live and st.leader not in gone
+            isr = [b for b in st.isr if b in live and b not in gone]
+            if leader_ok and isr == st.isr:
+                continue
+            if leader_ok:
+                new_leader, new_isr = st.leader, isr
+            else:
+                candidates = isr or ([b for b in replicas if b in live and b not in gone]
+                                     if self.ctx.unclean_allowed(topic) else [])
+                if candidates:
+                    new_leader = candidates[0]
+                    new_isr = isr if isr else [new_leader]
+                else:
+                    new_leader = -1
+                    new_isr = st.isr if not isr else isr  # keep the last ISR for a clean election later
+            if new_leader == st.leader and new_isr == st.isr:
+                continue
+            self._write_state(topic, p, LeaderIsr(new_leader, st.leader_epoch + 1, new_isr, self.epoch))
+
+    def _write_state(self, topic: str, p: int, new: LeaderIsr) -> None:
+        """Versioned write of one partition state, fenced by the controller epoch's znode version."""
+        cur = self.ctx.states[(topic, p)]
+        tx = self.zk.transaction()
+        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        tx.set_data(zk_paths.partition_state_path(topic, p), zk_paths.encode(new.to_json()), cur.zk_version)
+        results = tx.commit()
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+            raise Fenced()
+        if isinstance(results[1], Exception):
+            raise RuntimeError(f"stale partition state for {topic}-{p}: {results[1]!r}; reloading")
+        new.zk_version = results[1].version
+        with self.lock:
+            self.ctx.states[(topic, p)] = new
+        log.info("%s-%d: leader %d, leader epoch %d, isr %s", topic, p, new.leader, new.leader_epoch, new.isr)
+
+    def _sync_channels(self) -> None:
+        with self.lock:
+            brokers = {b.broker_id: b.address for b in self.ctx.brokers.values()}
+        self.channels.set_brokers(brokers)
+        self.channels.send_all()
+
+    def _build_requests(self, broker_id: int):
+        with self.lock:
+            if not self.active:
+                return None
+            states = [broker_pb2.PartitionState(
+                topic=t, partition=p, leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr,
+                replicas=self.ctx.replicas(t, p), zk_version=s.zk_version, controller_epoch=s.controller_epoch)
+                for (t, p), s in self.ctx.states.items()]
+            brokers = [common_pb2.BrokerEndpoint(broker_id=b.broker_id, host=b.host, port=b.port)
+                       for b in self.ctx.brokers.values()]
+            me = common_pb2.BrokerEndpoint(broker_id=self.controller_id, host=self.host, port=self.port)
+            um = update_metadata_request(self.controller_id, self.epoch, states, brokers, me,
+                                         dict(self.ctx.configs))
+            mine = [s for s in states if broker_id in s.replicas]
+            lai = broker_pb2.LeaderAndIsrRequest(controller_id=self.controller_id, controller_epoch=self.epoch,
+                                                 partition_states=mine, live_leaders=brokers)
+            return um, lai
+
+    # -- requests -------------------------------------------------------------------------
+    def create_topics(self, request: broker_pb2.CreateTopicsRequest) -> broker_pb2.CreateTopicsResponse:
+        if not self.active:
+            return broker_pb2.CreateTopicsResponse(topics=[
+                broker_pb2.CreateTopicResult(name=t.name, error=E.NOT_CONTROLLER,
+                                             error_message="this controller is not active")
+                for t in request.topics])
+        return self.call(lambda: broker_pb2.CreateTopicsResponse(
+            topics=[self._create_topic(t) for t in request.topics]))
+
+    def _create_topic(self, t: broker_pb2.CreatableTopic) -> broker_pb2.CreateTopicResult:
+        def fail(code, msg):
+            return broker_pb2.CreateTopicResult(name=t.name, error=code, error_message=msg)
+        if not self.active:
+            return fail(E.NOT_CONTROLLER, "this controller is not active")
+        if (msg := validate_topic_name(t.name)) is not None:
+            return fail(E.INVALID_TOPIC_EXCEPTION, msg)
+        if t.name in self.ctx.assignments:
+            return fail(E.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists")
+        if not 0 < t.num_partitions <= 10000:
+            return fail(E.INVALID_PARTITIONS, f"partitions must be 1..10000, got {t.num_partitions}")
+        rf = t.replication_factor or min(self.default_rf, max(1, len(self.ctx.brokers)))
+        if rf < 1 or rf > self.max_rf:
+            return fail(E.INVALID_REPLICATION_FACTOR,
+                        f"replication factor must be 1..{self.max_rf} on this cluster, got {rf}")
+        live = sorted(self.ctx.brokers)
+        if rf > len(live):
+            return fail(E.INVALID_REPLICATION_FACTOR, f"replication factor {rf} exceeds the {len(live)} live brokers")
+        configs = dict(t.configs)
+        if (msg := validate_configs(configs)) is not None:
+            return fail(E.INVALID_CONFIG, msg)
+        assignment = assign_replicas(live, t.num_partitions, rf, random.randrange(len(live)))
+        states = {p: LeaderIsr(r[0], 0, list(r), self.epoch) for p, r in assignment.items()}
+        tx = self.zk.transaction()
+        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        tx.create(zk_paths.topic_config_path(t.name), zk_paths.encode({"version": 1, "config": configs}))
+        tx.create(zk_paths.topic_path(t.name), zk_paths.encode(
+            {"version": 1, "partitions": {str(p): r for p, r in assignment.items()}}))
+        tx.create(zk_paths.topic_path(t.name) + "/partitions", b"")
+        for p, s in states.items():
+            tx.create(f"{zk_paths.topic_path(t.name)}/partitions/{p}", b"")
+            tx.create(zk_paths.partition_state_path(t.name, p), zk_paths.encode(s.to_json()))
+        results = tx.commit()
+        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+            raise Fenced()
+        if any(isinstance(r, NodeExistsError) for r in results):
+            return fail(E.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists")
+        if any(isinstance(r, Exception) for r in results):
+            return fail(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the topic: {results!r}")
+        with self.lock:
+            self.ctx.assignments[t.name] = assignment
+            self.ctx.configs[t.name] = configs
+            for p, s in states.items():
+                self.ctx.states[(t.name, p)] = s
+        log.info("created topic %s: %d partitions, replication factor %d", t.name, t.num_partitions, rf)
+        self._elect_offline_partitions(set())
+        self._sync_channels()
+        return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
+                                            replication_factor=rf)
+
+    def allocate_producer_ids(self, broker_id: int, broker_epoch: int):
+        with self.lock:
+            if not self.active:
+                return E.NOT_CONTROLLER, None
+            known = self.ctx.brokers.get(broker_id)
+        if known is not None and 0 <= broker_epoch < known.epoch:
+            return E.STALE_BROKER_EPOCH, None
+        return E.NONE, self.pid_manager.generate_block(broker_id)

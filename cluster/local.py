@@ -12,6 +12,7 @@ on the cluster's loopback addresses and need root.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -21,6 +22,9 @@ import time
 
 from cluster import netfilter, slots, zookeeper
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
+
+logging.getLogger("kazoo").addHandler(logging.NullHandler())
+logging.getLogger("kazoo").propagate = False
 
 ZK_PORT, CONTROLLER_PORT, BROKER_PORT = 12181, 19093, 19092
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -127,8 +131,8 @@ class LocalRuntime(Runtime):
             return None
         pid = node["pid"]
         proc = self._procs.get(name)
-        if proc is not None and proc.poll() is not None:
-            return None
+        if proc is not None and proc.pid == pid:
+            return pid if proc.poll() is None else None  # our own child: no need to read /proc
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
@@ -192,8 +196,12 @@ class LocalRuntime(Runtime):
                 if name != "zookeeper":
                     self._spawn(name)
             self.wait_ready(timeout)
-        except BaseException:
+        except BaseException as e:
+            tails = {n: self.logs(n, 15) for n in self.state.get("nodes", {})}
             self.down()
+            if isinstance(e, ClusterError):
+                detail = "\n".join(f"--- {n} ---\n{t}" for n, t in tails.items() if t.strip())
+                raise ClusterError(f"{e}\n{detail}" if detail else str(e)) from None
             raise
         return self.info()
 

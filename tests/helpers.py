@@ -1,0 +1,74 @@
+"""Small helpers for tests that talk to a real cluster over the wire."""
+from __future__ import annotations
+
+import time
+
+from clients.admin import create_topic
+from clients.consumer import KafkaConsumer
+from clients.metadata import ClusterMetadata
+from eoslab.v1 import broker_pb2, broker_pb2_grpc, faults_pb2, faults_pb2_grpc
+from services.broker import record_batch as rb
+from services.common import rpc
+
+
+def new_topic(bootstrap: str, name: str, partitions: int = 1, configs=None) -> ClusterMetadata:
+    md = ClusterMetadata(bootstrap)
+    create_topic(md, name, partitions, configs=configs)
+    return md
+
+
+def leader_address(md: ClusterMetadata, topic: str, partition: int = 0, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        md.refresh([topic])
+        ld = md.leader(topic, partition)
+        if ld is not None:
+            return ld[1]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no leader for {topic}-{partition}")
+        time.sleep(0.1)
+
+
+def broker_stub(address: str) -> broker_pb2_grpc.BrokerStub:
+    return broker_pb2_grpc.BrokerStub(rpc.channel(address))
+
+
+def drop_responses(address: str, topic: str, partition: int = 0, count: int = 1, skip: int = 0) -> None:
+    faults_pb2_grpc.FaultInjectorStub(rpc.channel(address)).InjectFault(faults_pb2.InjectFaultRequest(
+        drop_produce_responses=faults_pb2.DropProduceResponses(topic=topic, partition=partition, skip=skip,
+                                                               count=count)), timeout=5)
+
+
+def faults_applied(address: str) -> int:
+    r = faults_pb2_grpc.FaultInjectorStub(rpc.channel(address)).ListFaults(faults_pb2.ListFaultsRequest(),
+                                                                            timeout=5)
+    return sum(f.applied for f in r.faults)
+
+
+def init_pid(address: str) -> tuple[int, int]:
+    r = broker_stub(address).InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1),
+                                            timeout=10)
+    assert r.error == 0, r
+    return r.producer_id, r.producer_epoch
+
+
+def produce_raw(address: str, topic: str, batch, partition: int = 0, acks: int = -1):
+    r = broker_stub(address).Produce(broker_pb2.ProduceRequest(acks=acks, partitions=[
+        broker_pb2.PartitionProduceData(topic=topic, partition=partition, batch=batch)]), timeout=10)
+    return r.partitions[0]
+
+
+def values(n: int, start: int = 0, prefix: str = "v") -> list[tuple[None, bytes, int]]:
+    return [(None, f"{prefix}{i}".encode(), 0) for i in range(start, start + n)]
+
+
+def batch(pid: int, epoch: int, seq: int, n: int, start: int = 0, prefix: str = "v"):
+    return rb.build_batch(values(n, start, prefix), producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+
+def read_partition(bootstrap: str, topic: str, partition: int = 0):
+    c = KafkaConsumer(bootstrap)
+    try:
+        return c.read_all([(topic, partition)])
+    finally:
+        c.close()

@@ -61,6 +61,7 @@ def cmd_produce(args) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
     try:
+        md.refresh()
         create_topic(md, args.topic, args.partitions)
     except KafkaError as e:
         raise CliError(f"cannot create topic {args.topic!r}: {e}") from None

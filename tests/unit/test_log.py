@@ -1,0 +1,57 @@
+import os
+
+import pytest
+
+from services.broker import record_batch as rb
+from services.broker.log import StoredBatch, UnifiedLog
+
+pytestmark = pytest.mark.fast
+
+
+def _append(log, n, pid=-1, seq=-1):
+    b = rb.build_batch([(None, b"v%d" % i, 0) for i in range(n)], producer_id=pid,
+                       producer_epoch=0 if pid >= 0 else -1, base_sequence=seq)
+    sb = StoredBatch.from_proto(b)
+    sb.base_offset = log.log_end_offset
+    log.append(sb)
+    return sb
+
+
+def test_log_survives_reopen_and_reads_by_offset(tmp_path):
+    log = UnifiedLog(str(tmp_path), segment_bytes=200)
+    for _ in range(10):
+        _append(log, 3)
+    log.close()
+    log = UnifiedLog(str(tmp_path), segment_bytes=200)
+    assert log.log_end_offset == 30
+    assert len(log.segments) > 1
+    got = log.read(13, 1 << 20)
+    assert got[0].base_offset == 12 and got[-1].last_offset == 29
+
+
+def test_torn_and_corrupt_tails_are_cut(tmp_path):
+    log = UnifiedLog(str(tmp_path))
+    _append(log, 2)
+    last = _append(log, 2)
+    log.close()
+    seg = os.path.join(str(tmp_path), "00000000000000000000.log")
+    size = os.path.getsize(seg)
+    with open(seg, "r+b") as f:   # flip a byte inside the last batch's records
+        f.seek(size - 1)
+        f.write(b"\x00")
+    with open(seg, "ab") as f:    # and leave a torn frame after it
+        f.write(b"\x00\x00\x00\x50abc")
+    log = UnifiedLog(str(tmp_path))
+    assert log.recovered_bytes_cut
+    assert log.log_end_offset == last.base_offset  # the corrupt batch and the torn frame are gone
+    _append(log, 1)
+    assert log.log_end_offset == 3
+
+
+def test_truncate_to_drops_whole_batches(tmp_path):
+    log = UnifiedLog(str(tmp_path), segment_bytes=150)
+    for _ in range(6):
+        _append(log, 2)
+    log.truncate_to(6)
+    assert log.log_end_offset == 6
+    assert [b.base_offset for b in log.batches()] == [0, 2, 4]

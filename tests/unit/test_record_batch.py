@@ -1,0 +1,45 @@
+import pytest
+
+from eoslab.v1 import common_pb2
+from services.broker import record_batch as rb
+
+pytestmark = pytest.mark.fast
+E = common_pb2.ErrorCode
+
+
+def test_records_round_trip_with_null_keys_and_values():
+    recs = [(None, b"a", 1), (b"k", None, 2), (b"", b"", 3)]
+    assert list(rb.iter_records(rb.encode_records(recs))) == recs
+
+
+def test_crc_covers_producer_fields_but_not_offset_or_leader_epoch():
+    b = rb.build_batch([(None, b"x", 0)], producer_id=1, producer_epoch=0, base_sequence=0)
+    b.base_offset, b.partition_leader_epoch = 99, 7
+    assert rb.validate_batch(b, 1 << 20) is None
+    b.base_sequence = 1
+    assert rb.validate_batch(b, 1 << 20).code == E.CORRUPT_MESSAGE
+
+
+def test_truncated_records_are_refused():
+    data = rb.encode_records([(None, b"hello", 0)])
+    with pytest.raises(ValueError):
+        rb.count_records(data[:-2])
+
+
+@pytest.mark.parametrize("field,value,code", [
+    ("record_count", 2, E.INVALID_RECORD),
+    ("base_sequence", -3, E.INVALID_RECORD),
+    ("producer_epoch", 32768, E.INVALID_REQUEST),
+    ("producer_id", -2, E.INVALID_RECORD),
+    ("attributes", 1 << 7, E.INVALID_RECORD),
+])
+def test_malformed_fields(field, value, code):
+    b = rb.build_batch([(None, b"x", 0)], producer_id=1, producer_epoch=0, base_sequence=0)
+    setattr(b, field, value)
+    b.crc = rb.crc_of(b)
+    assert rb.validate_batch(b, 1 << 20).code == code
+
+
+def test_sequence_wraps_like_kafka():
+    assert rb.last_sequence(rb.MAX_SEQUENCE, 2) == 0
+    assert rb.last_sequence(5, 3) == 7

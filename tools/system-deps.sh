@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what eoslab needs from Debian's packages when it is missing:
+# ZooKeeper (the `zookeeper` package), Java 17 and iptables. Idempotent.
+set -euo pipefail
+need=()
+[ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+command -v iptables >/dev/null 2>&1 || need+=(iptables)
+[ ${#need[@]} -eq 0 ] && exit 0
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "system-deps: need root (or sudo) to install: ${need[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "system-deps: installing ${need[*]} from Debian's packages"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

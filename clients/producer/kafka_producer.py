@@ -7,7 +7,6 @@ once every record sent before it is resolved; `close` leaves no thread behind.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import itertools
 import time
 import zlib
@@ -18,6 +17,7 @@ import grpc
 from clients.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
+from clients.producer.futures import FutureRecordMetadata
 from clients.producer.record_accumulator import RecordAccumulator
 from clients.producer.sender import Sender
 from clients.producer.transaction_manager import TransactionManager
@@ -89,7 +89,7 @@ class KafkaProducer:
         return n
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
-             partition: int | None = None, timestamp_ms: int | None = None) -> concurrent.futures.Future:
+             partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
         if self._closed:
             raise KafkaError(E.INVALID_REQUEST, "producer is closed")
         if self.transaction_manager.fatal_error is not None:
@@ -112,9 +112,11 @@ class KafkaProducer:
                     break
                 except RuntimeError:  # the sender changed the set while we copied it
                     continue
-            pending = self.accumulator.all_batches() + in_flight
-            futs = [f for b in pending for f in b.futures[-1:]]
-            concurrent.futures.wait(futs, timeout=timeout)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for b in self.accumulator.all_batches() + in_flight:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not b.result.wait(left):
+                    return
         finally:
             self.accumulator.end_flush()
 

@@ -8,11 +8,11 @@ buffer.memory bytes wait, so memory stays bounded.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import threading
 import time
 from dataclasses import dataclass, field
 
+from clients.producer.futures import FutureRecordMetadata, ProduceRequestResult
 from services.broker import record_batch as rb
 
 RECORD_OVERHEAD = 16
@@ -23,8 +23,10 @@ class ProducerBatch:
     topic: str
     partition: int
     created: float
-    records: list = field(default_factory=list)      # (key, value, ts)
-    futures: list = field(default_factory=list)
+    buffer: bytearray = field(default_factory=bytearray)   # encoded records (MemoryRecordsBuilder)
+    record_count: int = 0
+    max_timestamp: int = -1
+    result: ProduceRequestResult | None = None
     size: int = 0
     closed: bool = False
     base_sequence: int | None = None                 # assigned at the first drain
@@ -42,27 +44,26 @@ class ProducerBatch:
     def tp(self) -> tuple[str, int]:
         return (self.topic, self.partition)
 
-    @property
-    def record_count(self) -> int:
-        return len(self.records)
+    def __post_init__(self):
+        self.result = ProduceRequestResult(self.topic, self.partition)
 
-    def try_append(self, key, value, ts, limit: int) -> concurrent.futures.Future | None:
-        n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
-        if self.closed or (self.records and self.size + n > limit):
+    def try_append(self, key, value, ts, limit: int, n: int) -> FutureRecordMetadata | None:
+        if self.closed or (self.record_count and self.size + n > limit):
             return None
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        self.records.append((key, value, ts))
-        self.futures.append(fut)
+        rb.encode_record(self.buffer, key, value, ts)
+        if ts > self.max_timestamp:
+            self.max_timestamp = ts
         self.size += n
-        return fut
+        self.record_count += 1
+        return FutureRecordMetadata(self.result, self.record_count - 1)
 
     def to_wire(self, transactional: bool = False):
         key = (self.producer_id, self.producer_epoch, self.base_sequence)
         if self._wire is None or self._wire_key != key:
             seq = rb.NO_SEQUENCE if self.base_sequence is None else self.base_sequence
-            self._wire = rb.build_batch(self.records, producer_id=self.producer_id,
-                                        producer_epoch=self.producer_epoch, base_sequence=seq,
-                                        transactional=transactional)
+            self._wire = rb.batch_from_encoded(bytes(self.buffer), self.record_count, self.max_timestamp,
+                                               producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                                               base_sequence=seq, transactional=transactional)
             self._wire_key = key
         return self._wire
 
@@ -72,13 +73,13 @@ class RecordAccumulator:
         self.batch_size = batch_size
         self.linger = linger_ms / 1000.0
         self.buffer_memory = buffer_memory
-        self.lock = threading.Condition()
+        self.lock = threading.Condition(threading.Lock())
         self.batches: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.pending_bytes = 0
         self.flushing = 0
         self.closed = False
 
-    def append(self, topic: str, partition: int, key, value, ts: int, wake) -> concurrent.futures.Future:
+    def append(self, topic: str, partition: int, key, value, ts: int, wake) -> FutureRecordMetadata:
         n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         with self.lock:
             while self.pending_bytes + n > self.buffer_memory and self.pending_bytes > 0 and not self.closed:
@@ -86,12 +87,12 @@ class RecordAccumulator:
             if self.closed:
                 raise RuntimeError("producer is closed")
             dq = self.batches.setdefault((topic, partition), collections.deque())
-            fut = dq[-1].try_append(key, value, ts, self.batch_size) if dq else None
+            fut = dq[-1].try_append(key, value, ts, self.batch_size, n) if dq else None
             if fut is None:
                 if dq:
                     dq[-1].closed = True
                 b = ProducerBatch(topic, partition, time.monotonic())
-                fut = b.try_append(key, value, ts, self.batch_size)
+                fut = b.try_append(key, value, ts, self.batch_size, n)
                 dq.append(b)
                 if len(dq) > 1:
                     wake()
@@ -100,8 +101,10 @@ class RecordAccumulator:
 
     def release(self, batch: ProducerBatch) -> None:
         with self.lock:
+            full = self.pending_bytes >= self.buffer_memory
             self.pending_bytes -= batch.size
-            self.lock.notify_all()
+            if full:
+                self.lock.notify_all()
 
     def ready(self, now: float) -> tuple[list[tuple[str, int]], float]:
         """Partitions whose head batch may go now, and seconds until the next one may."""

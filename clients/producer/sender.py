@@ -86,6 +86,7 @@ class Sender(threading.Thread):
         self.force_close = False
         self.metadata_stale = True
         self.last_metadata = 0.0
+        self.last_expiry_check = 0.0
         self.stats = {"requests": 0, "retries": 0, "timeouts": 0, "acked_records": 0,
                       "failed_records": 0, "duplicate_sequence_acks": 0, "epoch_bumps": 0,
                       "connections_closed": 0}
@@ -132,7 +133,9 @@ class Sender(threading.Thread):
             self._fail_everything(self.tm.fatal_error)
             return 0.1
         self._check_timeouts(now)
-        self._expire_batches(now)
+        if now - self.last_expiry_check > 0.1:
+            self.last_expiry_check = now
+            self._expire_batches(now)
         if self.tm.idempotent and (not self.tm.has_producer_id or self.tm.bump_pending):
             if not self._resolve_producer_id():
                 return 0.05
@@ -210,7 +213,7 @@ class Sender(threading.Thread):
                 b = self.acc.peek(tp)
                 if b is None or not self._sendable(b, now):
                     continue
-                if b.base_sequence is None and not b.closed and len(b.records) and \
+                if b.base_sequence is None and not b.closed and b.record_count and \
                         b.created + self.acc.linger > now and not self.acc.flushing and b.size < self.acc.batch_size \
                         and not self.acc.closed:
                     continue
@@ -328,10 +331,7 @@ class Sender(threading.Thread):
         self.tm.acked(b)
         self.acc.release(b)
         self.stats["acked_records"] += b.record_count
-        from clients.producer.kafka_producer import RecordMetadata
-        for i, fut in enumerate(b.futures):
-            fut.set_result(RecordMetadata(b.topic, b.partition, base_offset + i if base_offset >= 0 else -1,
-                                          b.base_sequence, b.producer_id, b.producer_epoch))
+        b.result.complete(base_offset, None, b.base_sequence, b.producer_id, b.producer_epoch)
 
     def _fail(self, b: ProducerBatch, exc: Exception) -> None:
         if b.done:
@@ -340,8 +340,7 @@ class Sender(threading.Thread):
         self.tm.acked(b)
         self.acc.release(b)
         self.stats["failed_records"] += b.record_count
-        for fut in b.futures:
-            fut.set_exception(exc)
+        b.result.complete(-1, exc, b.base_sequence, b.producer_id, b.producer_epoch)
 
     def _fail_everything(self, exc: Exception) -> None:
         for b in list(self.in_flight_batches):

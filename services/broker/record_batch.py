@@ -79,10 +79,35 @@ def iter_records(data: bytes) -> Iterator[tuple[bytes | None, bytes | None, int]
         yield key, value, ts
 
 
+def encode_record(out: bytearray, key: bytes | None, value: bytes | None, ts: int) -> None:
+    """Append one encoded record to `out` (the producer's batch builder)."""
+    out += _REC_HEAD.pack(ts, -1 if key is None else len(key))
+    if key is not None:
+        out += key
+    out += _LEN.pack(-1 if value is None else len(value))
+    if value is not None:
+        out += value
+
+
 def count_records(data: bytes) -> int:
-    """Number of well-formed records in `data`; ValueError when malformed."""
-    n = 0
-    for _ in iter_records(data):
+    """Number of well-formed records in `data`; ValueError when malformed. Copies nothing."""
+    n, pos, end = 0, 0, len(data)
+    head, length = _REC_HEAD.unpack_from, _LEN.unpack_from
+    while pos < end:
+        if pos + 16 > end:
+            raise ValueError("truncated record")
+        klen = head(data, pos)[1]
+        if klen < -1:
+            raise ValueError("negative key length")
+        pos += 12 + max(klen, 0)
+        if pos + 4 > end:
+            raise ValueError("truncated value length")
+        vlen = length(data, pos)[0]
+        if vlen < -1:
+            raise ValueError("negative value length")
+        pos += 4 + max(vlen, 0)
+        if pos > end:
+            raise ValueError("truncated value")
         n += 1
     return n
 
@@ -105,17 +130,20 @@ def crc_of(batch: common_pb2.RecordBatch) -> int:
                      batch.base_sequence, batch.record_count, batch.max_timestamp, batch.records)
 
 
-def build_batch(records: list[tuple[bytes | None, bytes | None, int]], *, producer_id: int = NO_PRODUCER_ID,
-                producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
-                transactional: bool = False, control: bool = False) -> common_pb2.RecordBatch:
+def build_batch(records: list[tuple[bytes | None, bytes | None, int]], **kw) -> common_pb2.RecordBatch:
     """A producer-side batch with its CRC set (base offset and leader epoch left for the leader)."""
-    data = encode_records(records)
+    return batch_from_encoded(encode_records(records), len(records),
+                              max((r[2] for r in records), default=-1), **kw)
+
+
+def batch_from_encoded(data: bytes, record_count: int, max_timestamp: int, *, producer_id: int = NO_PRODUCER_ID,
+                       producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+                       transactional: bool = False, control: bool = False) -> common_pb2.RecordBatch:
     attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
-    max_ts = max((r[2] for r in records), default=-1)
     b = common_pb2.RecordBatch(base_offset=0, partition_leader_epoch=-1, producer_id=producer_id,
                                producer_epoch=producer_epoch, base_sequence=base_sequence,
-                               record_count=len(records), attributes=attributes,
-                               max_timestamp=max_ts, records=data)
+                               record_count=record_count, attributes=attributes,
+                               max_timestamp=max_timestamp, records=data)
     b.crc = crc_of(b)
     return b
 

@@ -1,0 +1,83 @@
+"""ProduceRequestResult and FutureRecordMetadata: one result per batch, a light future per record.
+
+Guarantees: as in Kafka, a batch's result is set once (offset or error) and
+every record future of the batch resolves from it; callbacks run once, on
+the thread that completes the batch, or at once if it is already complete.
+A record future offers the parts of concurrent.futures.Future the lab uses:
+result, exception, done, add_done_callback.
+"""
+from __future__ import annotations
+
+import threading
+
+
+class ProduceRequestResult:
+    __slots__ = ("_event", "base_offset", "error", "_callbacks", "_lock", "topic", "partition",
+                 "base_sequence", "producer_id", "producer_epoch")
+
+    def __init__(self, topic: str, partition: int):
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._callbacks: list = []
+        self.base_offset = -1
+        self.error: BaseException | None = None
+        self.topic, self.partition = topic, partition
+        self.base_sequence, self.producer_id, self.producer_epoch = None, -1, -1
+
+    def done(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+    def complete(self, base_offset: int, error: BaseException | None, base_sequence, pid: int, epoch: int) -> None:
+        with self._lock:
+            if self._event.is_set():
+                return
+            self.base_offset, self.error = base_offset, error
+            self.base_sequence, self.producer_id, self.producer_epoch = base_sequence, pid, epoch
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a user callback must not kill the sender
+                pass
+
+    def on_done(self, fn) -> None:
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        fn()
+
+
+class FutureRecordMetadata:
+    __slots__ = ("_result", "_index")
+
+    def __init__(self, result: ProduceRequestResult, index: int):
+        self._result, self._index = result, index
+
+    def done(self) -> bool:
+        return self._result.done()
+
+    def _wait(self, timeout):
+        if not self._result.wait(timeout):
+            raise TimeoutError("record not acknowledged in time")
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return self._result.error
+
+    def result(self, timeout: float | None = None):
+        from clients.producer.kafka_producer import RecordMetadata
+        self._wait(timeout)
+        r = self._result
+        if r.error is not None:
+            raise r.error
+        seq = None if r.base_sequence is None else r.base_sequence + self._index
+        offset = r.base_offset + self._index if r.base_offset >= 0 else -1
+        return RecordMetadata(r.topic, r.partition, offset, seq, r.producer_id, r.producer_epoch)
+
+    def add_done_callback(self, fn) -> None:
+        self._result.on_done(lambda: fn(self))

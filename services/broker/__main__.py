@@ -1,7 +1,5 @@
 """`python -m services.broker`: one broker process."""
 import argparse
-import signal
-import threading
 
 from eoslab.v1 import common_pb2
 from services.broker.kafka_server import KafkaServer
@@ -40,10 +38,7 @@ def main() -> None:
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection)
     server.start()
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
+    rpc.wait_for_termination()
     server.stop()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 import threading
 from concurrent import futures
@@ -81,3 +82,11 @@ def split_address(addr: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise ValueError(f"expected HOST:PORT, got {addr!r}")
     return host, int(port)
+
+
+def wait_for_termination() -> None:
+    """Block until SIGTERM or SIGINT: how every service process waits before its clean shutdown."""
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    done.wait()

@@ -1,7 +1,5 @@
 """`python -m services.controller`: one controller process (active or standby)."""
 import argparse
-import signal
-import threading
 
 from eoslab.v1 import controller_pb2_grpc
 from services.common import rpc
@@ -31,10 +29,7 @@ def main() -> None:
     rpc.bind(server, a.listen)
     server.start()
     controller.start()
-    done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
-    done.wait()
+    rpc.wait_for_termination()
     controller.stop()
     server.stop(1).wait()
 

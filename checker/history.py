@@ -15,6 +15,29 @@ from typing import Any, Iterable, Iterator, TextIO
 TYPES = ("invoke", "ok", "fail", "info")
 NEMESIS = "nemesis"
 
+# Key in `Op.extra` set by the Jepsen readers (EDN, Jepsen log) on `ok` completions
+# whose value is or contains nil. Knossos reads its own format so that a read
+# returning nil constrains nothing; the register models honour this mark, so
+# Jepsen histories get knossos' verdicts while the lab's JSONL histories (which
+# never carry the mark) keep strict reads: there a null read matches only a null
+# register. See checker.models.
+NIL_READS_UNKNOWN = "nil_reads_unknown"
+
+
+class _Unknown:
+    """The result of an op that may or may not have happened (info, no completion)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+    def __reduce__(self):
+        return "UNKNOWN"
+
+
+UNKNOWN = _Unknown()
+
 
 class HistoryError(ValueError):
     """Bad input: the message names the line (or op index) at fault."""

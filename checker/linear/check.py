@@ -1,0 +1,137 @@
+"""`check_linearizable`: is a history linearizable with respect to a model?
+
+Guarantees: reads the ops once (any iterable, e.g. `open_history(...)`),
+pairs them (checker.formats.pairs: fail ops did not happen; info ops and
+invokes that never complete may take effect at any time after the invoke, or
+never), lets the model drop the ops that constrain nothing and split the
+history into independent partitions (P-compositionality: a history is
+linearizable iff every partition is), and runs the exact search of
+checker.linear.search on each, smallest first, under one shared deadline.
+
+Returns `{"valid": True | False | "unknown", "anomalies": {...}, "stats": {...}}`.
+"unknown" only when the time limit ran out before every partition was decided
+and none was found invalid. When invalid, `anomalies["nonlinearizable"]` names
+the op no linearization gets past — `op`: its completion's `index`, its
+`invoke_index`, `process`, `type`, `f`, `value` (the completion's value for an
+ok op, else the invoke's), `line` — the `key` of its partition (or None),
+`prefix`: the invoke indices, in linearization order, of the ops linearized
+in a configuration that reached it (the longest linearizable prefix found),
+and `states`: a few model states reachable just before it. Bad input (double
+invoke, orphan completion, an op the model does not know) raises
+`HistoryError` naming the line; an unknown model raises `ValueError`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+from checker.formats.pairs import Call, pair_calls, resolved_value, where
+from checker.history import HistoryError, Op
+from checker.linear.search import search
+from checker.models import Model, get_model, thaw
+
+
+class _Counted:
+    def __init__(self, ops: Iterable[Op]):
+        self.ops = ops
+        self.n = 0
+
+    def __iter__(self):
+        for op in self.ops:
+            self.n += 1
+            yield op
+
+
+def _prepare(model: Model, calls: list[Call]) -> tuple[list, list[Call]]:
+    prepared, kept = [], []
+    for c in calls:
+        try:
+            op = model.prepare(c.f, c.value, c.result, c.key, c.nil_unknown)
+        except ValueError as e:
+            raise HistoryError(f"{where(c.invoke)}: {e}") from None
+        if op is not None:
+            prepared.append(op)
+            kept.append(c)
+    return prepared, kept
+
+
+def _witness(model: Model, key: Any, keyed: bool, calls: list[Call], res) -> dict:
+    c = calls[res.fail_op]
+    comp = c.completion
+    return {
+        "op": {"index": comp.index, "invoke_index": c.invoke.index, "process": c.process,
+               "type": comp.type, "f": c.f, "value": resolved_value(c.invoke, comp),
+               "line": comp.line},
+        "key": thaw(key) if keyed else None,
+        "prefix": [calls[i].invoke.index for i in res.prefix],
+        "states": [model.describe(s) for s in res.states],
+        "model": model.name,
+    }
+
+
+def check_linearizable(ops: Iterable[Op], model: str | Model, initial: Any = None,
+                       time_limit: float | None = None) -> dict:
+    """Decide linearizability of `ops` against `model` starting from `initial`."""
+    t0 = time.monotonic()
+    deadline = t0 + time_limit if time_limit is not None else None
+    m = get_model(model)
+    counted = _Counted(ops)
+    calls = pair_calls(counted)
+    try:
+        groups = m.partition(calls)
+    except ValueError as e:
+        raise HistoryError(str(e)) from None
+    keyed = groups is not None
+    if groups is None:
+        groups = {None: calls}
+    try:
+        m.init(initial)
+    except ValueError as e:
+        raise ValueError(f"bad initial value for {m.name}: {e}") from None
+
+    stats = {"model": m.name, "ops": counted.n, "calls": len(calls), "constraining": 0,
+             "partitions": len(groups), "explored": 0, "configurations": 0,
+             "time_limit_s": time_limit}
+    prepared_groups = []
+    for key, group in groups.items():
+        prepared, kept = _prepare(m, group)
+        stats["constraining"] += len(kept)
+        prepared_groups.append((len(kept), key, prepared, kept))
+    prepared_groups.sort(key=lambda g: g[0])
+
+    verdict: Any = True
+    anomalies: dict = {}
+    undecided = []
+    for _, key, prepared, kept in prepared_groups:
+        init_state = m.init(m.restrict(initial, key) if keyed else initial)
+        res = search(m, init_state, prepared, [c.start for c in kept], [c.end for c in kept],
+                     deadline=deadline)
+        stats["explored"] += res.explored
+        stats["configurations"] += res.cache_size
+        if res.valid is False:
+            verdict = False
+            anomalies["nonlinearizable"] = _witness(m, key, keyed, kept, res)
+            break
+        if res.valid is None:
+            undecided.append(thaw(key) if keyed else None)
+    if verdict is True and undecided:
+        verdict = "unknown"
+        stats["reason"] = f"time limit of {time_limit} s reached"
+        stats["undecided_partitions"] = len(undecided)
+    stats["elapsed_s"] = round(time.monotonic() - t0, 6)
+    return {"valid": verdict, "anomalies": anomalies, "stats": stats}
+
+
+class LinearizabilityChecker:
+    """The lab's checker interface: `LinearizabilityChecker(model, initial, time_limit).check(ops)`."""
+
+    name = "linearizable"
+
+    def __init__(self, model: str | Model = "register", initial: Any = None,
+                 time_limit: float | None = None):
+        self.model = get_model(model)
+        self.initial = initial
+        self.time_limit = time_limit
+
+    def check(self, ops: Iterable[Op]) -> dict:
+        return check_linearizable(ops, self.model, self.initial, self.time_limit)

@@ -30,14 +30,20 @@ class ClusterMetadata:
         self.partition_counts: dict[str, int] = {}
         self.topic_errors: dict[str, int] = {}
         self.controller_id = -1
+        self._last_good: str | None = None
 
     def stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
         return broker_pb2_grpc.BrokerStub(self.channels.get(address))
 
     def addresses(self) -> list[str]:
+        """The broker that answered last first, then the bootstrap list, then every known broker."""
         with self.lock:
             known = list(self.brokers.values())
-        return self.bootstrap + [a for a in known if a not in self.bootstrap]
+        out = [self._last_good] if self._last_good else []
+        for a in self.bootstrap + known:
+            if a not in out:
+                out.append(a)
+        return out
 
     def refresh(self, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
         errors = []
@@ -52,6 +58,7 @@ class ClusterMetadata:
                 errors.append(f"{addr}: no live brokers known yet")
                 continue
             self._apply(resp)
+            self._last_good = addr
             return resp
         raise KafkaError(E.NETWORK_EXCEPTION, "cannot reach the cluster (" + "; ".join(errors) + ")")
 

@@ -78,7 +78,11 @@ class KafkaProducer:
         n = self.metadata.partitions_for(topic)
         deadline = time.monotonic() + timeout
         while n is None:
-            self.metadata.refresh([topic])
+            try:
+                self.metadata.refresh([topic])
+            except KafkaError:
+                if time.monotonic() > deadline:
+                    raise
             n = self.metadata.partitions_for(topic)
             if n is not None:
                 break

@@ -69,6 +69,11 @@ class BrokerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.InitProducerIdResponse.FromString,
                 _registered_method=True)
+        self.OffsetsForLeaderEpoch = channel.unary_unary(
+                '/eoslab.v1.Broker/OffsetsForLeaderEpoch',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetsForLeaderEpochResponse.FromString,
+                _registered_method=True)
         self.LeaderAndIsr = channel.unary_unary(
                 '/eoslab.v1.Broker/LeaderAndIsr',
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.LeaderAndIsrRequest.SerializeToString,
@@ -130,6 +135,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OffsetsForLeaderEpoch(self, request, context):
+        """KIP-101/279: where does the leader's log for a given leader epoch end?
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def LeaderAndIsr(self, request, context):
         """Controller to broker.
         """
@@ -180,6 +192,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.InitProducerId,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.InitProducerIdRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.InitProducerIdResponse.SerializeToString,
+            ),
+            'OffsetsForLeaderEpoch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetsForLeaderEpoch,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetsForLeaderEpochRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetsForLeaderEpochResponse.SerializeToString,
             ),
             'LeaderAndIsr': grpc.unary_unary_rpc_method_handler(
                     servicer.LeaderAndIsr,
@@ -381,6 +398,33 @@ class Broker:
             '/eoslab.v1.Broker/InitProducerId',
             eoslab_dot_v1_dot_broker__pb2.InitProducerIdRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.InitProducerIdResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetsForLeaderEpoch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/OffsetsForLeaderEpoch',
+            eoslab_dot_v1_dot_broker__pb2.OffsetsForLeaderEpochRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.OffsetsForLeaderEpochResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -26,21 +26,25 @@ from eoslab.v1 import common_pb2 as eoslab_dot_v1_dot_common__pb2
 from eoslab.v1 import broker_pb2 as eoslab_dot_v1_dot_broker__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x65oslab/v1/controller.proto\x12\teoslab.v1\x1a\x16\x65oslab/v1/common.proto\x1a\x16\x65oslab/v1/broker.proto\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"v\n\x1b\x41llocateProducerIdsResponse\x12#\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x14.eoslab.v1.ErrorCode\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\"\x18\n\x16\x44\x65scribeClusterRequest\"\xd5\x01\n\x17\x44\x65scribeClusterResponse\x12#\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x14.eoslab.v1.ErrorCode\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12/\n\x0clive_brokers\x18\x04 \x03(\x0b\x32\x19.eoslab.v1.BrokerEndpoint\x12\x33\n\x10partition_states\x18\x05 \x03(\x0b\x32\x19.eoslab.v1.PartitionState2\x9d\x02\n\nController\x12\x64\n\x13\x41llocateProducerIds\x12%.eoslab.v1.AllocateProducerIdsRequest\x1a&.eoslab.v1.AllocateProducerIdsResponse\x12O\n\x0c\x43reateTopics\x12\x1e.eoslab.v1.CreateTopicsRequest\x1a\x1f.eoslab.v1.CreateTopicsResponse\x12X\n\x0f\x44\x65scribeCluster\x12!.eoslab.v1.DescribeClusterRequest\x1a\".eoslab.v1.DescribeClusterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x65oslab/v1/controller.proto\x12\teoslab.v1\x1a\x16\x65oslab/v1/common.proto\x1a\x16\x65oslab/v1/broker.proto\"\xa2\x01\n\x15\x41lterPartitionRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\x12\r\n\x05topic\x18\x03 \x01(\t\x12\x11\n\tpartition\x18\x04 \x01(\x05\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\x12\x0f\n\x07new_isr\x18\x06 \x03(\x05\x12\x17\n\x0fpartition_epoch\x18\x07 \x01(\x05\"g\n\x16\x41lterPartitionResponse\x12#\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x14.eoslab.v1.ErrorCode\x12(\n\x05state\x18\x02 \x01(\x0b\x32\x19.eoslab.v1.PartitionState\"E\n\x1a\x41llocateProducerIdsRequest\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x14\n\x0c\x62roker_epoch\x18\x02 \x01(\x03\"v\n\x1b\x41llocateProducerIdsResponse\x12#\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x14.eoslab.v1.ErrorCode\x12\x19\n\x11producer_id_start\x18\x02 \x01(\x03\x12\x17\n\x0fproducer_id_len\x18\x03 \x01(\x05\"\x18\n\x16\x44\x65scribeClusterRequest\"\xd5\x01\n\x17\x44\x65scribeClusterResponse\x12#\n\x05\x65rror\x18\x01 \x01(\x0e\x32\x14.eoslab.v1.ErrorCode\x12\x15\n\rcontroller_id\x18\x02 \x01(\x05\x12\x18\n\x10\x63ontroller_epoch\x18\x03 \x01(\x05\x12/\n\x0clive_brokers\x18\x04 \x03(\x0b\x32\x19.eoslab.v1.BrokerEndpoint\x12\x33\n\x10partition_states\x18\x05 \x03(\x0b\x32\x19.eoslab.v1.PartitionState2\xf4\x02\n\nController\x12\x64\n\x13\x41llocateProducerIds\x12%.eoslab.v1.AllocateProducerIdsRequest\x1a&.eoslab.v1.AllocateProducerIdsResponse\x12O\n\x0c\x43reateTopics\x12\x1e.eoslab.v1.CreateTopicsRequest\x1a\x1f.eoslab.v1.CreateTopicsResponse\x12X\n\x0f\x44\x65scribeCluster\x12!.eoslab.v1.DescribeClusterRequest\x1a\".eoslab.v1.DescribeClusterResponse\x12U\n\x0e\x41lterPartition\x12 .eoslab.v1.AlterPartitionRequest\x1a!.eoslab.v1.AlterPartitionResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'eoslab.v1.controller_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=89
-  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=158
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=160
-  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=278
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=280
-  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=304
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=307
-  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=520
-  _globals['_CONTROLLER']._serialized_start=523
-  _globals['_CONTROLLER']._serialized_end=808
+  _globals['_ALTERPARTITIONREQUEST']._serialized_start=90
+  _globals['_ALTERPARTITIONREQUEST']._serialized_end=252
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_start=254
+  _globals['_ALTERPARTITIONRESPONSE']._serialized_end=357
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_start=359
+  _globals['_ALLOCATEPRODUCERIDSREQUEST']._serialized_end=428
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_start=430
+  _globals['_ALLOCATEPRODUCERIDSRESPONSE']._serialized_end=548
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_start=550
+  _globals['_DESCRIBECLUSTERREQUEST']._serialized_end=574
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_start=577
+  _globals['_DESCRIBECLUSTERRESPONSE']._serialized_end=790
+  _globals['_CONTROLLER']._serialized_start=793
+  _globals['_CONTROLLER']._serialized_end=1165
 # @@protoc_insertion_point(module_scope)

@@ -50,6 +50,11 @@ class ControllerStub:
                 request_serializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.AlterPartition = channel.unary_unary(
+                '/eoslab.v1.Controller/AlterPartition',
+                request_serializer=eoslab_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServicer:
@@ -73,6 +78,15 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartition(self, request, context):
+        """A partition leader asks to shrink or expand the ISR (KIP-497): the controller
+        checks leader epoch and partition version, writes ZooKeeper with a versioned
+        write, and answers with the state now in force.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -90,6 +104,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'AlterPartition': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartition,
+                    request_deserializer=eoslab_dot_v1_dot_controller__pb2.AlterPartitionRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_controller__pb2.AlterPartitionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -173,6 +192,33 @@ class Controller:
             '/eoslab.v1.Controller/DescribeCluster',
             eoslab_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
             eoslab_dot_v1_dot_controller__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartition(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Controller/AlterPartition',
+            eoslab_dot_v1_dot_controller__pb2.AlterPartitionRequest.SerializeToString,
+            eoslab_dot_v1_dot_controller__pb2.AlterPartitionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,16 +25,21 @@ def main() -> None:
     p.add_argument("--max-message-bytes", type=int, default=1048588)
     p.add_argument("--segment-bytes", type=int, default=16 * 1024 * 1024)
     p.add_argument("--snapshot-interval-batches", type=int, default=1000)
+    p.add_argument("--replica-lag-time-max-ms", type=int, default=3000,
+                   help="a follower not caught up for this long leaves the ISR")
+    p.add_argument("--min-insync-replicas", type=int, default=1, help="default for topics that do not set it")
     p.add_argument("--enable-fault-injection", action="store_true")
     a = p.parse_args()
-    for name in ("producer_state_batches", "max_message_bytes", "segment_bytes", "snapshot_interval_batches"):
+    for name in ("producer_state_batches", "max_message_bytes", "segment_bytes", "snapshot_interval_batches",
+                 "replica_lag_time_max_ms", "min_insync_replicas"):
         if getattr(a, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
     rpc.setup_logging(f"broker-{a.broker_id}")
     cfg = LogConfig(max_message_bytes=a.max_message_bytes, segment_bytes=a.segment_bytes,
                     producer_state_batches=a.producer_state_batches,
                     duplicate_beyond_cache_error=common_pb2.ErrorCode.Value(a.duplicate_beyond_cache_error),
-                    snapshot_interval_batches=a.snapshot_interval_batches)
+                    snapshot_interval_batches=a.snapshot_interval_batches,
+                    replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection)
     server.start()

@@ -41,7 +41,7 @@ class KafkaServer:
         self._max_issued_pid = -1
         self.metadata = MetadataCache()
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
-                                              self.producer_id_known)
+                                              self.producer_id_known, self.alter_partition)
         self.pid_manager = ProducerIdManager(broker_id, lambda: self.controller_address,
                                              lambda: self.broker_epoch)
         self.faults = FaultRegistry()
@@ -92,6 +92,26 @@ class KafkaServer:
     def _on_controller(self, data, stat) -> None:
         d = zk_paths.decode(data) if data else None
         self.controller_address = f"{d['host']}:{d['port']}" if d and "host" in d else None
+
+    def alter_partition(self, partition, new_isr: list[int]) -> None:
+        """Ask the active controller for an ISR change (KIP-497) and apply what it answers."""
+        from eoslab.v1 import controller_pb2, controller_pb2_grpc
+        addr = self.controller_address
+        if addr is None:
+            return
+        req = controller_pb2.AlterPartitionRequest(
+            broker_id=self.broker_id, broker_epoch=self.broker_epoch, topic=partition.topic,
+            partition=partition.partition, leader_epoch=partition.leader_epoch, new_isr=new_isr,
+            partition_epoch=partition.partition_epoch)
+        with rpc.channel(addr) as ch:
+            r = controller_pb2_grpc.ControllerStub(ch).AlterPartition(req, timeout=5)
+        if r.error == E.NONE:
+            log.info("%s-%d: isr %s -> %s", partition.topic, partition.partition, partition.isr, list(r.state.isr))
+            partition.update_isr(list(r.state.isr), r.state.zk_version)
+        else:
+            log.info("%s-%d: ISR change to %s refused: %s", partition.topic, partition.partition, new_isr,
+                     E.Name(r.error))
+            time.sleep(0.2)
 
     def producer_id_known(self, pid: int) -> bool:
         if pid <= self._max_issued_pid:
@@ -173,6 +193,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         if err != E.NONE:
             return broker_pb2.InitProducerIdResponse(error=err, producer_id=-1, producer_epoch=-1)
         return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=pid, producer_epoch=0)
+
+    def OffsetsForLeaderEpoch(self, request, context):
+        return self.rm.offsets_for_leader_epoch(request)
 
     def LeaderAndIsr(self, request, context):
         return self.rm.become_leader_or_follower(request)

@@ -31,6 +31,11 @@ class MetadataCache:
             self.configs = {c.topic: dict(c.configs) for c in req.topic_configs}
             self.controller_id = req.controller_id
 
+    def broker_address(self, broker_id: int) -> str | None:
+        with self.lock:
+            b = self.brokers.get(broker_id)
+            return f"{b.host}:{b.port}" if b is not None else None
+
     def has_topic(self, topic: str) -> bool:
         with self.lock:
             return topic in self.partitions

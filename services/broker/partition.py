@@ -1,20 +1,29 @@
-"""Partition: one replica of a topic-partition on this broker, its log and producer state.
+"""Partition: one replica of a topic-partition on this broker: log, producer state, leader epochs, ISR.
 
-Guarantees: appends are serialised per partition; a client batch is validated
-(format, then producer epoch and sequence) before it touches the log, so a
-rejected batch changes nothing; a retried batch that matches one of the
-producer's cached batches is not appended again and gets its original base
-offset; consumers read only below the high watermark.
+Guarantees:
+- appends are serialised per partition; a client batch is validated (format,
+  then producer epoch and sequence) before it touches the log, so a rejected
+  batch changes nothing; a retried batch that matches one of the producer's
+  cached batches is not appended again and gets its original base offset;
+- as leader, the high watermark is the smallest log end offset over the ISR
+  and never moves back; consumers read only below it; an acks=all append is
+  answered only once the high watermark has passed it (or with an error);
+- as follower, batches are appended with the leader's offsets and epochs, and
+  producer state and leader-epoch cache follow the log, also across
+  truncation (KIP-101: truncation goes by leader epoch, never by high
+  watermark alone).
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 
 from eoslab.v1 import common_pb2
 from services.broker import record_batch as rb
+from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
 
@@ -30,6 +39,7 @@ class LogConfig:
     duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER
     snapshot_interval_batches: int = 1000
     min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 3000
     extra: dict = field(default_factory=dict)
 
 
@@ -37,8 +47,16 @@ class LogConfig:
 class AppendResult:
     error: int
     base_offset: int = -1
+    last_offset: int = -1
     message: str = ""
     duplicate: bool = False
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """What the leader knows of one follower."""
+    log_end_offset: int = -1
+    last_caught_up: float = 0.0
 
 
 class Partition:
@@ -50,42 +68,75 @@ class Partition:
         self.config = config
         self.dir = os.path.join(data_dir, f"{topic}-{partition}")
         self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)   # log end, high watermark or role moved
         self.log = UnifiedLog(self.dir, config.segment_bytes)
+        self.epochs = LeaderEpochFileCache(self.dir)
+        self.epochs.truncate_from_end(self.log.log_end_offset + 1)
         self.producer_state = ProducerStateManager(
             self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known)
         self.producer_state.load(self.log)
         self.leader_id = -1
         self.leader_epoch = -1
+        self.partition_epoch = -1   # zk version of the partition state
         self.replicas: list[int] = []
         self.isr: list[int] = []
-        self.high_watermark = self.log.log_end_offset
-        self.data_arrived = threading.Condition(self.lock)
+        self.followers: dict[int, ReplicaState] = {}
+        self.high_watermark = 0
+        self.isr_change_in_flight = False
+        self.leader_epoch_start = 0
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.broker_id
 
-    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    # -- role changes ----------------------------------------------------------------------------
+    def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], partition_epoch: int) -> None:
         with self.lock:
+            now = time.monotonic()
             self.leader_id = self.broker_id
             self.leader_epoch = leader_epoch
+            self.partition_epoch = partition_epoch
             self.replicas = list(replicas)
             self.isr = list(isr)
-            self.high_watermark = self.log.log_end_offset  # single-replica ISR: all of the log
+            self.followers = {r: ReplicaState(-1, now) for r in replicas if r != self.broker_id}
+            self.epochs.assign(leader_epoch, self.log.log_end_offset)
+            self.leader_epoch_start = self.log.log_end_offset
+            self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
+            self._maybe_increment_hw()
+            self.changed.notify_all()
 
-    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int]) -> None:
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int],
+                      partition_epoch: int) -> None:
         with self.lock:
             self.leader_id = leader_id
             self.leader_epoch = leader_epoch
+            self.partition_epoch = partition_epoch
             self.replicas = list(replicas)
             self.isr = list(isr)
+            self.followers = {}
+            self.changed.notify_all()
+
+    def update_isr(self, isr: list[int], partition_epoch: int) -> None:
+        with self.lock:
+            if partition_epoch <= self.partition_epoch:
+                return
+            self.isr = list(isr)
+            self.partition_epoch = partition_epoch
+            if self.is_leader:
+                self._maybe_increment_hw()
+            self.changed.notify_all()
 
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
             return E.NONE
         return E.FENCED_LEADER_EPOCH if current_leader_epoch < self.leader_epoch else E.UNKNOWN_LEADER_EPOCH
 
-    def append_records_to_leader(self, batch: common_pb2.RecordBatch) -> AppendResult:
+    # -- leader appends ------------------------------------------------------------------------------
+    def append_records_to_leader(self, batch: common_pb2.RecordBatch, acks: int = -1) -> AppendResult:
         bad = rb.validate_batch(batch, self.config.max_message_bytes)
         if bad is not None:
             return AppendResult(bad.code, message=bad.message)
@@ -93,6 +144,9 @@ class Partition:
         with self.lock:
             if not self.is_leader:
                 return AppendResult(E.NOT_LEADER_OR_FOLLOWER, message=f"broker {self.broker_id} is not the leader")
+            if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
+                return AppendResult(E.NOT_ENOUGH_REPLICAS, message=f"ISR {self.isr} is smaller than "
+                                    f"min.insync.replicas {self.config.min_insync_replicas}")
             if pid != rb.NO_PRODUCER_ID:
                 psm = self.producer_state
                 entry = psm.last_entry(pid)
@@ -100,7 +154,7 @@ class Partition:
                 if entry is not None:
                     dup = entry.find_duplicate_batch(batch.producer_epoch, batch.base_sequence, last_seq)
                     if dup is not None:
-                        return AppendResult(E.NONE, dup.first_offset, duplicate=True)
+                        return AppendResult(E.NONE, dup.first_offset, dup.last_offset, duplicate=True)
                 try:
                     psm.prepare_update(pid).check(batch.producer_epoch, batch.base_sequence, batch.record_count)
                 except ProducerStateError as e:
@@ -108,17 +162,99 @@ class Partition:
             stored = StoredBatch(self.log.log_end_offset, self.leader_epoch, batch.crc, batch.attributes, pid,
                                  batch.producer_epoch, batch.base_sequence, batch.record_count,
                                  batch.max_timestamp, batch.records)
-            self.log.append(stored)
-            self.producer_state.update(stored)
-            if len(self.isr) <= 1:
-                self.high_watermark = self.log.log_end_offset
-            if self.producer_state.batches_since_snapshot >= self.config.snapshot_interval_batches:
-                self.producer_state.snapshot()
-            self.data_arrived.notify_all()
-            return AppendResult(E.NONE, stored.base_offset)
+            self._append(stored)
+            self._maybe_increment_hw()
+            return AppendResult(E.NONE, stored.base_offset, stored.last_offset)
 
-    def read(self, offset: int, max_bytes: int, isolation_committed: bool = False,
-             replica: bool = False) -> tuple[int, list[StoredBatch]]:
+    def _append(self, stored: StoredBatch) -> None:
+        self.epochs.assign(stored.leader_epoch, stored.base_offset)
+        self.log.append(stored)
+        self.producer_state.update(stored)
+        if self.producer_state.batches_since_snapshot >= self.config.snapshot_interval_batches:
+            self.producer_state.snapshot()
+        self.changed.notify_all()
+
+    def wait_for_replication(self, last_offset: int, leader_epoch: int, timeout: float) -> tuple[int, str]:
+        """For acks=all: wait until the high watermark passes last_offset."""
+        deadline = time.monotonic() + timeout
+        with self.lock:
+            while self.high_watermark <= last_offset:
+                if not self.is_leader or self.leader_epoch != leader_epoch:
+                    return E.NOT_LEADER_OR_FOLLOWER, "leadership moved before the append was replicated"
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return E.REQUEST_TIMED_OUT, "the ISR did not replicate the append in time"
+                self.changed.wait(min(left, 0.5))
+            if len(self.isr) < self.config.min_insync_replicas:
+                return E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, (f"ISR {self.isr} shrank below min.insync.replicas "
+                                                           f"{self.config.min_insync_replicas} after the append")
+            return E.NONE, ""
+
+    def _maybe_increment_hw(self) -> None:
+        leo = self.log.log_end_offset
+        ends = [leo] + [self.followers[r].log_end_offset for r in self.isr
+                        if r != self.broker_id and r in self.followers]
+        hw = min(ends)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self.changed.notify_all()
+
+    # -- follower fetches, seen by the leader -------------------------------------------------------
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        with self.lock:
+            st = self.followers.get(replica_id)
+            if st is None:
+                return
+            st.log_end_offset = fetch_offset
+            if fetch_offset >= self.log.log_end_offset:
+                st.last_caught_up = time.monotonic()
+            self._maybe_increment_hw()
+
+    def isr_change_wanted(self) -> list[int] | None:
+        """The ISR this leader should ask the controller for, or None if it is right."""
+        with self.lock:
+            if not self.is_leader or self.isr_change_in_flight:
+                return None
+            now, lag = time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0
+            new = [r for r in self.isr if r == self.broker_id or
+                   (r in self.followers and now - self.followers[r].last_caught_up <= lag)]
+            for r, st in self.followers.items():   # Kafka's expand rule: caught up to HW and to this epoch
+                if r not in new and st.log_end_offset >= max(self.high_watermark, self.leader_epoch_start) \
+                        and now - st.last_caught_up <= lag:
+                    new.append(r)
+            new = [r for r in self.replicas if r in new]
+            return None if sorted(new) == sorted(self.isr) else new
+
+    # -- follower side ----------------------------------------------------------------------------------
+    def append_as_follower(self, batches, leader_hw: int) -> None:
+        with self.lock:
+            for pb in batches:
+                b = StoredBatch.from_proto(pb)
+                if b.last_offset < self.log.log_end_offset:
+                    continue  # already have it
+                if b.base_offset != self.log.log_end_offset or not b.valid_crc():
+                    raise IOError(f"{self.topic}-{self.partition}: replicated batch at {b.base_offset} does not "
+                                  f"fit the log end {self.log.log_end_offset}")
+                self._append(b)
+            self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+
+    def truncate_to(self, offset: int) -> None:
+        with self.lock:
+            if offset >= self.log.log_end_offset:
+                return
+            log.info("%s-%d: truncating from %d to %d", self.topic, self.partition, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+            self.epochs.truncate_from_end(self.log.log_end_offset)
+            self.producer_state.load(self.log)
+            self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+            self.changed.notify_all()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        with self.lock:
+            return self.epochs.end_offset_for(epoch, self.log.log_end_offset)
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, replica: bool = False) -> tuple[int, list[StoredBatch]]:
         with self.lock:
             leo = self.log.log_end_offset
             if offset < self.log.log_start_offset or offset > leo:
@@ -128,10 +264,10 @@ class Partition:
                 return E.NONE, []
         return E.NONE, self.log.read(offset, max_bytes, limit)
 
-    def wait_for_data(self, offset: int, timeout: float) -> None:
+    def wait_for_data(self, offset: int, timeout: float, replica: bool = False) -> None:
         with self.lock:
-            if self.high_watermark <= offset:
-                self.data_arrived.wait(timeout)
+            if (self.log.log_end_offset if replica else self.high_watermark) <= offset:
+                self.changed.wait(timeout)
 
     def close(self, snapshot: bool = True) -> None:
         with self.lock:

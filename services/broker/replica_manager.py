@@ -15,6 +15,7 @@ import time
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import LogConfig, Partition
+from services.broker.replica_fetcher import ReplicaFetcherManager
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
@@ -22,8 +23,13 @@ log = logging.getLogger(__name__)
 
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
-                 producer_id_known=None):
+                 producer_id_known=None, alter_partition=None):
         self.broker_id = broker_id
+        self.alter_partition = alter_partition   # (partition, new_isr) -> None; asks the controller
+        self.fetchers = ReplicaFetcherManager(broker_id, metadata.broker_address)
+        self._stopping = threading.Event()
+        self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
+        self._isr_thread.start()
         self.data_dir = data_dir
         self.defaults = defaults
         self.metadata = metadata
@@ -71,18 +77,25 @@ class ReplicaManager:
                 resp.partition_errors.add(topic=s.topic, partition=s.partition, error=E.STALE_CONTROLLER_EPOCH)
                 continue
             if s.leader_epoch == p.leader_epoch and s.leader == p.leader_id:
+                p.update_isr(list(s.isr), s.zk_version)
                 continue
             if s.leader == self.broker_id:
-                p.make_leader(s.leader_epoch, list(s.replicas), list(s.isr))
-                log.info("%s-%d: leader at epoch %d, log end %d", s.topic, s.partition, s.leader_epoch,
-                         p.log.log_end_offset)
+                self.fetchers.remove(key)
+                p.make_leader(s.leader_epoch, list(s.replicas), list(s.isr), s.zk_version)
+                log.info("%s-%d: leader at epoch %d, log end %d, isr %s", s.topic, s.partition, s.leader_epoch,
+                         p.log_end_offset, list(s.isr))
             else:
-                p.make_follower(s.leader, s.leader_epoch, list(s.replicas), list(s.isr))
+                p.make_follower(s.leader, s.leader_epoch, list(s.replicas), list(s.isr), s.zk_version)
+                if s.leader >= 0:
+                    self.fetchers.add(p, s.leader, s.leader_epoch)
+                else:
+                    self.fetchers.remove(key)
         return resp
 
     # -- produce ----------------------------------------------------------------------------
     def append_records(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:
         resp = broker_pb2.ProduceResponse(correlation_id=req.correlation_id)
+        waits = []
         for pd in req.partitions:
             out = resp.partitions.add(topic=pd.topic, partition=pd.partition, base_offset=-1)
             if req.acks not in (-1, 0, 1):
@@ -100,7 +113,7 @@ class ReplicaManager:
                 out.error, out.error_message = E.INVALID_REQUEST, "no record batch"
                 continue
             try:
-                r = p.append_records_to_leader(pd.batch)
+                r = p.append_records_to_leader(pd.batch, req.acks)
             except OSError as e:  # disk trouble: Kafka's storage error, the broker keeps serving
                 log.error("%s-%d: append failed: %s", pd.topic, pd.partition, e)
                 out.error, out.error_message = E.KAFKA_STORAGE_ERROR, str(e)
@@ -108,6 +121,13 @@ class ReplicaManager:
             out.error, out.base_offset, out.error_message = r.error, r.base_offset, r.message
             out.log_start_offset = p.log.log_start_offset
             out.leader_epoch = p.leader_epoch
+            if r.error == E.NONE and req.acks == -1:
+                waits.append((out, p, r.last_offset, out.leader_epoch))
+        timeout = (req.timeout_ms if req.timeout_ms > 0 else 30000) / 1000.0
+        for out, p, last, epoch in waits:   # acks=all: answer once the ISR has it (Kafka's purgatory)
+            err, msg = p.wait_for_replication(last, epoch, timeout)
+            if err != E.NONE:
+                out.error, out.error_message = err, msg
         return resp
 
     # -- fetch ---------------------------------------------------------------------------------
@@ -122,7 +142,7 @@ class ReplicaManager:
             p = self.partitions.get((fp.topic, fp.partition))
             if p is None:
                 return resp
-            p.wait_for_data(fp.fetch_offset, min(remaining, 0.5))
+            p.wait_for_data(fp.fetch_offset, min(remaining, 0.5), replica=req.replica_id >= 0)
 
     def _fetch_once(self, req):
         resp = broker_pb2.FetchResponse()
@@ -144,6 +164,8 @@ class ReplicaManager:
                 out.error = err
                 continue
             limit = fp.partition_max_bytes if fp.partition_max_bytes > 0 else 1 << 20
+            if req.replica_id >= 0:
+                p.record_follower_fetch(req.replica_id, fp.fetch_offset)
             err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 1)), replica=req.replica_id >= 0)
             out.error = err
             out.high_watermark = p.high_watermark
@@ -173,7 +195,39 @@ class ReplicaManager:
                 out.error = E.INVALID_REQUEST  # timestamp lookup is not offered
         return resp
 
+    def offsets_for_leader_epoch(self, req) -> broker_pb2.OffsetsForLeaderEpochResponse:
+        resp = broker_pb2.OffsetsForLeaderEpochResponse()
+        for op in req.partitions:
+            out = resp.partitions.add(topic=op.topic, partition=op.partition, leader_epoch=-1, end_offset=-1)
+            p = self.partitions.get((op.topic, op.partition))
+            if p is None or not p.is_leader:
+                out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(op.topic, op.partition)
+                             else E.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            out.error = p.check_leader_epoch(op.current_leader_epoch)
+            if out.error == E.NONE:
+                out.leader_epoch, out.end_offset = p.end_offset_for_epoch(op.leader_epoch)
+        return resp
+
+    def _isr_loop(self) -> None:
+        """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller."""
+        while not self._stopping.wait(0.2):
+            with self.lock:
+                parts = [p for p in self.partitions.values() if p.is_leader]
+            for p in parts:
+                new = p.isr_change_wanted()
+                if new is not None and self.alter_partition is not None:
+                    p.isr_change_in_flight = True
+                    try:
+                        self.alter_partition(p, new)
+                    except Exception:  # noqa: BLE001 - retried on the next round
+                        log.exception("ISR change for %s-%d failed", p.topic, p.partition)
+                    finally:
+                        p.isr_change_in_flight = False
+
     def shutdown(self) -> None:
+        self._stopping.set()
+        self.fetchers.shutdown()
         with self.lock:
             parts = list(self.partitions.values())
         for p in parts:

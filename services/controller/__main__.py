@@ -15,15 +15,15 @@ def main() -> None:
     p.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
     p.add_argument("--zk-session-timeout-ms", type=int, default=2000)
     p.add_argument("--pid-block-size", type=int, default=1000)
-    p.add_argument("--default-replication-factor", type=int, default=1)
-    p.add_argument("--max-replication-factor", type=int, default=1)
+    p.add_argument("--default-replication-factor", type=int, default=3,
+                   help="used when a topic asks for none (capped by the live brokers)")
     a = p.parse_args()
     if a.pid_block_size <= 0:
         p.error("--pid-block-size must be positive")
     rpc.setup_logging(f"controller-{a.controller_id}")
     host, port = rpc.split_address(a.advertise or a.listen)
     controller = KafkaController(a.controller_id, host, port, a.zookeeper, a.zk_session_timeout_ms,
-                                 a.pid_block_size, a.default_replication_factor, a.max_replication_factor)
+                                 a.pid_block_size, a.default_replication_factor)
     server = rpc.make_server()
     controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(controller), server)
     rpc.bind(server, a.listen)

@@ -40,7 +40,7 @@ class Fenced(Exception):
 class KafkaController:
     def __init__(self, controller_id: int, host: str, port: int, zk_connect: str,
                  session_timeout_ms: int = 2000, pid_block_size: int = 1000,
-                 default_replication_factor: int = 1, max_replication_factor: int = 1):
+                 default_replication_factor: int = 3):
         hosts, chroot = zk_paths.split_hosts(zk_connect)
         self.controller_id = controller_id
         self.host, self.port = host, port
@@ -51,7 +51,6 @@ class KafkaController:
         self.epoch = -1
         self.epoch_zk_version = -1
         self.default_rf = default_replication_factor
-        self.max_rf = max_replication_factor
         self.pid_manager = ProducerIdManager(self.zk, controller_id, pid_block_size)
         self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch)
         self.events: queue.Queue = queue.Queue()
@@ -239,7 +238,7 @@ class KafkaController:
 
     def _elect_offline_partitions(self, gone: set[int]) -> None:
         """Move leadership off dead brokers and onto live ones; bump the leader epoch of each change."""
-        live = set(self.ctx.brokers) - set()
+        live = set(self.ctx.brokers)
         for (topic, p), st in sorted(self.ctx.states.items()):
             replicas = self.ctx.replicas(topic, p)
             leader_ok = st.leader in live and st.leader not in gone
@@ -259,7 +258,9 @@ class KafkaController:
                     new_isr = st.isr if not isr else isr  # keep the last ISR for a clean election later
             if new_leader == st.leader and new_isr == st.isr:
                 continue
-            self._write_state(topic, p, LeaderIsr(new_leader, st.leader_epoch + 1, new_isr, self.epoch))
+            # a new leader starts a new leader epoch; an ISR change under the same leader does not (KIP-497)
+            epoch = st.leader_epoch if new_leader == st.leader else st.leader_epoch + 1
+            self._write_state(topic, p, LeaderIsr(new_leader, epoch, new_isr, self.epoch))
 
     def _write_state(self, topic: str, p: int, new: LeaderIsr) -> None:
         """Versioned write of one partition state, fenced by the controller epoch's znode version."""
@@ -323,9 +324,8 @@ class KafkaController:
         if not 0 < t.num_partitions <= 10000:
             return fail(E.INVALID_PARTITIONS, f"partitions must be 1..10000, got {t.num_partitions}")
         rf = t.replication_factor or min(self.default_rf, max(1, len(self.ctx.brokers)))
-        if rf < 1 or rf > self.max_rf:
-            return fail(E.INVALID_REPLICATION_FACTOR,
-                        f"replication factor must be 1..{self.max_rf} on this cluster, got {rf}")
+        if rf < 1:
+            return fail(E.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}")
         live = sorted(self.ctx.brokers)
         if rf > len(live):
             return fail(E.INVALID_REPLICATION_FACTOR, f"replication factor {rf} exceeds the {len(live)} live brokers")
@@ -360,6 +360,50 @@ class KafkaController:
         self._sync_channels()
         return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
                                             replication_factor=rf)
+
+    def alter_partition(self, req):
+        """A leader's ISR change: checked against leader epoch and partition version, then a versioned write."""
+        from eoslab.v1 import controller_pb2
+
+        def run():
+            if not self.active:
+                return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)
+            st = self.ctx.states.get((req.topic, req.partition))
+            if st is None:
+                return controller_pb2.AlterPartitionResponse(error=E.UNKNOWN_TOPIC_OR_PARTITION)
+            current = self._state_proto(req.topic, req.partition)
+            if st.leader != req.broker_id or st.leader_epoch != req.leader_epoch:
+                return controller_pb2.AlterPartitionResponse(error=E.FENCED_LEADER_EPOCH, state=current)
+            if st.zk_version != req.partition_epoch:
+                return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION, state=current)
+            replicas = self.ctx.replicas(req.topic, req.partition)
+            new_isr = list(req.new_isr)
+            if req.broker_id not in new_isr or any(b not in replicas or b not in self.ctx.brokers for b in new_isr):
+                return controller_pb2.AlterPartitionResponse(error=E.INVALID_REQUEST, state=current)
+            try:
+                self._write_state(req.topic, req.partition,
+                                  LeaderIsr(st.leader, st.leader_epoch, new_isr, self.epoch))
+            except RuntimeError:
+                self._reload_state(req.topic, req.partition)
+                return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION,
+                                                             state=self._state_proto(req.topic, req.partition))
+            self._sync_channels()
+            return controller_pb2.AlterPartitionResponse(error=E.NONE,
+                                                         state=self._state_proto(req.topic, req.partition))
+        return self.call(run)
+
+    def _reload_state(self, topic: str, p: int) -> None:
+        sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))
+        s = zk_paths.decode(sdata)
+        with self.lock:
+            self.ctx.states[(topic, p)] = LeaderIsr(s["leader"], s["leader_epoch"], s["isr"],
+                                                    s["controller_epoch"], stat.version)
+
+    def _state_proto(self, topic: str, p: int) -> broker_pb2.PartitionState:
+        s = self.ctx.states[(topic, p)]
+        return broker_pb2.PartitionState(topic=topic, partition=p, leader=s.leader, leader_epoch=s.leader_epoch,
+                                         isr=s.isr, replicas=self.ctx.replicas(topic, p), zk_version=s.zk_version,
+                                         controller_epoch=s.controller_epoch)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int):
         with self.lock:

@@ -40,6 +40,11 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def CreateTopics(self, request, context):
         return self.c.create_topics(request)
 
+    def AlterPartition(self, request, context):
+        if not self.c.active:
+            return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)
+        return self.c.alter_partition(request)
+
     def DescribeCluster(self, request, context):
         c = self.c
         with c.lock:

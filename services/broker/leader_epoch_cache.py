@@ -1,0 +1,86 @@
+"""LeaderEpochFileCache: (leader epoch, start offset) pairs of a partition's log, on disk.
+
+Guarantees: entries are strictly increasing in epoch and non-decreasing in
+start offset; every change is written to `leader-epoch-checkpoint` (temp file,
+fsync, rename) before it takes effect; `end_offset_for(epoch)` answers as
+Kafka's OffsetsForLeaderEpoch does (KIP-101/279): the largest known epoch not
+above the one asked for, and the offset where the next epoch starts (or the
+log end for the latest epoch).
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+
+CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED = (-1, -1)
+
+
+class LeaderEpochFileCache:
+    def __init__(self, directory: str):
+        self.path = os.path.join(directory, CHECKPOINT)
+        self.lock = threading.Lock()
+        self.entries: list[tuple[int, int]] = []
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path) as f:
+                lines = f.read().split("\n")
+        except FileNotFoundError:
+            return
+        # format: version, count, then "epoch start_offset" per line (Kafka's checkpoint layout)
+        try:
+            count = int(lines[1])
+            self.entries = [tuple(map(int, ln.split())) for ln in lines[2:2 + count]]
+        except (IndexError, ValueError):
+            self.entries = []
+
+    def _flush(self) -> None:
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"0\n{len(self.entries)}\n" + "".join(f"{e} {o}\n" for e, o in self.entries))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    @property
+    def latest_epoch(self) -> int:
+        with self.lock:
+            return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` starts at `start_offset` (no-op if already the latest)."""
+        with self.lock:
+            if self.entries and self.entries[-1][0] >= epoch:
+                return
+            # an epoch that starts where a later-recorded one would: drop those that start after it
+            while self.entries and self.entries[-1][1] > start_offset:
+                self.entries.pop()
+            self.entries.append((epoch, start_offset))
+            self._flush()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        with self.lock:
+            if not self.entries or epoch < self.entries[0][0]:
+                return UNDEFINED
+            epochs = [e for e, _ in self.entries]
+            i = bisect.bisect_right(epochs, epoch) - 1
+            found = self.entries[i][0]
+            end = self.entries[i + 1][1] if i + 1 < len(self.entries) else log_end_offset
+            return found, end
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """The log now ends at end_offset: forget epochs that start at or after it."""
+        with self.lock:
+            before = len(self.entries)
+            self.entries = [(e, o) for e, o in self.entries if o < end_offset]
+            if len(self.entries) != before:
+                self._flush()
+
+    def epoch_for_offset(self, offset: int) -> int:
+        with self.lock:
+            starts = [o for _, o in self.entries]
+            i = bisect.bisect_right(starts, offset) - 1
+            return self.entries[i][0] if i >= 0 else -1

@@ -1,0 +1,142 @@
+"""ReplicaFetcherManager and ReplicaFetcherThread: followers pull from their leaders.
+
+Guarantees: a partition that becomes a follower first truncates by leader
+epoch (OffsetsForLeaderEpoch, KIP-101/279) and only then fetches; fetches
+carry the follower's id and its current leader epoch, so a stale leader
+answers FENCED_LEADER_EPOCH instead of feeding old data; batches are appended
+with the leader's offsets and epochs; one thread per leader broker.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import grpc
+
+from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2
+from services.common import rpc
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+
+
+class ReplicaFetcherThread(threading.Thread):
+    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int):
+        super().__init__(name=f"replica-fetcher-{leader_id}", daemon=True)
+        self.manager = manager
+        self.leader_id = leader_id
+        self.lock = threading.Lock()
+        self.partitions: dict[tuple[str, int], dict] = {}   # tp -> {"epoch": e, "truncate": bool}
+        self.running = True
+
+    def add(self, partition, leader_epoch: int) -> None:
+        with self.lock:
+            self.partitions[(partition.topic, partition.partition)] = {"p": partition, "epoch": leader_epoch,
+                                                                        "truncate": True}
+
+    def remove(self, tp) -> None:
+        with self.lock:
+            self.partitions.pop(tp, None)
+
+    def _stub(self):
+        addr = self.manager.broker_address(self.leader_id)
+        return broker_pb2_grpc.BrokerStub(self.manager.channels.get(addr)) if addr else None
+
+    def run(self) -> None:
+        while self.running:
+            with self.lock:
+                parts = dict(self.partitions)
+            stub = self._stub()
+            if not parts or stub is None:
+                time.sleep(0.05)
+                continue
+            try:
+                self._truncate(stub, {tp: st for tp, st in parts.items() if st["truncate"]})
+                self._fetch(stub, {tp: st for tp, st in parts.items() if not st["truncate"]})
+            except grpc.RpcError as e:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, e.code())
+                time.sleep(0.1)
+            except Exception:  # noqa: BLE001 - keep fetching
+                log.exception("replica fetcher for leader %d", self.leader_id)
+                time.sleep(0.2)
+
+    def _truncate(self, stub, parts: dict) -> None:
+        if not parts:
+            return
+        req = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=self.manager.broker_id)
+        for (t, p), st in parts.items():
+            req.partitions.add(topic=t, partition=p, current_leader_epoch=st["epoch"],
+                               leader_epoch=st["p"].epochs.latest_epoch)
+        resp = stub.OffsetsForLeaderEpoch(req, timeout=5)
+        for r in resp.partitions:
+            tp = (r.topic, r.partition)
+            st = parts.get(tp)
+            if st is None:
+                continue
+            part = st["p"]
+            if r.error != E.NONE:
+                time.sleep(0.05)
+                continue
+            if r.leader_epoch == -1:
+                target = part.log_end_offset if part.epochs.latest_epoch == -1 else 0
+            else:
+                # our own end of the epoch the leader answered with, capped by the leader's end of it
+                _, own_end = part.end_offset_for_epoch(r.leader_epoch)
+                target = min(r.end_offset, own_end if own_end >= 0 else part.log_end_offset)
+            part.truncate_to(target)
+            with self.lock:
+                if tp in self.partitions and self.partitions[tp] is st:
+                    st["truncate"] = False
+
+    def _fetch(self, stub, parts: dict) -> None:
+        if not parts:
+            time.sleep(0.01)
+            return
+        req = broker_pb2.FetchRequest(replica_id=self.manager.broker_id, max_wait_ms=200, max_bytes=8 << 20)
+        for (t, p), st in parts.items():
+            req.partitions.add(topic=t, partition=p, fetch_offset=st["p"].log_end_offset,
+                               current_leader_epoch=st["epoch"], partition_max_bytes=4 << 20)
+        resp = stub.Fetch(req, timeout=10)
+        for r in resp.partitions:
+            st = parts.get((r.topic, r.partition))
+            if st is None:
+                continue
+            if r.error == E.NONE:
+                st["p"].append_as_follower(r.batches, r.high_watermark)
+            elif r.error == E.OFFSET_OUT_OF_RANGE:
+                st["truncate"] = True
+            else:
+                time.sleep(0.05)   # the leader moved or does not know yet: wait for LeaderAndIsr
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, broker_address):
+        self.broker_id = broker_id
+        self.broker_address = broker_address   # broker id -> "host:port" | None
+        self.channels = rpc.ChannelCache()
+        self.threads: dict[int, ReplicaFetcherThread] = {}
+        self.lock = threading.Lock()
+
+    def add(self, partition, leader_id: int, leader_epoch: int) -> None:
+        with self.lock:
+            tp = (partition.topic, partition.partition)
+            for lid, th in self.threads.items():
+                if lid != leader_id:
+                    th.remove(tp)
+            th = self.threads.get(leader_id)
+            if th is None:
+                th = self.threads[leader_id] = ReplicaFetcherThread(self, leader_id)
+                th.start()
+            th.add(partition, leader_epoch)
+
+    def remove(self, tp) -> None:
+        with self.lock:
+            for th in self.threads.values():
+                th.remove(tp)
+
+    def shutdown(self) -> None:
+        with self.lock:
+            for th in self.threads.values():
+                th.running = False
+        self.channels.close_all()

@@ -1,0 +1,1 @@
+"""Tests of the history checker (readers, models, linearizability)."""

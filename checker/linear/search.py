@@ -16,7 +16,9 @@ pair (set of linearized ops as a bitset int, model state) never seen before —
 Lowe's cache, which makes the search polynomial on the states actually
 reachable), lifting the op out of the list; at a determinate completion whose
 op is still unlinearized it backtracks; reaching an indeterminate completion
-or the end means every determinate op is linearized. States are interned to
+or the end means every determinate op is linearized. An indeterminate op
+whose step would leave the state unchanged is never tried: "never
+linearized" reaches everything that choice could. States are interned to
 ints and transitions memoised per (op, state), so the hot loop only touches
 ints, tuples and dicts.
 
@@ -80,6 +82,7 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
         opof[e] = i
         indet_ret[e] = True
         ret_entry[i] = e
+    indet = [ends[i] is None for i in range(n)]
     match = [0] * m
     for i in range(n):
         match[call_entry[i]] = ret_entry[i]
@@ -130,7 +133,9 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
                 else:
                     r = -1
                 t[sid] = r
-            if r >= 0:
+            # an indeterminate op that would not change the state is dominated by never
+            # linearizing it (same state, one more op still available): skip it
+            if r >= 0 and not (r == sid and indet[i]):
                 nb = bits | (1 << i)
                 key = (nb, r)
                 if key not in cache:

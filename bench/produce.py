@@ -1,6 +1,6 @@
 """Idempotent produce throughput and ack latency on the local runtime, idempotence on vs off.
 
-Usage: python bench/produce.py [--records 300000] [--partitions 3] [--rounds 2]
+Usage: python bench/produce.py [--records 300000] [--partitions 3] [--replication-factor 1] [--rounds 2]
 
 Starts its own local cluster (ZooKeeper, 1 controller, 3 brokers), sends
 100-byte records with acks=all from one producer, and prints records/s and
@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--replication-factor", type=int, default=1)
     a = ap.parse_args()
     home = tempfile.mkdtemp(prefix="eoslab-bench-")
     rt = LocalRuntime("bench-produce", home=home, brokers=3, controllers=1)
@@ -63,7 +64,7 @@ def main() -> None:
         for r in range(a.rounds):
             for idem in (True, False):
                 topic = f"bench-{'idem' if idem else 'plain'}-{r}"
-                create_topic(md, topic, a.partitions)
+                create_topic(md, topic, a.partitions, a.replication_factor)
                 res = run_once(boot, topic, a.records, idem)
                 results[idem].append(res)
                 print(f"round {r + 1}: idempotence={'on ' if idem else 'off'} "
@@ -75,6 +76,7 @@ def main() -> None:
     on = {k: statistics.median(x[k] for x in results[True]) for k in ("records_per_s", "p50_ms", "p99_ms")}
     off = {k: statistics.median(x[k] for x in results[False]) for k in ("records_per_s", "p50_ms", "p99_ms")}
     print(f"\n{a.records:,} records of 100 bytes, acks=all, {a.partitions} partitions on 3 brokers, "
+          f"replication factor {a.replication_factor}, "
           f"one producer, median of {a.rounds} rounds")
     print(f"{'':<22}{'idempotence on':>16}{'idempotence off':>17}")
     print(f"{'records/s':<22}{on['records_per_s']:>16,.0f}{off['records_per_s']:>17,.0f}")

@@ -76,6 +76,7 @@ class RecordAccumulator:
         self.lock = threading.Condition(threading.Lock())
         self.batches: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.pending_bytes = 0
+        self.waiters = 0             # senders blocked on buffer.memory
         self.flushing = 0
         self.closed = False
 
@@ -83,7 +84,11 @@ class RecordAccumulator:
         n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         with self.lock:
             while self.pending_bytes + n > self.buffer_memory and self.pending_bytes > 0 and not self.closed:
-                self.lock.wait(0.1)
+                self.waiters += 1
+                try:
+                    self.lock.wait(0.1)
+                finally:
+                    self.waiters -= 1
             if self.closed:
                 raise RuntimeError("producer is closed")
             dq = self.batches.setdefault((topic, partition), collections.deque())
@@ -101,9 +106,8 @@ class RecordAccumulator:
 
     def release(self, batch: ProducerBatch) -> None:
         with self.lock:
-            full = self.pending_bytes >= self.buffer_memory
             self.pending_bytes -= batch.size
-            if full:
+            if self.waiters:
                 self.lock.notify_all()
 
     def ready(self, now: float) -> tuple[list[tuple[str, int]], float]:

@@ -84,6 +84,7 @@ class Partition:
         self.high_watermark = 0
         self.isr_change_in_flight = False
         self.leader_epoch_start = 0
+        self.on_change = None   # set by the ReplicaManager: wakes long-polling fetches
 
     @property
     def is_leader(self) -> bool:
@@ -173,6 +174,8 @@ class Partition:
         if self.producer_state.batches_since_snapshot >= self.config.snapshot_interval_batches:
             self.producer_state.snapshot()
         self.changed.notify_all()
+        if self.on_change is not None:
+            self.on_change()
 
     def wait_for_replication(self, last_offset: int, leader_epoch: int, timeout: float) -> tuple[int, str]:
         """For acks=all: wait until the high watermark passes last_offset."""
@@ -198,6 +201,8 @@ class Partition:
         if hw > self.high_watermark:
             self.high_watermark = hw
             self.changed.notify_all()
+            if self.on_change is not None:
+                self.on_change()
 
     # -- follower fetches, seen by the leader -------------------------------------------------------
     def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
@@ -263,11 +268,6 @@ class Partition:
             if offset >= limit:
                 return E.NONE, []
         return E.NONE, self.log.read(offset, max_bytes, limit)
-
-    def wait_for_data(self, offset: int, timeout: float, replica: bool = False) -> None:
-        with self.lock:
-            if (self.log.log_end_offset if replica else self.high_watermark) <= offset:
-                self.changed.wait(timeout)
 
     def close(self, snapshot: bool = True) -> None:
         with self.lock:

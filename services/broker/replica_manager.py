@@ -37,6 +37,8 @@ class ReplicaManager:
         self.lock = threading.Lock()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
+        self.data_cond = threading.Condition()   # any partition's log end or high watermark moved
+        self.data_generation = 0
 
     def check_controller_epoch(self, epoch: int) -> bool:
         with self.lock:
@@ -72,6 +74,7 @@ class ReplicaManager:
                 if p is None:
                     p = Partition(s.topic, s.partition, self.data_dir, self.broker_id,
                                   self._config_for(s.topic), self.producer_id_known)
+                    p.on_change = self._data_arrived
                     self.partitions[key] = p
             if s.leader_epoch < p.leader_epoch:
                 resp.partition_errors.add(topic=s.topic, partition=s.partition, error=E.STALE_CONTROLLER_EPOCH)
@@ -131,18 +134,23 @@ class ReplicaManager:
         return resp
 
     # -- fetch ---------------------------------------------------------------------------------
+    def _data_arrived(self) -> None:
+        with self.data_cond:
+            self.data_generation += 1
+            self.data_cond.notify_all()
+
     def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        """Long poll: answer at once when there is data, else when any partition gets some or max_wait ends."""
         deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000.0
         while True:
+            gen = self.data_generation
             resp, got = self._fetch_once(req)
             remaining = deadline - time.monotonic()
             if got or remaining <= 0 or not req.partitions:
                 return resp
-            fp = req.partitions[0]
-            p = self.partitions.get((fp.topic, fp.partition))
-            if p is None:
-                return resp
-            p.wait_for_data(fp.fetch_offset, min(remaining, 0.5), replica=req.replica_id >= 0)
+            with self.data_cond:
+                if self.data_generation == gen:
+                    self.data_cond.wait(remaining)
 
     def _fetch_once(self, req):
         resp = broker_pb2.FetchResponse()

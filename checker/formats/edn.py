@@ -1,8 +1,9 @@
 """Jepsen EDN histories: one vector of op maps, or op maps one after another.
 
 Guarantees: streams — the text is cut into top-level forms by
-checker.formats.edn_split (bounded memory) and only small batches of forms are
-handed to the `edn_format` parser at a time; ops are yielded one at a time in
+checker.formats.edn_split (bounded memory); each form is read by the fast
+plain-data reader of checker.formats.edn_fast when it can, else by the
+`edn_format` parser, in small batches (identical results either way); ops are yielded one at a time in
 file order. Values become plain Python data: keywords → strings without the
 colon (`:invoke` → "invoke", `:a/b` → "a/b"), symbols → strings, vectors and
 lists → lists, sets → lists (sorted when the elements allow), maps → dicts,
@@ -19,12 +20,14 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import re
 import uuid
 from typing import Any, Iterator, TextIO
 
 import edn_format
 
+from checker.formats.edn_fast import Unsupported, fast_plain
 from checker.formats.edn_split import split_forms
 from checker.history import NIL_READS_UNKNOWN, HistoryError, Op, op_from_dict
 
@@ -87,7 +90,7 @@ def has_nil(v: Any) -> bool:
 
 def _parse_one(text: str, line: int) -> Any:
     try:
-        return edn_format.loads(text)
+        return to_plain(edn_format.loads(text))
     except Exception as e:              # edn_format raises several types (EDNDecodeError, NotImplementedError, ...)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise HistoryError(f"line {line}: bad EDN ({msg[:200]})") from None
@@ -102,18 +105,34 @@ def _strip_record(text: str) -> str:
 
 
 def _parse_batch(batch: list[tuple[str, int]]) -> list[tuple[Any, int]]:
-    texts = [_strip_record(t) for t, _ in batch]
-    try:
-        values = edn_format.loads("[" + "\n".join(texts) + "\n]")
-    except Exception:
-        values = None
-    if values is None or len(values) != len(batch):
-        values = [_parse_one(t, line) for t, (_, line) in zip(texts, batch)]
-    return [(v, line) for v, (_, line) in zip(values, batch)]
+    """Plain values of a batch of forms: the fast subset reader first, edn_format for the rest
+    (all of the rest in one call, as edn_format's per-call cost is high)."""
+    out: list[Any] = []
+    slow: list[int] = []
+    for k, (text, _) in enumerate(batch):
+        text = _strip_record(text)
+        try:
+            out.append(fast_plain(text))
+        except Unsupported:
+            out.append(text)
+            slow.append(k)
+    if slow:
+        texts = [out[k] for k in slow]
+        try:
+            values = edn_format.loads("[" + "\n".join(texts) + "\n]")
+        except Exception:
+            values = None
+        if values is not None and len(values) == len(slow):
+            values = [to_plain(v) for v in values]
+        else:
+            values = [_parse_one(out[k], batch[k][1]) for k in slow]
+        for k, v in zip(slow, values):
+            out[k] = v
+    return [(v, line) for v, (_, line) in zip(out, batch)]
 
 
 def iter_edn_values(stream: TextIO) -> Iterator[tuple[Any, int]]:
-    """Yield `(edn value, start line)` for each top-level form / top-level vector element."""
+    """Yield `(plain value, start line)` for each top-level form / top-level vector element."""
     batch: list[tuple[str, int]] = []
     size = 0
     for text, line in split_forms(stream):
@@ -127,16 +146,22 @@ def iter_edn_values(stream: TextIO) -> Iterator[tuple[Any, int]]:
 
 
 def op_from_edn(value: Any, position: int, line: int) -> Op:
-    """One parsed EDN form as an Op."""
-    if not isinstance(value, (dict, edn_format.ImmutableDict)):
-        shown = edn_format.dumps(value) if value is not None else "nil"
+    """One EDN form (as plain data) as an Op."""
+    if not isinstance(value, dict):
         raise HistoryError(f"line {line}: expected an op map like {{:process 0, :type :invoke, ...}}, "
-                           f"got {shown[:80]}")
-    d = to_plain(value)
-    op = op_from_dict(d, position, line)
+                           f"got {_show(value)}")
+    op = op_from_dict(value, position, line)
     if op.type == "ok" and has_nil(op.value):
         op.extra[NIL_READS_UNKNOWN] = True
     return op
+
+
+def _show(v: Any) -> str:
+    try:
+        s = json.dumps(v)
+    except (TypeError, ValueError):
+        s = repr(v)
+    return s if len(s) <= 80 else s[:77] + "..."
 
 
 def read_edn(stream: TextIO) -> Iterator[Op]:

@@ -41,7 +41,8 @@ class BrokerConnection:
         self.in_flight: dict[int, tuple[float, dict]] = {}   # correlation id -> (sent at, {tp: (batch, token)})
         self.closed = False
         self.call = stub.ProduceStream(self._requests())
-        threading.Thread(target=self._read, name=f"producer-read-{address}", daemon=True).start()
+        self.reader = threading.Thread(target=self._read, name=f"producer-read-{address}", daemon=True)
+        self.reader.start()
 
     def _requests(self):
         while True:
@@ -62,10 +63,13 @@ class BrokerConnection:
     def send(self, req) -> None:
         self.q.put(req)
 
-    def close(self) -> None:
+    def close(self, graceful_s: float = 0.0) -> None:
+        """End the stream; with graceful_s, first let requests already queued reach the broker."""
         if not self.closed:
             self.closed = True
             self.q.put(None)
+            if graceful_s > 0:
+                self.reader.join(graceful_s)
             self.call.cancel()
 
 
@@ -107,7 +111,7 @@ class Sender(threading.Thread):
                 wait = 0.1
             self._drain_inbox(wait)
         for c in list(self.conns.values()):
-            c.close()
+            c.close(graceful_s=0 if self.force_close else 2.0)
 
     def _drain_inbox(self, wait: float) -> None:
         try:

@@ -6,7 +6,8 @@ Guarantees: `fast_plain(text)` returns exactly what
 astral-plane characters, which edn_format's lexer rejects). It accepts only: canonical integers
 (`0`, `-12`), decimal floats (`1.5`, `-2.0e3`, `1e5`), strings whose only
 escapes are backslash-quote, backslash-backslash, \\n, \\t and \\r, keywords made
-of ASCII word characters and `*+!?<>=.-/` (`:invoke`, `:a.b/c`), `nil`, `true`,
+of ASCII word characters and `*+!?<>=.-` with at most one inner `/` (`:invoke`,
+`:a.b/c`), `nil`, `true`,
 `false`, and vectors, lists and maps of these with map keys that are
 scalars. Anything else — other escapes, chars, symbols, sets,
 tags, comments, `N`/`M` suffixes, a map with an odd number of forms, a
@@ -24,7 +25,7 @@ _ESCAPE = re.compile(r"\\(.)", re.S)
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 _INT = re.compile(r"-?(?:0|[1-9]\d*)\Z", re.ASCII)
 _FLOAT = re.compile(r"-?\d+(?:\.\d+(?:[eE][-+]?\d+)?|[eE][-+]?\d+)\Z", re.ASCII)
-_KEYWORD = re.compile(r":[A-Za-z_*+!?<>=-][\w*+!?<>=.\-/]*\Z", re.ASCII)
+_KEYWORD = re.compile(r":[A-Za-z_*+!?<>=-][\w*+!?<>=.\-]*(?:/[\w*+!?<>=.\-]+)?\Z", re.ASCII)
 _CONST = {"nil": None, "true": True, "false": False}
 _CLOSE = {"[": "]", "(": ")", "{": "}"}
 

@@ -12,9 +12,9 @@ deadline passed first.
 How: the events (invokes and completions) sit in a doubly linked list in time
 order (indeterminate ops complete after everything). The search walks the
 list; at an invoke it tries to linearize that op now (model step ok, and the
-pair (set of linearized ops as a bitset int, model state) never seen before —
-Lowe's cache, which makes the search polynomial on the states actually
-reachable), lifting the op out of the list; at a determinate completion whose
+configuration (set of linearized ops, model state) never seen before —
+Lowe's cache; the set is kept as a few ints whose size is the width of the
+concurrency, not the length of the history, see `dbit` below), lifting the op out of the list; at a determinate completion whose
 op is still unlinearized it backtracks; reaching an indeterminate completion
 or the end means every determinate op is linearized. An indeterminate op
 whose step would leave the state unchanged is never tried: "never
@@ -82,7 +82,21 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
         opof[e] = i
         indet_ret[e] = True
         ret_entry[i] = e
+    # linearized-op sets: determinate ops are numbered in invoke order and a set is kept as
+    # (low, window): every op below `low` plus the ops low + j for the bits j of `window`
+    # (bit 0 always clear), so a configuration costs the width of the concurrency, not the
+    # length of the history; indeterminate ops, which may stay unlinearized for ever, have
+    # a bitset of their own. dbit[i] > 0: determinate rank + 1; dbit[i] < 0: ~indeterminate rank.
     indet = [ends[i] is None for i in range(n)]
+    dbit = [0] * n
+    nd = ni = 0
+    for i in sorted(range(n), key=lambda i: starts[i]):
+        if indet[i]:
+            dbit[i] = ~ni
+            ni += 1
+        else:
+            nd += 1
+            dbit[i] = nd
     match = [0] * m
     for i in range(n):
         match[call_entry[i]] = ret_entry[i]
@@ -98,12 +112,16 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
     step = model.step
 
     cache: set = set()
-    stack: list[tuple[int, int, int]] = []         # (call entry, previous sid, previous bits)
+    # the stack of lifted calls is a cons list, so remembering a configuration is O(1):
+    # (call entry, previous sid, low, window, ibits, rest) or None
+    top = None
     sid = 0
-    bits = 0
+    low = 1                                        # determinate ranks start at 1
+    win = 0
+    ibits = 0
     explored = 0
     best_e = -1
-    best_prefix: list[int] = []
+    best_top = None
     best_states: list[int] = []
     countdown = CHECK_EVERY
     clock = time.monotonic
@@ -136,12 +154,22 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
             # an indeterminate op that would not change the state is dominated by never
             # linearizing it (same state, one more op still available): skip it
             if r >= 0 and not (r == sid and indet[i]):
-                nb = bits | (1 << i)
-                key = (nb, r)
+                d = dbit[i]
+                if d > 0:
+                    nw = win | (1 << (d - low))
+                    nl = low
+                    if nw & 1:                          # shift out the trailing run of ones
+                        t = (~nw & (nw + 1)).bit_length() - 1
+                        nw >>= t
+                        nl += t
+                    key = (nl, nw, ibits, r)
+                else:
+                    nl, nw = low, win
+                    key = (nl, nw, ibits | (1 << ~d), r)
                 if key not in cache:
                     cache.add(key)
-                    stack.append((e, sid, bits))
-                    sid, bits = r, nb
+                    top = (e, sid, low, win, ibits, top)
+                    sid, low, win, ibits = r, nl, nw, key[2]
                     # lift the call and its completion out of the list
                     p, q = prv[e], nxt[e]
                     nxt[p] = q
@@ -159,15 +187,15 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
             if e >= best_e:
                 if e > best_e:
                     best_e = e
-                    best_prefix = [opof[s[0]] for s in stack]
+                    best_top = top
                     best_states = [sid]
                 elif len(best_states) < max_states and sid not in best_states:
                     best_states.append(sid)
-            if not stack:
+            if top is None:
                 return SearchResult(valid=False, explored=explored, cache_size=len(cache),
-                                    fail_op=opof[best_e], prefix=best_prefix,
+                                    fail_op=opof[best_e], prefix=_calls(best_top, opof),
                                     states=[states[s] for s in best_states])
-            ce, sid, bits = stack.pop()
+            ce, sid, low, win, ibits, top = top
             # put the completion back, then the call (reverse order of lifting)
             x = match[ce]
             nxt[prv[x]] = x
@@ -176,4 +204,14 @@ def search(model: Any, init_state: Any, ops: Sequence[Any], starts: Sequence[int
             prv[nxt[ce]] = ce
             e = nxt[ce]
     return SearchResult(valid=True, explored=explored, cache_size=len(cache),
-                        order=[opof[s[0]] for s in stack])
+                        order=_calls(top, opof))
+
+
+def _calls(top: tuple | None, opof: list[int]) -> list[int]:
+    """The ops of a cons-list stack, bottom (first linearized) first."""
+    out = []
+    while top is not None:
+        out.append(opof[top[0]])
+        top = top[5]
+    out.reverse()
+    return out

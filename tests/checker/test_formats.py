@@ -405,3 +405,9 @@ def test_fast_edn_subset_escapes_match_edn_format(text):
 def test_fast_edn_subset_reads_op_maps():
     assert fast_plain('{:process 3, :type :ok, :f :cas, :value [1 -4] :s "a\\"b" :x 1.5 :t true}') == \
         {"process": 3, "type": "ok", "f": "cas", "value": [1, -4], "s": 'a"b', "x": 1.5, "t": True}
+
+
+@pytest.mark.parametrize("text", [":A/", ":a//b", ":a/b/c", ":/a"])
+def test_fast_edn_subset_leaves_odd_keywords_to_edn_format(text):
+    with pytest.raises(Unsupported):
+        fast_plain(text)

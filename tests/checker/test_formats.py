@@ -5,10 +5,14 @@ import gzip
 import io
 import json
 
+import edn_format
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from checker.formats import open_history, pair, pair_calls, resolved_value, sniff_format
-from checker.formats.edn import read_edn
+from checker.formats.edn import read_edn, to_plain
+from checker.formats.edn_fast import Unsupported, fast_plain
 from checker.formats.edn_split import split_forms
 from checker.formats.jepsen_log import read_jepsen_log
 from checker.history import NIL_READS_UNKNOWN, UNKNOWN, HistoryError, Op
@@ -341,13 +345,6 @@ def test_resolved_value_ok_completion_supersedes_invoke():
 
 # ------------------------------------------------- fast EDN subset == edn_format
 
-import edn_format  # noqa: E402
-from hypothesis import assume, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from checker.formats.edn import to_plain  # noqa: E402
-from checker.formats.edn_fast import Unsupported, fast_plain  # noqa: E402
-
 _keywords = st.from_regex(r"[A-Za-z][A-Za-z0-9.\-/]{0,8}", fullmatch=True).map(edn_format.Keyword)
 _scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-10 ** 20, 10 ** 20),
@@ -391,7 +388,8 @@ def test_fast_edn_subset_reads_exactly_what_edn_format_reads(v, seps):
 
 
 @pytest.mark.parametrize("text", ["#{1 2}", "\\a", "sym", "5N", "1.5M", '"\\u0041"', "{:a 1 :b}",
-                                  "[1 2)", "{:a 1 ; c\n}", "#inst \"2020-01-01\"", "007", "+5"])
+                                  "[1 2)", "{:a 1 ; c\n}", "#inst \"2020-01-01\"", "007", "+5",
+                                  ":A/", ":a//b", ":a/b/c", ":/a"])
 def test_fast_edn_subset_declines_what_it_does_not_cover(text):
     with pytest.raises(Unsupported):
         fast_plain(text)
@@ -405,9 +403,3 @@ def test_fast_edn_subset_escapes_match_edn_format(text):
 def test_fast_edn_subset_reads_op_maps():
     assert fast_plain('{:process 3, :type :ok, :f :cas, :value [1 -4] :s "a\\"b" :x 1.5 :t true}') == \
         {"process": 3, "type": "ok", "f": "cas", "value": [1, -4], "s": 'a"b', "x": 1.5, "t": True}
-
-
-@pytest.mark.parametrize("text", [":A/", ":a//b", ":a/b/c", ":/a"])
-def test_fast_edn_subset_leaves_odd_keywords_to_edn_format(text):
-    with pytest.raises(Unsupported):
-        fast_plain(text)

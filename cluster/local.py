@@ -119,6 +119,7 @@ class LocalRuntime(Runtime):
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=self.dir)
         log.close()
+        netfilter.place(self.slot, name, proc.pid)   # its own cgroup: network faults can target it
         self._procs[name] = proc
         self.state["nodes"][name] = {"pid": proc.pid, "role": spec["role"], "id": spec["id"],
                                      "host": spec["host"], "port": spec["port"]}
@@ -278,6 +279,7 @@ class LocalRuntime(Runtime):
                 self._signal(name, signal.SIGKILL)
                 self._wait_gone(name, 5.0)
         if self.state.get("slot"):
+            netfilter.remove_cgroups(self.state["slot"])
             slots.release(self.state["slot"])
         shutil.rmtree(self.dir, ignore_errors=True)
         self.state["slot"] = None
@@ -331,7 +333,7 @@ class LocalRuntime(Runtime):
         for g in groups:
             for n in g:
                 self._check_node(n)
-        netfilter.partition(self.slot, [[specs[n]["host"] for n in g] for g in groups])
+        netfilter.partition(self.slot, [[(n, specs[n]["host"]) for n in g] for g in groups])
 
     def heal(self) -> None:
         netfilter.heal(self.slot)

@@ -1,8 +1,15 @@
-"""Network partitions on loopback addresses with iptables (local runtime, root only).
+"""Network faults between local nodes with iptables, keyed on each node's cgroup (root only).
 
-Guarantees: every rule lives in the chain EOSLAB-<slot>, reached from OUTPUT
-only for that slot's 127.77.<slot>.0/24 block, so `heal` (flush and delete
-the chain) removes exactly this cluster's rules and nothing else.
+On loopback every outgoing connection leaves from 127.0.0.1, so a rule on the
+source address cannot tell nodes apart. Each node process therefore lives in
+its own cgroup-v2 group, eoslab/<slot>/<node>, and a rule matches the
+sending node by `-m cgroup --path` and the receiving node by its address.
+
+Guarantees: every rule lives in the chain EOSLAB-<slot>, jumped to from
+OUTPUT for that slot's 127.77.<slot>.0/24 block only, so `heal` (flush and
+delete the chain) removes exactly this cluster's rules; without root,
+iptables or a cgroup-v2 hierarchy the calls raise NetfilterUnavailable with
+one readable line.
 """
 from __future__ import annotations
 
@@ -16,10 +23,60 @@ class NetfilterUnavailable(RuntimeError):
     pass
 
 
+def cgroup2_root() -> str | None:
+    """Mount point of the cgroup-v2 hierarchy, if any."""
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return parts[1]
+    except OSError:
+        pass
+    return None
+
+
+def node_cgroup(slot: int, node: str) -> str:
+    return f"eoslab/{slot}/{node}"
+
+
+def place(slot: int, node: str, pid: int) -> bool:
+    """Move a node's process into its own cgroup; False where that is not possible."""
+    root = cgroup2_root()
+    if root is None or os.geteuid() != 0:
+        return False
+    path = os.path.join(root, node_cgroup(slot, node))
+    try:
+        os.makedirs(path, exist_ok=True)
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+        return True
+    except OSError:
+        return False
+
+
+def remove_cgroups(slot: int) -> None:
+    root = cgroup2_root()
+    if root is None:
+        return
+    base = os.path.join(root, "eoslab", str(slot))
+    if not os.path.isdir(base):
+        return
+    for d in os.listdir(base):
+        try:
+            os.rmdir(os.path.join(base, d))
+        except OSError:
+            pass
+    try:
+        os.rmdir(base)
+    except OSError:
+        pass
+
+
 def _ipt(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     exe = shutil.which("iptables")
     if exe is None or os.geteuid() != 0:
-        raise NetfilterUnavailable("network partitions on the local runtime need root and iptables")
+        raise NetfilterUnavailable("network faults on the local runtime need root and iptables")
     r = subprocess.run([exe, "-w", *args], capture_output=True, text=True)
     if check and r.returncode != 0:
         raise NetfilterUnavailable(f"iptables {' '.join(args)}: {r.stderr.strip()}")
@@ -31,6 +88,8 @@ def _chain(slot: int) -> str:
 
 
 def _ensure_chain(slot: int) -> None:
+    if cgroup2_root() is None:
+        raise NetfilterUnavailable("network faults on the local runtime need a cgroup-v2 hierarchy")
     chain = _chain(slot)
     if _ipt("-n", "-L", chain, check=False).returncode != 0:
         _ipt("-N", chain)
@@ -39,20 +98,20 @@ def _ensure_chain(slot: int) -> None:
         _ipt("-I", *jump)
 
 
-def partition(slot: int, groups: list[list[str]]) -> None:
-    """Drop traffic between hosts of different groups, both directions."""
+def drop(slot: int, src_node: str, dst_addr: str, extra: list[str] | None = None) -> None:
+    """Drop what node src_node sends to dst_addr (optionally narrowed by extra match args)."""
     _ensure_chain(slot)
+    _ipt("-A", _chain(slot), "-m", "cgroup", "--path", node_cgroup(slot, src_node), "-d", dst_addr,
+         *(extra or []), "-j", "DROP")
+
+
+def partition(slot: int, groups: list[list[tuple[str, str]]]) -> None:
+    """Cut every pair of nodes in different groups, both directions. A node is (name, address)."""
     for g1, g2 in itertools.combinations(groups, 2):
-        for a in g1:
-            for b in g2:
-                _ipt("-A", _chain(slot), "-s", a, "-d", b, "-j", "DROP")
-                _ipt("-A", _chain(slot), "-s", b, "-d", a, "-j", "DROP")
-
-
-def drop(slot: int, src: str, dst: str, extra: list[str] | None = None) -> None:
-    """One-way drop from src to dst (optionally narrowed by extra iptables match args)."""
-    _ensure_chain(slot)
-    _ipt("-A", _chain(slot), "-s", src, "-d", dst, *(extra or []), "-j", "DROP")
+        for a_name, a_addr in g1:
+            for b_name, b_addr in g2:
+                drop(slot, a_name, b_addr)
+                drop(slot, b_name, a_addr)
 
 
 def heal(slot: int) -> None:
@@ -68,5 +127,8 @@ def heal(slot: int) -> None:
 
 
 def rules(slot: int) -> list[str]:
-    r = _ipt("-S", _chain(slot), check=False)
+    try:
+        r = _ipt("-S", _chain(slot), check=False)
+    except NetfilterUnavailable:
+        return []
     return [ln for ln in r.stdout.splitlines() if ln.startswith("-A")] if r.returncode == 0 else []

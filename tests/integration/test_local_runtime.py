@@ -1,0 +1,64 @@
+"""The local runtime's faults do what they claim: partitions isolate nodes, heal removes every rule."""
+import threading
+import time
+
+import pytest
+
+from clients.errors import KafkaError
+from clients.producer import KafkaProducer, ProducerConfig
+from cluster import netfilter
+from tests import helpers as h
+
+pytestmark = pytest.mark.integration
+
+
+def test_isolated_leader_loses_leadership_and_nothing_acknowledged_is_lost(cluster):
+    boot = cluster.bootstrap_all()
+    md = h.new_topic(boot, "cut", configs={"min.insync.replicas": "2"})
+    md.refresh(["cut"])
+    old_id, _, old_epoch = md.leader("cut", 0)
+    old = f"broker-{old_id}"
+    acked, stop = [], threading.Event()
+
+    def produce():
+        p = KafkaProducer(boot, ProducerConfig(request_timeout_ms=1500, linger_ms=1, delivery_timeout_ms=60000))
+        i = 0
+        while not stop.is_set():
+            futs = [(j, p.send("cut", b"%d" % j, partition=0)) for j in range(i, i + 20)]
+            i += 20
+            for j, f in futs:
+                try:
+                    f.result(timeout=90)
+                    acked.append(j)
+                except (KafkaError, TimeoutError):
+                    pass
+        p.close()
+
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        time.sleep(1)
+        others = [n.name for n in cluster.info().nodes if n.name != old]
+        cluster.partition([[old], others])
+        assert netfilter.rules(cluster.slot), "the partition installed no rule"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:          # the controller moves leadership off the cut node
+            md.refresh(["cut"])
+            ld = md.leader("cut", 0)
+            if ld and ld[0] != old_id:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError("leadership did not move off the isolated broker")
+        n = len(acked)
+        time.sleep(2)
+        assert len(acked) > n, "no progress while the old leader was cut off"
+        cluster.heal()
+        assert netfilter.rules(cluster.slot) == []
+        time.sleep(3)
+    finally:
+        stop.set()
+        t.join(120)
+    assert md.leader("cut", 0)[2] > old_epoch
+    values = {int(r.value) for r in h.read_partition(boot, "cut")}
+    assert set(acked) <= values

@@ -1,0 +1,43 @@
+# One image for every eoslab service; the command selects the service:
+#   docker run eoslab/eoslab broker --broker-id 1 --listen 0.0.0.0:9092 ...
+#   (broker | controller | txn-coordinator | sidecar | probe, or any command)
+#
+# BASE_IMAGE defaults to python:3.11-slim. Where nothing can be pulled,
+# `make images` builds eoslab/base:bookworm from Debian's packages
+# (docker/build-base-image.sh) and passes it here together with
+# PIP_OFFLINE=1, so Python packages come only from ./wheelhouse (which
+# `make wheelhouse` downloads on the host): the build then needs no network.
+ARG BASE_IMAGE=python:3.11-slim
+
+FROM ${BASE_IMAGE} AS build
+ARG PIP_OFFLINE=0
+# `wheelhous[e]` matches nothing when there is no wheelhouse; pyproject.toml
+# keeps the COPY valid either way.
+COPY pyproject.toml wheelhous[e] /wheelhouse/
+COPY pyproject.toml README.md /src/
+COPY eoslab /src/eoslab
+COPY services /src/services
+COPY clients /src/clients
+COPY cluster /src/cluster
+COPY checker /src/checker
+RUN set -eu; \
+    if [ "$PIP_OFFLINE" = 1 ]; then export PIP_NO_INDEX=1; fi; \
+    python -m venv /opt/eoslab; \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
+      /opt/eoslab/bin/pip install -q --find-links /wheelhouse /src; \
+    /opt/eoslab/bin/pip uninstall -q -y pip setuptools 2>/dev/null || true; \
+    find /opt/eoslab -name __pycache__ -type d -prune -exec rm -rf {} +; \
+    /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.probe, grpc, kazoo'
+
+FROM ${BASE_IMAGE}
+# The fault sidecar needs iptables and tc; Debian-made bases already have them.
+RUN if ! command -v iptables >/dev/null || ! command -v tc >/dev/null; then \
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null \
+      && rm -rf /var/lib/apt/lists/*; fi
+COPY --from=build /opt/eoslab /opt/eoslab
+COPY docker/entrypoint.sh /usr/local/bin/eoslab-entrypoint
+ENV PATH=/opt/eoslab/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+WORKDIR /var/lib/eoslab
+VOLUME /var/lib/eoslab
+ENTRYPOINT ["/usr/local/bin/eoslab-entrypoint"]
+CMD ["--help"]

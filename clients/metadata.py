@@ -1,12 +1,16 @@
 """ClusterMetadata: what a client knows of the cluster (brokers, partitions, leaders).
 
-Guarantees: `refresh` asks the bootstrap brokers, then any known broker, and
-replaces the view only with a full answer; an unreachable cluster raises
-KafkaError(NETWORK_EXCEPTION) with every address tried in the message.
+Guarantees: `refresh` asks the brokers in turn (a different one first each
+time, skipping for a while one that just timed out), so a single broker with
+stale metadata (a partitioned one) cannot pin the client; a partition's
+leader never moves back to an older leader epoch than one already seen
+(KIP-320); an unreachable cluster raises KafkaError(NETWORK_EXCEPTION) with
+every address tried in the message.
 """
 from __future__ import annotations
 
 import threading
+import time
 
 import grpc
 
@@ -30,20 +34,26 @@ class ClusterMetadata:
         self.partition_counts: dict[str, int] = {}
         self.topic_errors: dict[str, int] = {}
         self.controller_id = -1
-        self._last_good: str | None = None
+        self._turn = 0
+        self._slow: dict[str, float] = {}   # address -> monotonic time until which it is skipped
 
     def stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
         return broker_pb2_grpc.BrokerStub(self.channels.get(address))
 
     def addresses(self) -> list[str]:
-        """The broker that answered last first, then the bootstrap list, then every known broker."""
+        """Every address once: bootstrap then known brokers, rotated by one each call, slow ones last."""
         with self.lock:
             known = list(self.brokers.values())
-        out = [self._last_good] if self._last_good else []
+            self._turn += 1
+            turn = self._turn
+        out: list[str] = []
         for a in self.bootstrap + known:
             if a not in out:
                 out.append(a)
-        return out
+        k = turn % len(out) if out else 0
+        out = out[k:] + out[:k]
+        now = time.monotonic()
+        return [a for a in out if self._slow.get(a, 0) <= now] + [a for a in out if self._slow.get(a, 0) > now]
 
     def refresh(self, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
         errors = []
@@ -53,12 +63,14 @@ class ClusterMetadata:
                                                 timeout=self.timeout)
             except grpc.RpcError as e:
                 errors.append(f"{addr}: {e.code().name}")
+                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    self._slow[addr] = time.monotonic() + 10.0
                 continue
             if not resp.brokers:
                 errors.append(f"{addr}: no live brokers known yet")
                 continue
+            self._slow.pop(addr, None)
             self._apply(resp)
-            self._last_good = addr
             return resp
         raise KafkaError(E.NETWORK_EXCEPTION, "cannot reach the cluster (" + "; ".join(errors) + ")")
 
@@ -73,10 +85,14 @@ class ClusterMetadata:
                     continue
                 self.partition_counts[t.name] = len(t.partitions)
                 for p in t.partitions:
+                    tp = (t.name, p.partition)
+                    known = self.leaders.get(tp)
+                    if known is not None and p.leader_epoch < known[1]:
+                        continue          # KIP-320: stale metadata from a broker that is behind
                     if p.error == E.NONE and p.leader >= 0:
-                        self.leaders[(t.name, p.partition)] = (p.leader, p.leader_epoch)
+                        self.leaders[tp] = (p.leader, p.leader_epoch)
                     else:
-                        self.leaders.pop((t.name, p.partition), None)
+                        self.leaders.pop(tp, None)
 
     def leader(self, topic: str, partition: int) -> tuple[int, str, int] | None:
         """(leader id, address, leader epoch) or None when unknown."""

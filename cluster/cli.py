@@ -34,6 +34,45 @@ def register(sub) -> None:
     dn = csub.add_parser("down", help="stop a cluster and remove its data")
     dn.add_argument("--name", default="default")
     dn.set_defaults(func=cmd_down)
+    register_run(sub)
+
+
+def register_run(sub) -> None:
+    r = sub.add_parser("run", help="a chaos run: workload + nemesis + history + verdict")
+    r.add_argument("--workload", required=True)
+    r.add_argument("--nemesis", default="none", help="fault packages, comma separated (or none)")
+    r.add_argument("--time-limit", type=float, default=30.0)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--runtime", default="local")
+    r.add_argument("--cluster", help="use this running local cluster instead of starting one")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="producer setting (acks=1), broker flag (broker.producer-state-batches=5) "
+                        "or topic config (topic.min.insync.replicas=2)")
+    r.add_argument("--concurrency", type=int, default=4)
+    r.add_argument("--out", required=True)
+    r.set_defaults(func=cmd_run)
+
+
+def cmd_run(args) -> int:
+    from cluster.run import RunConfig, run
+    settings = {}
+    for it in args.set:
+        if "=" not in it:
+            raise CliError(f"--set expects KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        settings[k.strip()] = v.strip()
+    cfg = RunConfig(workload=args.workload, nemesis=[n.strip() for n in args.nemesis.split(",") if n.strip()],
+                    time_limit=args.time_limit, seed=args.seed, out=args.out, runtime=args.runtime,
+                    cluster=args.cluster, settings=settings, concurrency=args.concurrency)
+    try:
+        cfg.validate()
+        if args.cluster:
+            _check_name(args.cluster)
+        if args.concurrency < 1:
+            raise ValueError("--concurrency must be at least 1")
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    return run(cfg)
 
 
 def _check_name(name: str) -> None:

@@ -99,8 +99,7 @@ class RecordAccumulator:
                 b = ProducerBatch(topic, partition, time.monotonic())
                 fut = b.try_append(key, value, ts, self.batch_size, n)
                 dq.append(b)
-                if len(dq) > 1:
-                    wake()
+                wake()   # a new batch: the sender may be idle-waiting with nothing to send
             self.pending_bytes += n
             return fut
 

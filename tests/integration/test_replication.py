@@ -250,7 +250,12 @@ def test_divergent_tail_truncated_by_leader_epoch(make_cluster):
         logs[b] = [(x.base_offset, x.leader_epoch, x.records) for x in lg.batches()]
         lg.close()
     assert logs["broker-1"] == logs["broker-2"]
-    assert len(logs["broker-1"]) == 5 and all(b"lost" not in r for _, _, r in logs["broker-1"])
+    records = [r for _, _, r in logs["broker-1"]]
+    lost_kept = sum(b"lost" in r for r in records)
+    # the old leader had all five; at most one reached the follower (a fetch already in flight when it
+    # was paused), so the old leader truncated its divergent tail down to what the new leader had
+    assert lost_kept <= 1
+    assert len(records) == 3 + lost_kept + 2 and b"b1" in records[-1]
 
 
 def test_acks_0_and_acks_1_are_answered_without_waiting_for_followers(make_cluster):

@@ -1,0 +1,280 @@
+"""Nemesis: faults as start/stop pairs on a schedule drawn from a seed, then a final heal.
+
+Guarantees: `schedule(packages, time_limit, seed)` is a pure function of its
+arguments (same seed, same schedule); faults run one at a time, each stopped
+before the next starts; every start and stop is recorded in the history as a
+nemesis info pair naming what was hit; `final_heal` removes network rules,
+clears injected faults, resumes paused and restarts dead nodes, and waits
+until the cluster serves again. Targets are drawn from the seeded RNG over
+the nodes as they are when the fault starts (which broker leads depends on
+the run).
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from dataclasses import dataclass
+
+from eoslab.v1 import faults_pb2, faults_pb2_grpc
+from services.common import rpc
+
+PARTITION_SHAPES = ("one", "minority-third", "halves", "ring", "bridge")
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float          # seconds from the start of the run
+    package: str
+    duration: float
+
+    def to_json(self) -> dict:
+        return {"at": round(self.at, 3), "package": self.package, "duration": round(self.duration, 3)}
+
+
+def schedule(packages: list[str], time_limit: float, seed: int, interval=(1.0, 3.0),
+             duration=(2.0, 5.0)) -> list[Event]:
+    """Staggered start/stop pairs until the time limit; one fault at a time."""
+    rng = random.Random(seed)
+    out, t = [], rng.uniform(*interval)
+    while packages and t < time_limit:
+        d = min(rng.uniform(*duration), max(0.5, time_limit - t))
+        out.append(Event(t, rng.choice(packages), d))
+        t += d + rng.uniform(*interval)
+    return out
+
+
+class Context:
+    """What fault packages act on: the runtime, the workload's topic, the history."""
+
+    def __init__(self, runtime, history, topic: str, partitions: int, metadata, rng: random.Random):
+        self.runtime = runtime
+        self.partitions = partitions
+        self.history = history
+        self.topic = topic
+        self.metadata = metadata
+        self.rng = rng
+
+    def nodes(self, role: str | None = None, state: str | None = "running") -> list[str]:
+        return sorted(n.name for n in self.runtime.info().nodes
+                      if (role is None or n.role == role) and (state is None or n.state == state))
+
+    def leader_of(self, partition: int) -> str | None:
+        try:
+            self.metadata.refresh([self.topic])
+        except Exception:  # noqa: BLE001 - the cluster may be mid-fault
+            return None
+        ld = self.metadata.leader(self.topic, partition)
+        return f"broker-{ld[0]}" if ld else None
+
+
+class FaultPackage:
+    name = ""
+
+    def start(self, ctx: Context):
+        raise NotImplementedError
+
+    def stop(self, ctx: Context, started):
+        raise NotImplementedError
+
+
+class Kill(FaultPackage):
+    def __init__(self, name: str, role: str | None, leader: bool = False):
+        self.name, self.role, self.leader = name, role, leader
+
+    def _target(self, ctx: Context) -> str | None:
+        if self.leader:
+            return ctx.leader_of(ctx.rng.randrange(ctx.partitions))
+        if self.role == "controller":
+            return _active_controller(ctx) or _choice(ctx, ctx.nodes("controller"))
+        return _choice(ctx, ctx.nodes(self.role))
+
+    def start(self, ctx):
+        node = self._target(ctx)
+        if node:
+            ctx.runtime.kill(node)
+        return node
+
+    def stop(self, ctx, node):
+        if node:
+            ctx.runtime.start(node)
+        return node
+
+
+class Pause(FaultPackage):
+    name = "pause"
+
+    def start(self, ctx):
+        node = _choice(ctx, ctx.nodes("broker"))
+        if node:
+            ctx.runtime.pause(node)
+        return node
+
+    def stop(self, ctx, node):
+        if node:
+            ctx.runtime.resume(node)
+        return node
+
+
+class Partition(FaultPackage):
+    """Jepsen's partition shapes over the brokers and controllers (ZooKeeper stays reachable)."""
+    name = "partition"
+
+    def start(self, ctx):
+        nodes = ctx.nodes("broker") + ctx.nodes("controller")
+        ctx.rng.shuffle(nodes)
+        shape = ctx.rng.choice(PARTITION_SHAPES)
+        cuts = cut_pairs(shape, nodes)
+        ctx.runtime.cut(cuts)
+        return {"shape": shape, "cut": [list(p) for p in cuts]}
+
+    def stop(self, ctx, started):
+        ctx.runtime.heal()
+        return started
+
+
+class PartitionZooKeeper(FaultPackage):
+    name = "partition-zookeeper"
+
+    def start(self, ctx):
+        node = _choice(ctx, ctx.nodes("broker") + ctx.nodes("controller"))
+        if node:
+            ctx.runtime.cut([(node, "zookeeper")])
+        return node
+
+    def stop(self, ctx, node):
+        ctx.runtime.heal()
+        return node
+
+
+class LostAck(FaultPackage):
+    """The broker appends, then loses the answer: the seeds' lost ACK, on a random partition's leader."""
+    name = "lost-ack"
+
+    def start(self, ctx):
+        p = ctx.rng.randrange(ctx.partitions)
+        leader = ctx.leader_of(p)
+        if leader is None:
+            return None
+        count = ctx.rng.randint(1, 3)
+        addr = ctx.runtime.info().node(leader).address
+        faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(faults_pb2.InjectFaultRequest(
+            drop_produce_responses=faults_pb2.DropProduceResponses(topic=ctx.topic, partition=p, count=count)),
+            timeout=5)
+        return {"node": leader, "partition": p, "count": count}
+
+    def stop(self, ctx, started):
+        clear_injected_faults(ctx)
+        return started
+
+
+def _choice(ctx: Context, items: list[str]) -> str | None:
+    return ctx.rng.choice(items) if items else None
+
+
+def _active_controller(ctx: Context) -> str | None:
+    from eoslab.v1 import controller_pb2, controller_pb2_grpc
+    for n in ctx.runtime.info().by_role("controller"):
+        if n.state != "running":
+            continue
+        try:
+            with rpc.channel(n.address) as ch:
+                r = controller_pb2_grpc.ControllerStub(ch).DescribeCluster(controller_pb2.DescribeClusterRequest(),
+                                                                           timeout=1)
+            if r.error == 0:
+                return n.name
+        except Exception:  # noqa: BLE001
+            continue
+    return None
+
+
+def clear_injected_faults(ctx: Context) -> None:
+    for n in ctx.runtime.info().by_role("broker"):
+        if n.state == "running":
+            try:
+                faults_pb2_grpc.FaultInjectorStub(rpc.channel(n.address)).ClearFaults(
+                    faults_pb2.ClearFaultsRequest(), timeout=2)
+            except Exception:  # noqa: BLE001 - a broker mid-restart
+                pass
+
+
+def cut_pairs(shape: str, nodes: list[str]) -> list[tuple[str, str]]:
+    """Pairs of nodes that may not talk, for one of Jepsen's partition shapes."""
+    n = len(nodes)
+    if shape == "one":
+        groups = [nodes[:1], nodes[1:]]
+    elif shape == "minority-third":
+        k = max(1, n // 3)
+        groups = [nodes[:k], nodes[k:]]
+    elif shape == "halves":
+        groups = [nodes[:n // 2], nodes[n // 2:]]
+    elif shape == "ring":       # each node sees only its two ring neighbours
+        allowed = {frozenset((nodes[i], nodes[(i + 1) % n])) for i in range(n)}
+        return [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1:] if frozenset((a, b)) not in allowed]
+    elif shape == "bridge":     # two halves joined only through one node in the middle
+        mid = n // 2
+        left, right = nodes[:mid], nodes[mid + 1:]
+        return [(a, b) for a in left for b in right]
+    else:
+        raise ValueError(f"unknown partition shape {shape!r}")
+    return [(a, b) for a in groups[0] for b in groups[1]]
+
+
+PACKAGES = {
+    "kill": Kill("kill", "broker"),
+    "pause": Pause(),
+    "partition": Partition(),
+    "lost-ack": LostAck(),
+    "kill-leader": Kill("kill-leader", "broker", leader=True),
+    "kill-controller": Kill("kill-controller", "controller"),
+    "kill-zookeeper": Kill("kill-zookeeper", "zookeeper"),
+    "partition-zookeeper": PartitionZooKeeper(),
+}
+
+
+class NemesisRunner(threading.Thread):
+    """Plays a schedule against the cluster, recording each start and stop."""
+
+    def __init__(self, ctx: Context, events: list[Event], t0: float):
+        super().__init__(name="nemesis", daemon=True)
+        self.ctx, self.events, self.t0 = ctx, events, t0
+        self.stopping = threading.Event()
+        self.current: str | None = None
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        for ev in self.events:
+            if self.stopping.wait(max(0.0, self.t0 + ev.at - time.monotonic())):
+                return
+            pkg = PACKAGES[ev.package]
+            self.current = ev.package
+            try:
+                started = pkg.start(self.ctx)
+            except Exception as e:  # noqa: BLE001 - record it, keep the run going
+                started = None
+                self.errors.append(f"start-{ev.package}: {e}")
+            self.ctx.history.nemesis(f"start-{ev.package}", None, started)
+            stopped = self.stopping.wait(ev.duration)
+            try:
+                pkg.stop(self.ctx, started)
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(f"stop-{ev.package}: {e}")
+            self.ctx.history.nemesis(f"stop-{ev.package}", None, started)
+            self.current = None
+            if stopped:
+                return
+
+
+def final_heal(ctx: Context, timeout: float = 60.0) -> None:
+    """Network rules off, injected faults cleared, every node running, the cluster serving."""
+    rt = ctx.runtime
+    rt.heal()
+    for n in rt.info().nodes:
+        if n.state == "paused":
+            rt.resume(n.name)
+    for n in rt.info().nodes:
+        if n.state == "dead":
+            rt.start(n.name)
+    rt.wait_ready(timeout)
+    clear_injected_faults(ctx)
+    ctx.history.nemesis("heal", None, "all nodes running, no network rules, no injected faults")

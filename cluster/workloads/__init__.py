@@ -1,0 +1,1 @@
+"""Workloads: clients that drive the cluster and record what they saw (Jepsen's client role)."""

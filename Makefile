@@ -59,7 +59,10 @@ proto: venv
 	$(BIN)/python tools/gen_proto.py
 
 bench: venv system-deps
-	$(BIN)/python bench/produce.py
+	$(BIN)/python bench/produce.py --replication-factor 1
+	$(BIN)/python bench/produce.py --replication-factor 3
+	$(BIN)/python bench/failover.py --kills 20 --session-timeout-ms 1000
+	$(BIN)/python bench/checker_knossos.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -26,7 +26,9 @@ RUN set -eu; \
     PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
       /opt/eoslab/bin/pip install -q --find-links /wheelhouse /src; \
     /opt/eoslab/bin/pip uninstall -q -y pip setuptools 2>/dev/null || true; \
-    find /opt/eoslab -name __pycache__ -type d -prune -exec rm -rf {} +; \
+    # Bytecode compiled now: healthchecks start Python every second, and
+    # compiling grpc/protobuf at each start would take most of the CPU.
+    /opt/eoslab/bin/python -m compileall -q -j 0 /opt/eoslab/lib >/dev/null; \
     /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.probe, grpc, kazoo'
 
 FROM ${BASE_IMAGE}
@@ -36,6 +38,7 @@ RUN if ! command -v iptables >/dev/null || ! command -v tc >/dev/null; then \
       && rm -rf /var/lib/apt/lists/*; fi
 COPY --from=build /opt/eoslab /opt/eoslab
 COPY docker/entrypoint.sh /usr/local/bin/eoslab-entrypoint
+COPY docker/healthcheck.py /usr/local/bin/eoslab-health
 ENV PATH=/opt/eoslab/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /var/lib/eoslab
 VOLUME /var/lib/eoslab

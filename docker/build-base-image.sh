@@ -62,11 +62,10 @@ path-exclude=/usr/share/man/*
 path-exclude=/usr/share/info/*
 path-exclude=/usr/share/locale/*
 CONF
-# Trim: caches, docs, man pages, locales.
+# Trim: caches, docs, man pages, locales (keep the stdlib bytecode: Python starts often here).
 rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/log/* \
        "$ROOT"/usr/share/man/* "$ROOT"/usr/share/info/* "$ROOT"/usr/share/locale/* "$ROOT"/tmp/*
 find "$ROOT/usr/share/doc" -mindepth 2 ! -name copyright -delete 2>/dev/null || true
-find "$ROOT/usr/lib" -name __pycache__ -type d -prune -exec rm -rf {} +
 
 echo "base-image: docker import -> $IMAGE"
 tar -C "$ROOT" -c . | "$DOCKER" import \

@@ -40,6 +40,8 @@ def main() -> None:
                    help="the port of the service beside it (drop-responses default)")
     p.add_argument("--peer", action="append", default=[], metavar="NAME[=IP]",
                    help="a peer by name (resolved by DNS, remembered) or NAME=IP; repeatable")
+    p.add_argument("--peers", default=os.environ.get("EOSLAB_SIDECAR_PEERS", ""), metavar="NAME[=IP],...",
+                   help="comma-separated peers, as --peer (default: $EOSLAB_SIDECAR_PEERS)")
     p.add_argument("--name", default=os.environ.get("HOSTNAME", "sidecar"), help="for logs")
     a = p.parse_args()
     if not a.token:
@@ -47,7 +49,7 @@ def main() -> None:
     if not 0 <= a.service_port <= 65535:
         p.error(f"--service-port: must be in [0, 65535], got {a.service_port}")
     try:
-        peers = Peers.parse(a.peer)
+        peers = Peers.parse(a.peer + [x.strip() for x in a.peers.split(",") if x.strip()])
     except UnknownPeer as e:
         p.error(str(e))
     rpc.setup_logging(f"sidecar[{a.name}]")

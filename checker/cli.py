@@ -1,0 +1,102 @@
+"""`eoslab check HISTORY`: judge a recorded history and print the verdict.
+
+Guarantees: prints exactly one JSON object on stdout,
+`{"valid": true|false|"unknown", "anomalies": {...}, "stats": {...}}`
+(the Kafka model adds "allowed": what it found that Kafka permits), and exits
+0 valid, 1 invalid, 2 bad input (missing file, malformed line, bad option —
+one line on stderr naming the line or option, nothing on stdout), 3 unknown
+(time limit reached). `--model kafka` (default) runs checker.kafka; the other
+models run checker.linear's linearizability search from `--initial` (a JSON
+literal). `--out DIR` also writes DIR/results.json and DIR/report.html.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from checker.history import HistoryError
+from checker.result import EXIT_BAD_INPUT, exit_code, to_json, write_results
+
+FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
+LINEAR_MODELS = ("register", "cas-register", "multi-register", "kv", "set", "queue", "log")
+MODELS = ("kafka",) + LINEAR_MODELS
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("check", help="check a history: Kafka anomalies or linearizability",
+                              description=__doc__.split("\n\n")[0])
+    p.add_argument("history", help="history file (JSONL, Jepsen EDN or Jepsen log; .gz ok)")
+    p.add_argument("--format", default="auto", choices=FORMATS, help="history format (default: auto)")
+    p.add_argument("--model", default="kafka", choices=MODELS, help="what to check against (default: kafka)")
+    p.add_argument("--initial", metavar="VALUE", help="initial state as a JSON literal (linearizability models)")
+    p.add_argument("--out", metavar="DIR", help="also write DIR/results.json and DIR/report.html")
+    p.add_argument("--time-limit", type=float, metavar="S", help="give up after S seconds (verdict unknown)")
+    p.add_argument("--strict-unseen", action="store_true",
+                   help="kafka: count acknowledged records no poll returned as an anomaly (Jepsen's rule)")
+    p.set_defaults(func=run)
+
+
+def _error(msg: str):
+    from eoslab.cli import CliError
+    return CliError(" ".join(str(msg).split()), EXIT_BAD_INPUT)
+
+
+def _initial(text: str | None):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _error(f"--initial: not a JSON literal ({e.msg}): {text!r}") from None
+
+
+def _linear(path: str, fmt: str, model: str, initial, time_limit, series) -> dict:
+    try:
+        from checker.linear import check_linearizable
+    except ImportError:
+        raise _error(f"--model {model}: the linearizability checker (checker.linear) is not available") from None
+    try:
+        from checker.formats import open_history
+        ops = open_history(path, fmt)
+    except ImportError:
+        from checker.history import read_jsonl
+        if not os.path.isfile(path):
+            raise HistoryError(f"{path}: no such file") from None
+        stream = open(path, encoding="utf-8")
+        ops = read_jsonl(stream)
+    if series is not None:
+        ops = series.tee(ops)
+    return check_linearizable(ops, model, initial=initial, time_limit=time_limit)
+
+
+def run(args) -> int:
+    initial = _initial(args.initial)
+    if args.model == "kafka" and initial is not None:
+        raise _error("--initial applies to the linearizability models, not to --model kafka")
+    if args.time_limit is not None and args.time_limit < 0:
+        raise _error("--time-limit must be zero or more seconds")
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise _error(f"--out {args.out}: exists and is not a directory")
+    series = None
+    if args.out:
+        from checker.report_series import SeriesCollector
+        series = SeriesCollector()
+    try:
+        if args.model == "kafka":
+            from checker.kafka import check_kafka
+            result = check_kafka(args.history, args.format, time_limit=args.time_limit,
+                                 series=series, strict_unseen=args.strict_unseen)
+        else:
+            result = _linear(args.history, args.format, args.model, initial, args.time_limit, series)
+    except HistoryError as e:
+        raise _error(e) from None
+    except ValueError as e:          # unknown model / initial value the model rejects
+        raise _error(e) from None
+    if args.out:
+        from checker.report import write_report
+        os.makedirs(args.out, exist_ok=True)
+        write_results(args.out, result)
+        write_report(os.path.join(args.out, "report.html"), result, series,
+                     title=f"{os.path.basename(args.history)} ({args.model})")
+    print(to_json(result), flush=True)
+    return exit_code(result)

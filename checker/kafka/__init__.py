@@ -1,0 +1,62 @@
+"""Kafka anomaly analyses over Jepsen-shaped histories (`eoslab check --model kafka`).
+
+Guarantees: `check_kafka(history)` streams a history (a path, or a list of
+`Op`s / dicts) and returns `{"valid", "anomalies", "allowed", "stats"}`
+(see checker.kafka.check); every anomaly carries a minimal witness naming
+its ops (by `index`), keys and offsets. The history contract it reads —
+which the lab's workload writes — is below. Ops that break the contract in
+ways the analysis can skip (an odd micro-op, a missing field the anomaly
+does not need) are skipped, not rejected; malformed lines are rejected.
+
+History contract (JSONL, one op per line; Jepsen's Kafka workload shape)
+-----------------------------------------------------------------------
+Every op: `index` (int), `time` (ns, monotonic), `process` (int for clients,
+"nemesis" for faults), `type` (invoke | ok | fail | info), `f`, `value`.
+`k` is a key: one topic-partition (an int, or a string such as "t-0";
+"3" and 3 are the same key). `v` is a value, unique per send (an int).
+
+  f "send"   invoke [["send", k, v], ...]
+             ok     [["send", k, [offset, v]], ...]
+             fail / info: as the invoke, or with [offset or null, v]
+  f "poll"   invoke [["poll"]]
+             ok     [["poll", {k: [[offset, v], ...], ...}]]
+  f "txn"    a mix of the two; ok = committed, fail = aborted, info = unknown
+  f "assign" / "subscribe"   value [k, ...]; ok when the consumer took them.
+
+`fail` means the op did not happen; `info` that it may have. The workload's
+error table decides which (timeouts and NOT_LEADER_OR_FOLLOWER: info).
+
+Extra fields (all optional; each anomaly says what it needs):
+
+  "error": "NOT_LEADER_OR_FOLLOWER"     on fail/info ops; counted in stats.
+  "producer": {"pid": 7, "epoch": 0, "session": "p3-1",
+               "transactional_id": "t1" | null}
+        on send/txn completions (invokes may carry it too; the completion
+        counts): the producer id and epoch the records were sent with and
+        the client's name for this producer instance (`session`; one per
+        KafkaProducer object, new after a restart). Any ok op carrying it
+        shows that (pid, epoch) was live at that point: a workload may log
+        `{"f": "init-producer", "type": "ok", "producer": {...}}` after
+        InitProducerId. Needed by producer-order (else the session is the
+        process), pid-reuse and zombie-write.
+  "seq": [12, 13, null, ...]
+        parallel to `value`: the sequence number the producer gave each send
+        micro-op's record in its partition (null for polls or unknown).
+        Without it producer-order uses the order of invocation.
+  "isolation": "read_committed" | "read_uncommitted"
+        on poll/txn ops: the consumer's isolation level. zombie-write counts
+        only read_committed polls; precommitted-read and G1c forgive
+        read_uncommitted ones.
+  "rebalance-log": [{"keys": [k, ...]}, ...]
+        Jepsen's: partitions reassigned during the op (exempts them from
+        int-poll-skip / int-nonmonotonic-poll).
+  "seek-to-beginning": true
+        on assign: the consumer restarts from offset 0 (forgets positions).
+
+Nemesis ops: process "nemesis", an invoke and an info per fault action;
+see checker.report_series for how fault intervals are read from them.
+"""
+from checker.kafka.check import MAX_WITNESSES, check_kafka
+from checker.kafka.source import HistorySource
+
+__all__ = ["check_kafka", "HistorySource", "MAX_WITNESSES"]

@@ -1,0 +1,84 @@
+"""Order anomalies: poll-skip, nonmonotonic-poll/send and their int- forms.
+
+Guarantees (Jepsen's definitions, computed on offsets; "delta" is the
+distance in known records, Jepsen's index delta):
+- int-poll-skip / int-nonmonotonic-poll: two consecutive records of one key
+  in one op's polls skip known records (delta > 1) / do not advance
+  (delta < 1). Keys in the op's `rebalance-log` are exempt.
+- int-send-skip / int-nonmonotonic-send: two consecutive sends to one key in
+  one op land with records of others between them / out of order.
+- poll-skip / nonmonotonic-poll: a process's poll of a key starts past /
+  at or before where its previous ok poll of that key ended (an ok
+  assign/subscribe keeps only the keys still assigned; `seek-to-beginning`
+  forgets them all).
+- nonmonotonic-send: a process's send to a key lands at or before its
+  previous ok/info send to that key.
+Witness: the key, the two values and offsets, the records skipped (at most
+8), the delta, and the op (int-) or the two ops.
+Kafka allows, and the verdict does not count (Jepsen's allowed list):
+int-send-skip always; poll-skip and nonmonotonic-poll for a consumer that
+subscribed (group rebalances move it).
+"""
+from __future__ import annotations
+
+from checker.kafka.offsets import MAX_LISTED, VersionOrder
+from checker.kafka.witness import Finding, ref
+
+ALLOW_INT_SEND_SKIP = ("Kafka does not isolate writes: other producers' records may land "
+                       "between one transaction's sends (Jepsen allows int-send-skip)")
+ALLOW_SUBSCRIBED = ("the consumer subscribed (group-managed): a rebalance may move its "
+                    "position (Jepsen allows this with subscribe)")
+
+
+def _intra(kind: str, rows: list, vo: VersionOrder, skip: bool,
+           allowed: str | None = None) -> list[Finding]:
+    out = []
+    for row in rows:
+        idx, k, o1, o2, v1, v2 = row[:6]
+        if len(row) > 6 and row[6]:
+            continue                       # rebalanced key
+        data = {"key": k, "values": [v1, v2], "offsets": [o1, o2], "op": idx}
+        if skip:
+            between = vo.between(k, o1, o2)
+            if not between:
+                continue                   # only markers / unknown offsets in the gap
+            data["delta"] = len(between) + 1
+            data["skipped"] = vo.values(k, between)
+        else:
+            data["delta"] = vo.delta(k, o1, o2)
+        out.append(Finding(kind, data, [ref(idx, k, o1, o2)], allowed))
+    return out
+
+
+def _across(kind: str, rows: list, vo: VersionOrder, skip: bool,
+            allow_subscribed: bool) -> list[Finding]:
+    out = []
+    for row in rows:
+        i0, i1, k, o0, o1, v0, v1 = row[:7]
+        sub = row[7] if len(row) > 7 else False
+        data = {"key": k, "values": [v0, v1], "offsets": [o0, o1], "ops": [i0, i1]}
+        if skip:
+            between = vo.between(k, o0, o1)
+            if not between:
+                continue
+            data["delta"] = len(between) + 1
+            data["skipped"] = vo.values(k, between)
+        else:
+            data["delta"] = vo.delta(k, o0, o1)
+        out.append(Finding(kind, data, [ref(i0, k, o0), ref(i1, k, o1)],
+                           ALLOW_SUBSCRIBED if (sub and allow_subscribed) else None))
+    return out
+
+
+def order_findings(c, vo: VersionOrder) -> list[Finding]:
+    """All order anomalies of a finished Collector `c`."""
+    return (_intra("int-poll-skip", c.int_poll_gaps, vo, True)
+            + _intra("int-nonmonotonic-poll", c.int_nm_poll, vo, False)
+            + _intra("int-send-skip", c.int_send_gaps, vo, True, ALLOW_INT_SEND_SKIP)
+            + _intra("int-nonmonotonic-send", c.int_nm_send, vo, False)
+            + _across("poll-skip", c.poll_gaps, vo, True, True)
+            + _across("nonmonotonic-poll", c.nm_poll, vo, False, True)
+            + _across("nonmonotonic-send", c.nm_send, vo, False, False))
+
+
+__all__ = ["order_findings", "MAX_LISTED"]

@@ -1,0 +1,384 @@
+"""One streaming pass over a Kafka history into compact per-key structures.
+
+Guarantees: `Collector.run(dicts)` looks at each op once and keeps no op
+objects — only, per key (partition), dicts of ints: offset -> value,
+value -> first offset, value -> writer (op index * 4 + 0 ok / 1 info /
+2 fail), value -> first ok reader, the set of acknowledged values no ok poll
+has read yet; per process the last offsets polled and sent; and short lists
+of candidates (offset gaps, inversions) that the finishing analyses
+(checker.kafka.offsets, .order, .visibility, .cycles, .producers) settle
+once the whole log is known. Memory is proportional to the number of
+distinct records, not to the number of ops. Detected on the fly, because
+they need nothing but the op itself and the process's previous op: the
+`int-nonmonotonic-*`, `nonmonotonic-*` and `precommitted-read` cases.
+With a deadline, the pass stops early and sets `timed_out`.
+"""
+from __future__ import annotations
+
+import time as _time
+from array import array
+from typing import Any, Iterable
+
+from checker.kafka.mops import norm_key, norm_value
+
+_MISS = object()
+OK, INFO, FAIL = 0, 1, 2
+_TCODE = {"ok": OK, "info": INFO, "fail": FAIL}
+UNSEEN_SAMPLE_EVERY = 1024
+
+
+class KeyState:
+    """Everything the analysis keeps about one key (topic-partition)."""
+
+    __slots__ = ("off2val", "val2off", "writer", "read_ok", "unread", "failed",
+                 "dup", "conflict", "acked", "max_read_off")
+
+    def __init__(self) -> None:
+        self.off2val: dict = {}      # offset -> first value seen there
+        self.val2off: dict = {}      # value -> first offset seen for it
+        self.writer: dict = {}       # value -> op index * 4 + type code
+        self.read_ok: dict = {}      # value -> index of the first ok op that polled it
+        self.unread: set = set()     # acknowledged values no ok poll has returned (yet)
+        self.failed: set = set()     # values whose send failed (definitely not written)
+        self.dup: dict = {}          # value -> set of offsets, when it sits at more than one
+        self.conflict: dict = {}     # offset -> set of values, when more than one claims it
+        self.acked = 0
+        self.max_read_off = -1
+
+
+class Collector:
+    """The state of the streaming pass; see the module docstring."""
+
+    def __init__(self, deadline: float | None = None, series: Any = None):
+        self.deadline = deadline
+        self.series = series
+        self.timed_out = False
+        self.keys: dict[Any, KeyState] = {}
+        self.n_ops = 0
+        self.counts: dict[tuple, int] = {}          # (f, type) -> ops
+        self.errors: dict[str, int] = {}            # error of fail/info Kafka ops -> count
+        self.sent = 0                                # send micro-ops invoked
+        self.read_records = 0                        # records returned by ok polls
+        self.unseen_n = 0
+        self.unseen_series = (array("d"), array("q"))   # time (s), unseen count
+        self.t_first: int | None = None
+        self.t_last: int | None = None
+        # per process
+        self.last_reads: dict[Any, dict] = {}       # process -> key -> (offset, op index, value)
+        self.last_sends: dict[Any, dict] = {}
+        self.subscribed: set = set()                 # processes whose consumer is group-managed
+        # found on the fly: (kind, fields...)
+        self.int_nm_send: list = []     # (idx, k, off1, off2, v1, v2)
+        self.int_nm_poll: list = []     # (idx, k, off1, off2, v1, v2, rebalanced)
+        self.nm_send: list = []         # (idx0, idx1, k, off0, off1, v0, v1)
+        self.nm_poll: list = []         # (idx0, idx1, k, off0, off1, v0, v1, subscribed)
+        self.precommitted: list = []    # (idx, k, v, off, isolation)
+        # candidates settled at the end (need the whole log)
+        self.int_send_gaps: list = []   # (idx, k, off1, off2, v1, v2)
+        self.int_poll_gaps: list = []   # (idx, k, off1, off2, v1, v2, rebalanced)
+        self.poll_gaps: list = []       # (idx0, idx1, k, off0, off1, v0, v1, subscribed)
+        self.info_writes: dict[int, list] = {}      # info op index -> [(k, off, v)]
+        self.txn_ops: dict[int, tuple] = {}         # op index -> (type, writes, reads, isolation)
+        self.producers = None                        # set by run(): checker.kafka.producers.ProducerTracker
+
+    # ------------------------------------------------------------------ helpers
+    def key_state(self, k: Any) -> KeyState:
+        ks = self.keys.get(k)
+        if ks is None:
+            ks = self.keys[k] = KeyState()
+        return ks
+
+    @staticmethod
+    def record(ks: KeyState, off: int, v: Any) -> None:
+        """Note that value v sits at offset off (from an ack or a poll)."""
+        ov = ks.off2val.get(off, _MISS)
+        if ov is _MISS:
+            ks.off2val[off] = v
+        elif ov != v:
+            ks.conflict.setdefault(off, {ov}).add(v)
+        else:
+            return
+        vo = ks.val2off.get(v)
+        if vo is None:
+            ks.val2off[v] = off
+        elif vo != off:
+            ks.dup.setdefault(v, {vo}).add(off)
+
+    # ------------------------------------------------------------------ the pass
+    def run(self, dicts: Iterable[dict]) -> None:
+        from checker.kafka.producers import ProducerTracker
+
+        self.producers = producers = ProducerTracker()
+        keys, counts, pending = self.keys, self.counts, {}
+        record, key_state = self.record, self.key_state
+        kcache: dict = {}
+        deadline, series = self.deadline, self.series
+        us_t, us_n = self.unseen_series
+        n = self.n_ops
+        kafka_done = 0
+        t_first = self.t_first
+        t_last = self.t_last
+        tm = 0
+
+        def nk(rk):
+            if type(rk) is int:
+                return rk
+            if type(rk) is str:
+                k = kcache.get(rk)
+                if k is None:
+                    k = kcache[rk] = norm_key(rk)
+                return k
+            return norm_key(rk)
+
+        for d in dicts:
+            n += 1
+            if deadline is not None and (n & 0x3FFF) == 1 and _time.monotonic() > deadline:
+                self.timed_out = True
+                break
+            if series is not None:
+                series.feed(d)
+            t = d["type"]
+            f = d["f"]
+            p = d["process"]
+            idx = d["index"]
+            ck = (f, t)
+            counts[ck] = counts.get(ck, 0) + 1
+            tm = d.get("time")
+            if tm is not None:
+                if t_first is None:
+                    t_first = tm
+                t_last = tm
+            if t == "invoke":
+                pending[p] = idx
+                if f == "send" or f == "txn":
+                    value = d.get("value")
+                    if type(value) is list:
+                        for mop in value:
+                            if type(mop) is list and mop and mop[0] == "send":
+                                self.sent += 1
+                continue
+            inv = pending.pop(p, None)
+            if f != "send" and f != "poll" and f != "txn":
+                if t == "ok":
+                    if f == "assign" or f == "subscribe":
+                        self._reassign(p, f, d, nk)
+                    pr = d.get("producer")
+                    if type(pr) is dict:
+                        producers.live(pr, idx, p)
+                continue
+            if t != "ok":
+                e = d.get("error")
+                if e is not None:
+                    e = e if type(e) is str else str(e)
+                    self.errors[e] = self.errors.get(e, 0) + 1
+            value = d.get("value")
+            if type(value) is not list:
+                continue
+            tc = 0 if t == "ok" else (1 if t == "info" else 2)
+            wk = None   # key -> [first off, last off, first v, last v] of this op's sends
+            rk = None   # key -> [first off, last off, first v, last v] of this op's polls
+            ws = None   # [(k, off, v, mop position)]
+            rs = None   # [(k, off, v)] only for ops that also send
+            pos = -1
+            for mop in value:
+                pos += 1
+                if type(mop) is not list or not mop:
+                    continue
+                m0 = mop[0]
+                if m0 == "send":
+                    if len(mop) < 3:
+                        continue
+                    k = nk(mop[1])
+                    x = mop[2]
+                    if type(x) is list and len(x) == 2:
+                        off, v = x
+                        if type(off) is not int:
+                            off = None
+                    else:
+                        off, v = None, x
+                    if type(v) is list:
+                        v = norm_value(v)
+                    ks = keys.get(k)
+                    if ks is None:
+                        ks = key_state(k)
+                    w = ks.writer.get(v)
+                    if w is None or (w & 3) > tc:
+                        ks.writer[v] = idx * 4 + tc
+                    if ws is None:
+                        ws = []
+                    ws.append((k, off, v, pos))
+                    if tc == 2:
+                        ks.failed.add(v)
+                        continue
+                    if tc == 0:
+                        ks.acked += 1
+                        if v not in ks.read_ok and v not in ks.unread:
+                            ks.unread.add(v)
+                            self.unseen_n += 1
+                        if off is not None:
+                            record(ks, off, v)
+                    else:
+                        self.info_writes.setdefault(idx, []).append((k, off, v))
+                    if wk is None:
+                        wk = {k: [off, off, v, v]}
+                    else:
+                        e = wk.get(k)
+                        if e is None:
+                            wk[k] = [off, off, v, v]
+                        else:
+                            lo = e[1]
+                            if off is not None and lo is not None:
+                                if off <= lo:
+                                    self.int_nm_send.append((idx, k, lo, off, e[3], v))
+                                elif off > lo + 1:
+                                    self.int_send_gaps.append((idx, k, lo, off, e[3], v))
+                            e[1] = off
+                            e[3] = v
+                elif m0 == "poll":
+                    if len(mop) < 2 or type(mop[1]) is not dict:
+                        continue
+                    for rkey, pairs in mop[1].items():
+                        if type(pairs) is not list or not pairs:
+                            continue
+                        k = nk(rkey)
+                        ks = keys.get(k)
+                        if ks is None:
+                            ks = key_state(k)
+                        if rk is None:
+                            rk = {}
+                        e = rk.get(k)
+                        if e is None:
+                            e = rk[k] = [None, None, None, None]
+                        lo = e[1]
+                        lv = e[3]
+                        read_ok = ks.read_ok
+                        for pair in pairs:
+                            try:
+                                off, v = pair
+                            except (TypeError, ValueError):
+                                continue
+                            if type(v) is list:
+                                v = norm_value(v)
+                            if type(off) is int:
+                                ov = ks.off2val.get(off, _MISS)
+                                if ov is not v and ov != v:
+                                    record(ks, off, v)
+                                if lo is not None:
+                                    if off <= lo:
+                                        self.int_nm_poll.append((idx, k, lo, off, lv, v, _rebalanced(d, k)))
+                                    elif off > lo + 1:
+                                        self.int_poll_gaps.append((idx, k, lo, off, lv, v, _rebalanced(d, k)))
+                                elif e[0] is None:
+                                    e[0] = off
+                                    e[2] = v
+                                lo = off
+                            else:
+                                off = None
+                            lv = v
+                            if tc == 0:
+                                self.read_records += 1
+                                if v not in read_ok:
+                                    read_ok[v] = idx
+                                    if off is not None and off > ks.max_read_off:
+                                        ks.max_read_off = off
+                                    if v in ks.unread:
+                                        ks.unread.discard(v)
+                                        self.unseen_n -= 1
+                            if ws is not None or f == "txn":
+                                if rs is None:
+                                    rs = []
+                                rs.append((k, off, v))
+                        e[1] = lo
+                        e[3] = lv
+            # ---- per-process order across ops
+            if rk is not None:
+                self._poll_order(p, idx, tc, rk)
+            if wk is not None:
+                self._send_order(p, idx, wk)
+            if ws is not None:
+                if rs is not None:
+                    self._precommitted(idx, ws, rs, d.get("isolation"))
+                if tc != 2 and (len(ws) > 1 or (rs and tc == 0)):
+                    self.txn_ops[idx] = (tc, [w[:3] for w in ws], (rs or []) if tc == 0 else [],
+                                         d.get("isolation"))
+                pr = d.get("producer")
+                if type(pr) is dict:
+                    producers.write(pr, d.get("seq"), idx, inv, tc, ws, p)
+            kafka_done += 1
+            if not kafka_done & (UNSEEN_SAMPLE_EVERY - 1):
+                us_t.append(tm / 1e9 if tm is not None else float(idx))
+                us_n.append(self.unseen_n)
+        self.n_ops = n
+        self.t_first, self.t_last = t_first, t_last
+        us_t.append(t_last / 1e9 if t_last is not None else float(n))
+        us_n.append(self.unseen_n)
+
+    # ------------------------------------------------------------------ per-op helpers
+    def _reassign(self, p: Any, f: str, d: dict, nk) -> None:
+        """An ok assign/subscribe: keep only the last offsets of keys still assigned (Jepsen)."""
+        value = d.get("value")
+        ks = set()
+        if type(value) is list:
+            for x in value:
+                try:
+                    ks.add(nk(x))
+                except TypeError:
+                    pass
+        for table in (self.last_reads, self.last_sends):
+            m = table.get(p)
+            if m:
+                for k in [k for k in m if k not in ks]:
+                    del m[k]
+        if d.get("seek-to-beginning") or d.get("seek_to_beginning"):
+            self.last_reads.pop(p, None)
+        if f == "subscribe":
+            self.subscribed.add(p)
+        else:
+            self.subscribed.discard(p)
+
+    def _poll_order(self, p: Any, idx: int, tc: int, rk: dict) -> None:
+        lr = self.last_reads.get(p)
+        if lr is None:
+            lr = self.last_reads[p] = {}
+        sub = p in self.subscribed
+        for k, e in rk.items():
+            first = e[0]
+            if first is None:
+                continue
+            prev = lr.get(k)
+            if prev is not None and prev[0] is not None:
+                if first <= prev[0]:
+                    self.nm_poll.append((prev[1], idx, k, prev[0], first, prev[2], e[2], sub))
+                elif first > prev[0] + 1:
+                    self.poll_gaps.append((prev[1], idx, k, prev[0], first, prev[2], e[2], sub))
+            if tc == 0:
+                lr[k] = (e[1], idx, e[3])
+
+    def _send_order(self, p: Any, idx: int, wk: dict) -> None:
+        ls = self.last_sends.get(p)
+        if ls is None:
+            ls = self.last_sends[p] = {}
+        for k, e in wk.items():
+            prev = ls.get(k)
+            if prev is not None and prev[0] is not None and e[0] is not None and e[0] <= prev[0]:
+                self.nm_send.append((prev[1], idx, k, prev[0], e[0], prev[2], e[2]))
+            ls[k] = (e[1], idx, e[3])
+
+    def _precommitted(self, idx: int, ws: list, rs: list, isolation: Any) -> None:
+        sent = {(w[0], w[2]) for w in ws}
+        for k, off, v in rs:
+            if (k, v) in sent:
+                self.precommitted.append((idx, k, v, off, isolation))
+                return
+
+
+def _rebalanced(d: dict, k: Any) -> bool:
+    """Did this op's rebalance log (Jepsen's `rebalance-log`) touch key k?"""
+    log = d.get("rebalance-log") or d.get("rebalance_log")
+    if not log:
+        return False
+    for ev in log:
+        ks = ev.get("keys") if isinstance(ev, dict) else None
+        if ks and any(norm_key(x) == k for x in ks):
+            return True
+    return False

@@ -1,0 +1,187 @@
+"""The report's plots: downsampled views of a SeriesCollector, as inline SVG.
+
+Guarantees: every plot is built from at most BINS time bins (and at most
+MAX_LANES process lanes), so a 1,000,000-op history gives the same small
+page as a 100-op one; each time plot shades the fault intervals and marks
+where a linearizability check broke (the failing op's time), when there is
+one. Plots: op timeline per process (worst outcome per bin: info over fail
+over ok), latency (p50 solid, p99 dashed, per f, log scale, ms), throughput
+(completions per second by type), unseen records over time (Kafka).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from checker.report_series import SeriesCollector
+from checker.report_svg import SERIES_COLORS, TYPE_COLORS, lane_chart, line_chart
+
+BINS = 480
+MAX_LANES = 32
+_STATUS = ("", "ok", "fail", "info")            # bin status 1/2/3 -> name
+_RANK = (1, 2, 3)                               # op kind 0 ok / 1 fail / 2 info -> status
+
+
+def fault_shading(s: SeriesCollector) -> list[tuple[float, float, str]]:
+    out = []
+    for a, b, name, open_ended in s.all_faults():
+        label = f"{name}: {s.seconds(a):.3f}–{s.seconds(b):.3f}" + (" (still active at the end)" if open_ended else "")
+        out.append((s.seconds(a), s.seconds(b), label))
+    return out
+
+
+def break_markers(s: SeriesCollector, result: dict) -> list[tuple[float, str, str]]:
+    nl = (result.get("anomalies") or {}).get("nonlinearizable")
+    if isinstance(nl, list):
+        nl = nl[0] if nl else None
+    if not isinstance(nl, dict):
+        return []
+    op = nl.get("op") or {}
+    idx = op.get("index", op.get("invoke_index"))
+    if idx is None:
+        return []
+    t = s.time_of_index(idx)
+    if t is None and op.get("invoke_index") is not None:
+        t = s.time_of_index(op["invoke_index"])
+    return [] if t is None else [(t, f"breaks at op {idx}", "#c00")]
+
+
+def _bins(s: SeriesCollector) -> tuple[float, float, int]:
+    x_max = max(s.seconds(s.t_last or 0), 1e-9)
+    return x_max, x_max / BINS, BINS
+
+
+def _timeline(s: SeriesCollector, x_max: float, width: float) -> list:
+    n = len(s.end)
+    counts = [0] * len(s.procs)
+    for r in s.row:
+        counts[r] += 1
+    names = {row: p for p, row in s.procs.items()}
+    order = sorted(range(len(counts)), key=lambda r: (-counts[r], str(names[r])))
+    shown = sorted(order[:MAX_LANES], key=lambda r: ((0, names[r], "") if isinstance(names[r], int)
+                                                     else (1, 0, str(names[r]))))
+    lane_of = {r: i for i, r in enumerate(shown)}
+    other = len(shown) if len(order) > MAX_LANES else None
+    lanes = [bytearray(BINS) for _ in range(len(shown) + (1 if other is not None else 0))]
+    sec = s.seconds
+    for i in range(n):
+        lane = lane_of.get(s.row[i], other)
+        if lane is None:
+            continue
+        b0 = min(int(sec(s.start[i]) / width), BINS - 1)
+        b1 = min(int(sec(s.end[i]) / width), BINS - 1)
+        st = _RANK[s.kind[i]]
+        bins = lanes[lane]
+        for b in range(b0, b1 + 1):
+            if bins[b] < st:
+                bins[b] = st
+    rows = []
+    labels = [f"p{names[r]}" if isinstance(names[r], int) else str(names[r]) for r in shown]
+    if other is not None:
+        labels.append(f"{len(order) - MAX_LANES} more")
+    for label, bins in zip(labels, lanes):
+        spans, b = [], 0
+        while b < BINS:
+            st = bins[b]
+            e = b
+            while e + 1 < BINS and bins[e + 1] == st:
+                e += 1
+            if st:
+                spans.append((b * width, (e + 1) * width, _STATUS[st]))
+            b = e + 1
+        rows.append((label, spans))
+    return rows
+
+
+def _quantile(xs: list, q: float) -> float:
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def _latency_throughput(s: SeriesCollector, width: float) -> tuple[list, list]:
+    fnames = {code: f for f, code in s.fs.items()}
+    lat: dict[tuple[int, int], list] = {}
+    thr = [[0] * BINS for _ in range(3)]
+    sec = s.seconds
+    scale = 1e-6 if s.time_unit == "s" else 1.0
+    for i in range(len(s.end)):
+        b = min(int(sec(s.end[i]) / width), BINS - 1)
+        thr[s.kind[i]][b] += 1
+        key = (s.fcode[i], b)
+        lst = lat.get(key)
+        if lst is None:
+            lst = lat[key] = []
+        lst.append((s.end[i] - s.start[i]) * scale)
+    lat_series = []
+    for j, code in enumerate(sorted(fnames)):
+        color = SERIES_COLORS[j % len(SERIES_COLORS)]
+        p50, p99 = [], []
+        for b in range(BINS):
+            xs = lat.get((code, b))
+            if xs:
+                xs.sort()
+                x = (b + 0.5) * width
+                p50.append((x, _quantile(xs, 0.5)))
+                p99.append((x, _quantile(xs, 0.99)))
+        lat_series.append({"name": f"{fnames[code]} p50", "color": color, "points": p50})
+        lat_series.append({"name": f"{fnames[code]} p99", "color": color, "points": p99, "dash": True})
+    thr_series = []
+    per = width if s.time_unit == "s" else 1.0
+    for kind, name in enumerate(("ok", "fail", "info")):
+        pts = [((b + 0.5) * width, thr[kind][b] / per) for b in range(BINS)]
+        if any(y for _, y in pts):
+            thr_series.append({"name": name, "color": TYPE_COLORS[name], "points": pts})
+    return lat_series, thr_series
+
+
+def _unseen(s: SeriesCollector, width: float) -> list:
+    pts = s.unseen_points()
+    if not pts:
+        return []
+    best: dict[int, tuple[float, int]] = {}
+    for x, n in pts:
+        b = min(int(x / width), BINS - 1) if width > 0 else 0
+        if b not in best or n >= best[b][1]:
+            best[b] = (x, n)
+    return [{"name": "unseen", "color": "#9467bd", "points": [best[b] for b in sorted(best)]}]
+
+
+def charts(s: SeriesCollector | None, result: dict) -> list[tuple[str, str, str]]:
+    """[(heading, svg, caption)] for the report."""
+    if s is None or s.t_first is None:
+        return []
+    x_max, width, _ = _bins(s)
+    unit = "time (s)" if s.time_unit == "s" else "op position"
+    shade = fault_shading(s)
+    marks = break_markers(s, result)
+    out = []
+    rows = _timeline(s, x_max, width)
+    if rows:
+        out.append(("Operations by process",
+                    lane_chart(rows, title="each lane: one client process; color: worst outcome in the bin",
+                               x_label=unit, x_max=x_max, shading=shade, markers=marks),
+                    "Shaded: fault intervals from the nemesis (hover for the fault)."))
+    lat, thr = _latency_throughput(s, width)
+    if lat:
+        ylab = "latency (ms)" if s.time_unit == "s" else "latency (ops)"
+        out.append(("Latency", line_chart(lat, title="p50 (solid) and p99 (dashed) per operation",
+                                          x_label=unit, y_label=ylab, x_max=x_max, log_y=True,
+                                          shading=shade, markers=marks),
+                    "Completion latency of client ops, by the time they completed."))
+    if thr:
+        ylab = "ops/s" if s.time_unit == "s" else "ops per position"
+        out.append(("Throughput", line_chart(thr, title="completions by outcome", x_label=unit,
+                                             y_label=ylab, x_max=x_max, shading=shade, markers=marks),
+                    "Client op completions per second."))
+    un = _unseen(s, width)
+    if un and any(n for _, n in un[0]["points"]):
+        out.append(("Unseen records", line_chart(un, title="acknowledged, not yet returned by any ok poll",
+                                                 x_label=unit, y_label="records", x_max=x_max,
+                                                 shading=shade, markers=marks),
+                    "A count that stays up at the end means records no consumer ever saw."))
+    return out
+
+
+def fault_rows(s: SeriesCollector | None, limit: int = 200) -> list[dict[str, Any]]:
+    if s is None:
+        return []
+    return [{"fault": name, "start": round(s.seconds(a), 6), "end": round(s.seconds(b), 6),
+             "open_at_end": oe} for a, b, name, oe in s.all_faults()[:limit]]

@@ -78,16 +78,19 @@ class QueueWorkload:
     def _client(self, slot: int) -> None:
         rng = random.Random(self.seed * 1000 + slot)
         process = slot
+        sessions = itertools.count(1)
+        session = f"p{slot}-{next(sessions)}"       # one per producer instance (checker contract)
         producer = self._new_producer()
         consumer = KafkaConsumer(self.bootstrap)
         consumer.assign([(self.topic, p) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():
                 if rng.random() < self.send_ratio:
-                    outcome = self._send(process, producer, rng.randrange(self.partitions))
+                    outcome = self._send(process, producer, session, rng.randrange(self.partitions))
                     if producer.transaction_manager.fatal_error is not None:
                         producer.close(5)
                         producer = self._new_producer()
+                        session = f"p{slot}-{next(sessions)}"
                 else:
                     outcome = self._poll(process, consumer)
                 if outcome == "info":
@@ -96,7 +99,7 @@ class QueueWorkload:
             producer.close(5)
             consumer.close()
 
-    def _send(self, process: int, producer: KafkaProducer, k: int) -> str:
+    def _send(self, process: int, producer: KafkaProducer, session: str, k: int) -> str:
         v = self._next_value()
         self.history.invoke(process, "send", [["send", k, v]])
         try:
@@ -109,8 +112,9 @@ class QueueWorkload:
             self.history.complete(process, "info", "send", [["send", k, v]], error=type(e).__name__)
             return "info"
         self.history.complete(process, "ok", "send", [["send", k, [m.offset, v]]],
-                              producer={"pid": m.producer_id, "epoch": m.producer_epoch},
-                              seq=m.base_sequence)
+                              producer={"pid": m.producer_id, "epoch": m.producer_epoch, "session": session,
+                                        "transactional_id": None},
+                              seq=[m.base_sequence])
         return "ok"
 
     def _poll(self, process: int, consumer: KafkaConsumer) -> str:

@@ -1,11 +1,11 @@
 """The report's plots: downsampled views of a SeriesCollector, as inline SVG.
 
-Guarantees: every plot is built from at most BINS time bins (and at most
+Guarantees: every plot is built from at most BINS (or LINE_BINS) time bins (and at most
 MAX_LANES process lanes), so a 1,000,000-op history gives the same small
 page as a 100-op one; each time plot shades the fault intervals and marks
 where a linearizability check broke (the failing op's time), when there is
-one. Plots: op timeline per process (worst outcome per bin: info over fail
-over ok), latency (p50 solid, p99 dashed, per f, log scale, ms), throughput
+one. Plots: op timeline per process (in-flight spans, share of failed and
+indefinite ops per bin), latency (p50 solid, p99 dashed, per f, log scale, ms), throughput
 (completions per second by type), unseen records over time (Kafka).
 """
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import Any
 from checker.report_series import SeriesCollector
 from checker.report_svg import SERIES_COLORS, TYPE_COLORS, lane_chart, line_chart
 
-BINS = 480
+BINS = 480            # unseen bins
+TIMELINE_BINS = 300
+LINE_BINS = 240       # latency / throughput bins at most
 MAX_LANES = 32
-_STATUS = ("", "ok", "fail", "info")            # bin status 1/2/3 -> name
-_RANK = (1, 2, 3)                               # op kind 0 ok / 1 fail / 2 info -> status
 
 
 def fault_shading(s: SeriesCollector) -> list[tuple[float, float, str]]:
@@ -50,8 +50,12 @@ def _bins(s: SeriesCollector) -> tuple[float, float, int]:
     return x_max, x_max / BINS, BINS
 
 
-def _timeline(s: SeriesCollector, x_max: float, width: float) -> list:
-    n = len(s.end)
+def _timeline(s: SeriesCollector, x_max: float) -> list:
+    """Lanes of TIMELINE_BINS bins: a green span where the process had ops in
+    flight, and per bin a mark whose height is the share of its ops that
+    failed or were indefinite (colored by the commoner of the two)."""
+    nb = TIMELINE_BINS
+    width = x_max / nb
     counts = [0] * len(s.procs)
     for r in s.row:
         counts[r] += 1
@@ -61,34 +65,39 @@ def _timeline(s: SeriesCollector, x_max: float, width: float) -> list:
                                                      else (1, 0, str(names[r]))))
     lane_of = {r: i for i, r in enumerate(shown)}
     other = len(shown) if len(order) > MAX_LANES else None
-    lanes = [bytearray(BINS) for _ in range(len(shown) + (1 if other is not None else 0))]
+    n_lanes = len(shown) + (1 if other is not None else 0)
+    tallies = [[[0] * nb for _ in range(3)] for _ in range(n_lanes)]   # lane -> kind -> bin
     sec = s.seconds
-    for i in range(n):
+    for i in range(len(s.end)):
         lane = lane_of.get(s.row[i], other)
         if lane is None:
             continue
-        b0 = min(int(sec(s.start[i]) / width), BINS - 1)
-        b1 = min(int(sec(s.end[i]) / width), BINS - 1)
-        st = _RANK[s.kind[i]]
-        bins = lanes[lane]
+        b0 = min(int(sec(s.start[i]) / width), nb - 1)
+        b1 = min(int(sec(s.end[i]) / width), nb - 1)
+        t = tallies[lane][s.kind[i]]
         for b in range(b0, b1 + 1):
-            if bins[b] < st:
-                bins[b] = st
-    rows = []
+            t[b] += 1
     labels = [f"p{names[r]}" if isinstance(names[r], int) else str(names[r]) for r in shown]
     if other is not None:
         labels.append(f"{len(order) - MAX_LANES} more")
-    for label, bins in zip(labels, lanes):
-        spans, b = [], 0
-        while b < BINS:
-            st = bins[b]
+    rows = []
+    for label, (ok, fail, info) in zip(labels, tallies):
+        spans, marks, b = [], [], 0
+        while b < nb:
+            if not (ok[b] or fail[b] or info[b]):
+                b += 1
+                continue
             e = b
-            while e + 1 < BINS and bins[e + 1] == st:
+            while e + 1 < nb and (ok[e + 1] or fail[e + 1] or info[e + 1]):
                 e += 1
-            if st:
-                spans.append((b * width, (e + 1) * width, _STATUS[st]))
+            spans.append((b * width, (e + 1) * width, "ok"))
             b = e + 1
-        rows.append((label, spans))
+        for b in range(nb):
+            bad = fail[b] + info[b]
+            if bad:
+                share = bad / (bad + ok[b])
+                marks.append((b * width, (b + 1) * width, "fail" if fail[b] >= info[b] else "info", share))
+        rows.append((label, spans, marks))
     return rows
 
 
@@ -96,14 +105,17 @@ def _quantile(xs: list, q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def _latency_throughput(s: SeriesCollector, width: float) -> tuple[list, list]:
+def _latency_throughput(s: SeriesCollector, x_max: float) -> tuple[list, list]:
+    """Quantiles need points per bin: ~40 completions per bin, 10 to LINE_BINS bins."""
+    nb = max(10, min(LINE_BINS, len(s.end) // 40))
+    width = x_max / nb
     fnames = {code: f for f, code in s.fs.items()}
     lat: dict[tuple[int, int], list] = {}
-    thr = [[0] * BINS for _ in range(3)]
+    thr = [[0] * nb for _ in range(3)]
     sec = s.seconds
     scale = 1e-6 if s.time_unit == "s" else 1.0
     for i in range(len(s.end)):
-        b = min(int(sec(s.end[i]) / width), BINS - 1)
+        b = min(int(sec(s.end[i]) / width), nb - 1)
         thr[s.kind[i]][b] += 1
         key = (s.fcode[i], b)
         lst = lat.get(key)
@@ -114,7 +126,7 @@ def _latency_throughput(s: SeriesCollector, width: float) -> tuple[list, list]:
     for j, code in enumerate(sorted(fnames)):
         color = SERIES_COLORS[j % len(SERIES_COLORS)]
         p50, p99 = [], []
-        for b in range(BINS):
+        for b in range(nb):
             xs = lat.get((code, b))
             if xs:
                 xs.sort()
@@ -126,7 +138,7 @@ def _latency_throughput(s: SeriesCollector, width: float) -> tuple[list, list]:
     thr_series = []
     per = width if s.time_unit == "s" else 1.0
     for kind, name in enumerate(("ok", "fail", "info")):
-        pts = [((b + 0.5) * width, thr[kind][b] / per) for b in range(BINS)]
+        pts = [((b + 0.5) * width, thr[kind][b] / per) for b in range(nb)]
         if any(y for _, y in pts):
             thr_series.append({"name": name, "color": TYPE_COLORS[name], "points": pts})
     return lat_series, thr_series
@@ -153,13 +165,14 @@ def charts(s: SeriesCollector | None, result: dict) -> list[tuple[str, str, str]
     shade = fault_shading(s)
     marks = break_markers(s, result)
     out = []
-    rows = _timeline(s, x_max, width)
+    rows = _timeline(s, x_max)
     if rows:
         out.append(("Operations by process",
-                    lane_chart(rows, title="each lane: one client process; color: worst outcome in the bin",
+                    lane_chart(rows, title="one lane per client process: green while ops are in flight; "
+                               "red/orange height = share of failed/indefinite ops",
                                x_label=unit, x_max=x_max, shading=shade, markers=marks),
-                    "Shaded: fault intervals from the nemesis (hover for the fault)."))
-    lat, thr = _latency_throughput(s, width)
+                    "Shaded bands: fault intervals from the nemesis (hover for the fault)."))
+    lat, thr = _latency_throughput(s, x_max)
     if lat:
         ylab = "latency (ms)" if s.time_unit == "s" else "latency (ops)"
         out.append(("Latency", line_chart(lat, title="p50 (solid) and p99 (dashed) per operation",

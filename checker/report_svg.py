@@ -16,7 +16,7 @@ FAULT_FILL = "#f4b183"
 TYPE_COLORS = {"ok": "#5b9f5b", "fail": "#d9534f", "info": "#f0ad4e"}
 SERIES_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                  "#17becf", "#bcbd22", "#ff7f0e"]
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 26, 34
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 40, 34
 
 
 def _nice_step(span: float, ticks: int = 6) -> float:
@@ -99,12 +99,18 @@ def _axes(fr: _Frame, title: str, x_label: str, y_label: str) -> list[str]:
     return out
 
 
-def _shading(fr: _Frame, shading: list) -> list[str]:
+def _shading(fr: _Frame, shading: list, over: bool = False) -> list[str]:
+    """Fault bands; `over` draws them above opaque content: lighter, outlined, with a top bar."""
     out = []
     for x0, x1, label in shading:
         a, b = fr.x(max(x0, fr.x0)), fr.x(min(max(x1, x0), fr.x1))
-        out.append(f'<rect x="{a:.1f}" y="{TOP}" width="{max(b - a, 1.5):.1f}" height="{fr.ph}" '
-                   f'fill="{FAULT_FILL}" fill-opacity="0.35"><title>{escape(label)}</title></rect>')
+        w = max(b - a, 1.5)
+        style = (f'fill="#b35900" fill-opacity="0.18" stroke="#b35900" stroke-opacity="0.6"' if over
+                 else f'fill="{FAULT_FILL}" fill-opacity="0.35"')
+        out.append(f'<rect x="{a:.1f}" y="{TOP}" width="{w:.1f}" height="{fr.ph}" {style}>'
+                   f'<title>{escape(label)}</title></rect>')
+        if over:
+            out.append(f'<rect x="{a:.1f}" y="{TOP - 5}" width="{w:.1f}" height="4" fill="{FAULT_FILL}"/>')
     return out
 
 
@@ -119,12 +125,12 @@ def _markers(fr: _Frame, markers: list) -> list[str]:
 
 
 def _legend(fr: _Frame, items: list[tuple[str, str, bool]]) -> list[str]:
-    out, x = [], LEFT + 180
+    out, x = [], LEFT
     for name, color, dash in items:
         d = ' stroke-dasharray="5 3"' if dash else ""
-        out.append(f'<line x1="{x}" y1="12" x2="{x + 18}" y2="12" stroke="{color}" stroke-width="2"{d}/>'
-                   f'<text x="{x + 22}" y="16" class="k">{escape(name)}</text>')
-        x += 30 + 7 * len(name)
+        out.append(f'<line x1="{x}" y1="28" x2="{x + 18}" y2="28" stroke="{color}" stroke-width="2"{d}/>'
+                   f'<text x="{x + 22}" y="32" class="k">{escape(name)}</text>')
+        x += 34 + 6 * len(name)
     return out
 
 
@@ -162,9 +168,10 @@ def line_chart(series: list[dict], *, title: str, x_label: str, y_label: str, x_
     return _svg(fr, parts)
 
 
-def lane_chart(rows: list[tuple[str, list[tuple[float, float, str]]]], *, title: str, x_label: str,
-               x_max: float, shading: list = (), markers: list = (), width: int = 960) -> str:
-    """rows: [(label, [(x0, x1, status)])] with status ok / fail / info; one lane per row."""
+def lane_chart(rows: list[tuple], *, title: str, x_label: str, x_max: float, shading: list = (),
+               markers: list = (), width: int = 960) -> str:
+    """rows: [(label, spans [(x0, x1, status)], marks [(x0, x1, status, share 0..1)])]: one lane
+    per row; spans fill the lane, marks rise from its bottom by `share` of its height."""
     lane = 14 if len(rows) <= 24 else 9
     height = TOP + BOTTOM + lane * max(len(rows), 1)
     fr = _Frame(width, height, 0.0, x_max, 0.0, 1.0)
@@ -175,14 +182,21 @@ def lane_chart(rows: list[tuple[str, list[tuple[float, float, str]]]], *, title:
         px = fr.x(v)
         parts.append(f'<text x="{px:.1f}" y="{TOP + fr.ph + 15}" class="k" text-anchor="middle">{_fmt(v)}</text>')
         v += step
-    parts += _shading(fr, list(shading))
-    for i, (label, spans) in enumerate(rows):
+    for i, row in enumerate(rows):
+        label, spans = row[0], row[1]
+        marks = row[2] if len(row) > 2 else ()
         y = TOP + i * lane
         parts.append(f'<text x="{LEFT - 4}" y="{y + lane - 3}" class="k" text-anchor="end">{escape(label)}</text>')
         for x0, x1, status in spans:
             a, b = fr.x(x0), fr.x(x1)
             parts.append(f'<rect x="{a:.1f}" y="{y + 1}" width="{max(b - a, 1):.1f}" height="{lane - 2}" '
                          f'fill="{TYPE_COLORS.get(status, "#999")}"/>')
+        for x0, x1, status, share in marks:
+            a, b = fr.x(x0), fr.x(x1)
+            h = max((lane - 2) * min(share, 1.0), 2.0)
+            parts.append(f'<rect x="{a:.1f}" y="{y + lane - 1 - h:.1f}" width="{max(b - a, 1):.1f}" '
+                         f'height="{h:.1f}" fill="{TYPE_COLORS.get(status, "#999")}"/>')
+    parts += _shading(fr, list(shading), over=True)
     parts += _markers(fr, list(markers))
     parts += _legend(fr, [(t, c, False) for t, c in TYPE_COLORS.items()] + [("fault", FAULT_FILL, False)])
     return _svg(fr, parts)

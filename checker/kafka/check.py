@@ -130,6 +130,7 @@ def check_kafka(history: str | os.PathLike | HistorySource | Iterable[Op | dict]
         stats["elapsed_s"] = round(time.monotonic() - t0, 6)
         return {"valid": "unknown", "anomalies": {}, "allowed": {}, "stats": stats}
 
+    c.finish()
     keys = c.keys
     vo = VersionOrder(keys)
     findings: list[Finding] = []

@@ -56,7 +56,7 @@ def _across(kind: str, rows: list, vo: VersionOrder, skip: bool,
     for row in rows:
         i0, i1, k, o0, o1, v0, v1 = row[:7]
         sub = row[7] if len(row) > 7 else False
-        data = {"key": k, "values": [v0, v1], "offsets": [o0, o1], "ops": [i0, i1]}
+        data = {"key": k, "values": [v0, v1], "offsets": [o0, o1]}    # "ops": added by materialize
         if skip:
             between = vo.between(k, o0, o1)
             if not between:

@@ -11,7 +11,9 @@ once the whole log is known. Memory is proportional to the number of
 distinct records, not to the number of ops. Detected on the fly, because
 they need nothing but the op itself and the process's previous op: the
 `int-nonmonotonic-*`, `nonmonotonic-*` and `precommitted-read` cases.
-With a deadline, the pass stops early and sets `timed_out`.
+With a deadline, the pass stops early and sets `timed_out`. `finish()`
+adds what only the whole history tells (offsets of info sends that provably
+committed).
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from checker.kafka.mops import norm_key, norm_value
 _MISS = object()
 OK, INFO, FAIL = 0, 1, 2
 _TCODE = {"ok": OK, "info": INFO, "fail": FAIL}
-UNSEEN_SAMPLE_EVERY = 1024
+UNSEEN_SAMPLE_EVERY = 64
 
 
 class KeyState:
@@ -312,6 +314,17 @@ class Collector:
         self.t_first, self.t_last = t_first, t_last
         us_t.append(t_last / 1e9 if t_last is not None else float(n))
         us_n.append(self.unseen_n)
+
+    def finish(self) -> None:
+        """Add the offsets of info sends that provably committed (Jepsen's
+        must-have-committed?: some value the op sent was polled by an ok op)."""
+        keys = self.keys
+        for idx, writes in self.info_writes.items():
+            if not any(v in keys[k].read_ok for k, _, v in writes):
+                continue
+            for k, off, v in writes:
+                if off is not None:
+                    self.record(keys[k], off, v)
 
     # ------------------------------------------------------------------ per-op helpers
     def _reassign(self, p: Any, f: str, d: dict, nk) -> None:

@@ -45,11 +45,24 @@ def faults_applied(address: str) -> int:
     return sum(f.applied for f in r.faults)
 
 
-def init_pid(address: str) -> tuple[int, int]:
-    r = broker_stub(address).InitProducerId(broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1),
-                                            timeout=10)
-    assert r.error == 0, r
-    return r.producer_id, r.producer_epoch
+def init_pid(address: str, attempts: int = 20) -> tuple[int, int]:
+    """InitProducerId, retried like a client retries a transient error (a busy or restarting broker)."""
+    import grpc
+    for i in range(attempts):
+        try:
+            r = broker_stub(address).InitProducerId(
+                broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=10)
+        except grpc.RpcError as e:
+            if e.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) or i == attempts - 1:
+                raise
+            time.sleep(0.2)
+            continue
+        if r.error == 14 and i < attempts - 1:      # COORDINATOR_LOAD_IN_PROGRESS: no id block yet
+            time.sleep(0.2)
+            continue
+        assert r.error == 0, r
+        return r.producer_id, r.producer_epoch
+    raise AssertionError("InitProducerId kept failing")
 
 
 def produce_raw(address: str, topic: str, batch, partition: int = 0, acks: int = -1):

@@ -52,12 +52,11 @@ def generate(path: str, n_ops: int, seed: int = 42, keys: int = 8, producers: in
     idx = 0
     t = 0
     next_value = 0
-    written = 0
     out = open(path, "wb")
     buf = []
 
     def emit(d):
-        nonlocal idx, written
+        nonlocal idx
         d["index"] = idx
         d["time"] = t
         idx += 1
@@ -67,7 +66,6 @@ def generate(path: str, n_ops: int, seed: int = 42, keys: int = 8, producers: in
             buf.clear()
 
     def complete(p, inv):
-        nonlocal next_value
         f = inv["f"]
         if f == "send":
             k, v = inv["value"][0][1], inv["value"][0][2]
@@ -212,9 +210,8 @@ def main(argv: list[str] | None = None) -> int:
         if tmp is not None:
             os.unlink(path)
     if args.knossos:
-        try:
-            import checker.linear  # noqa: F401
-        except ImportError:
+        import importlib.util
+        if importlib.util.find_spec("checker.linear") is None:
             print("knossos: checker.linear not available, skipped")
         else:
             knossos = ROOT / "bench" / "checker_knossos.py"

@@ -72,8 +72,8 @@ def _timeline(s: SeriesCollector, x_max: float) -> list:
         lane = lane_of.get(s.row[i], other)
         if lane is None:
             continue
-        b0 = min(int(sec(s.start[i]) / width), nb - 1)
-        b1 = min(int(sec(s.end[i]) / width), nb - 1)
+        b0 = min(max(int(sec(s.start[i]) / width), 0), nb - 1)
+        b1 = min(max(int(sec(s.end[i]) / width), 0), nb - 1)
         t = tallies[lane][s.kind[i]]
         for b in range(b0, b1 + 1):
             t[b] += 1
@@ -115,7 +115,7 @@ def _latency_throughput(s: SeriesCollector, x_max: float) -> tuple[list, list]:
     sec = s.seconds
     scale = 1e-6 if s.time_unit == "s" else 1.0
     for i in range(len(s.end)):
-        b = min(int(sec(s.end[i]) / width), nb - 1)
+        b = min(max(int(sec(s.end[i]) / width), 0), nb - 1)
         thr[s.kind[i]][b] += 1
         key = (s.fcode[i], b)
         lst = lat.get(key)
@@ -150,7 +150,7 @@ def _unseen(s: SeriesCollector, width: float) -> list:
         return []
     best: dict[int, tuple[float, int]] = {}
     for x, n in pts:
-        b = min(int(x / width), BINS - 1) if width > 0 else 0
+        b = min(max(int(x / width), 0), BINS - 1) if width > 0 else 0
         if b not in best or n >= best[b][1]:
             best[b] = (x, n)
     return [{"name": "unseen", "color": "#9467bd", "points": [best[b] for b in sorted(best)]}]

@@ -52,8 +52,8 @@ class SeriesCollector:
         self.faults: list[tuple[int, int, str, bool]] = []   # (start, end, name, open-ended)
         self._open: dict[str, list[int]] = {}
         self._nem_pending: dict[str, int] = {}
-        self.t_first: int | None = None
-        self.t_last: int | None = None
+        self.t_first: int | None = None     # earliest time seen (times need not be monotonic)
+        self.t_last: int | None = None      # latest time seen
         self.time_unit = "s"
         self._no_time = False
         self.unseen_t = array("d")
@@ -66,6 +66,12 @@ class SeriesCollector:
             p, t, f, idx, tm = d.process, d.type, d.f, d.index, d.time
         else:
             p, t, f, idx, tm = d["process"], d["type"], d["f"], d["index"], d.get("time")
+        if type(p) is not int and type(p) is not str:
+            p = repr(p)
+        if type(f) is not str:
+            f = str(f)
+        if tm is not None and type(tm) is not int:
+            tm = int(tm) if isinstance(tm, float) else None
         self.n += 1
         if self.n == 1 and tm is None:
             self._no_time = True
@@ -73,10 +79,11 @@ class SeriesCollector:
         if self._no_time:
             tm = idx
         elif tm is None:
-            tm = self.t_last
-        if self.t_first is None:
+            tm = self.t_last if self.t_last is not None else 0
+        if self.t_first is None or tm < self.t_first:
             self.t_first = tm
-        self.t_last = tm
+        if self.t_last is None or tm > self.t_last:
+            self.t_last = tm
         if p == NEMESIS:
             self._nemesis(t, str(f), tm)
             return

@@ -105,7 +105,7 @@ def _shading(fr: _Frame, shading: list, over: bool = False) -> list[str]:
     for x0, x1, label in shading:
         a, b = fr.x(max(x0, fr.x0)), fr.x(min(max(x1, x0), fr.x1))
         w = max(b - a, 1.5)
-        style = (f'fill="#b35900" fill-opacity="0.18" stroke="#b35900" stroke-opacity="0.6"' if over
+        style = ('fill="#b35900" fill-opacity="0.18" stroke="#b35900" stroke-opacity="0.6"' if over
                  else f'fill="{FAULT_FILL}" fill-opacity="0.35"')
         out.append(f'<rect x="{a:.1f}" y="{TOP}" width="{w:.1f}" height="{fr.ph}" {style}>'
                    f'<title>{escape(label)}</title></rect>')

@@ -21,31 +21,13 @@ import time as _time
 from array import array
 from typing import Any, Iterable
 
+from checker.kafka.keystate import KeyState
 from checker.kafka.mops import norm_key, norm_value
 
 _MISS = object()
 OK, INFO, FAIL = 0, 1, 2
 _TCODE = {"ok": OK, "info": INFO, "fail": FAIL}
 UNSEEN_SAMPLE_EVERY = 64
-
-
-class KeyState:
-    """Everything the analysis keeps about one key (topic-partition)."""
-
-    __slots__ = ("off2val", "val2off", "writer", "read_ok", "unread", "failed",
-                 "dup", "conflict", "acked", "max_read_off")
-
-    def __init__(self) -> None:
-        self.off2val: dict = {}      # offset -> first value seen there
-        self.val2off: dict = {}      # value -> first offset seen for it
-        self.writer: dict = {}       # value -> op index * 4 + type code
-        self.read_ok: dict = {}      # value -> index of the first ok op that polled it
-        self.unread: set = set()     # acknowledged values no ok poll has returned (yet)
-        self.failed: set = set()     # values whose send failed (definitely not written)
-        self.dup: dict = {}          # value -> set of offsets, when it sits at more than one
-        self.conflict: dict = {}     # offset -> set of values, when more than one claims it
-        self.acked = 0
-        self.max_read_off = -1
 
 
 class Collector:
@@ -143,9 +125,15 @@ class Collector:
             f = d["f"]
             p = d["process"]
             idx = d["index"]
+            if type(f) is not str:
+                f = str(f)
+            if type(p) is not int and type(p) is not str:
+                p = repr(p)
             ck = (f, t)
             counts[ck] = counts.get(ck, 0) + 1
             tm = d.get("time")
+            if type(tm) is not int:
+                tm = int(tm) if type(tm) is float else None
             if tm is not None:
                 if t_first is None:
                     t_first = tm
@@ -198,7 +186,7 @@ class Collector:
                             off = None
                     else:
                         off, v = None, x
-                    if type(v) is list:
+                    if type(v) is list or type(v) is dict:
                         v = norm_value(v)
                     ks = keys.get(k)
                     if ks is None:
@@ -259,7 +247,7 @@ class Collector:
                                 off, v = pair
                             except (TypeError, ValueError):
                                 continue
-                            if type(v) is list:
+                            if type(v) is list or type(v) is dict:
                                 v = norm_value(v)
                             if type(off) is int:
                                 ov = ks.off2val.get(off, _MISS)
@@ -388,10 +376,10 @@ class Collector:
 def _rebalanced(d: dict, k: Any) -> bool:
     """Did this op's rebalance log (Jepsen's `rebalance-log`) touch key k?"""
     log = d.get("rebalance-log") or d.get("rebalance_log")
-    if not log:
+    if not isinstance(log, list):
         return False
     for ev in log:
         ks = ev.get("keys") if isinstance(ev, dict) else None
-        if ks and any(norm_key(x) == k for x in ks):
+        if isinstance(ks, list) and any(norm_key(x) == k for x in ks):
             return True
     return False

@@ -1,5 +1,4 @@
 """G0 and G1c: dependency cycles derived from offsets, with shortest-cycle witnesses."""
-import json
 from pathlib import Path
 
 import pytest

@@ -62,7 +62,17 @@ def _e(x: Any) -> str:
 
 
 def _j(x: Any) -> str:
-    return escape(json.dumps(x, indent=1, default=str, sort_keys=False))
+    """JSON a person can scan: one line per field, one line per op or step."""
+    if not isinstance(x, dict):
+        return escape(json.dumps(x, indent=1, default=str))
+    lines = []
+    for k, v in x.items():
+        if isinstance(v, list) and v and all(isinstance(e, dict) for e in v):
+            inner = ",\n".join("   " + json.dumps(e, default=str) for e in v)
+            lines.append(f" {json.dumps(str(k))}: [\n{inner}\n ]")
+        else:
+            lines.append(f" {json.dumps(str(k))}: {json.dumps(v, default=str)}")
+    return escape("{\n" + ",\n".join(lines) + "\n}")
 
 
 def _brief(w: dict) -> str:
@@ -81,7 +91,7 @@ def _brief(w: dict) -> str:
     return ", ".join(parts)[:400]
 
 
-def _witness_table(table: dict) -> str:
+def _witness_table(table: dict, counts: dict | None = None) -> str:
     if not table:
         return "<p class='muted'>none</p>"
     rows = []
@@ -92,9 +102,12 @@ def _witness_table(table: dict) -> str:
             summary = _e(_brief(w)) if isinstance(w, dict) else _e(w)
             why = f"<br><span class='muted'>allowed: {_e(w['allowed'])}</span>" if isinstance(w, dict) and w.get("allowed") else ""
             items.append(f"<details><summary>{summary}</summary><pre>{_j(w)}</pre></details>{why}")
+        total = (counts or {}).get(kind, len(ws))
+        shown = min(len(ws), WITNESSES_SHOWN)
+        n = f"{total}" + (f" ({shown} listed)" if shown < total else "")
         rows.append(f"<tr><th id='{_e(kind)}'>{_e(kind)}</th><td>{_e(MEANING.get(kind, ''))}</td>"
-                    f"<td>{len(ws)}</td><td>{''.join(items)}</td></tr>")
-    return ("<table><tr><th>anomaly</th><th>meaning</th><th>listed</th><th>witnesses (click for the ops)</th></tr>"
+                    f"<td>{_e(n)}</td><td>{''.join(items)}</td></tr>")
+    return ("<table><tr><th>anomaly</th><th>meaning</th><th>found</th><th>witnesses (click for the ops)</th></tr>"
             + "".join(rows) + "</table>")
 
 
@@ -153,14 +166,14 @@ def render_report(result: dict, series: SeriesCollector | None = None, title: st
     counts = stats.get("anomaly_counts") or {}
     if counts:
         parts.append("<p>Found: " + ", ".join(f"{_e(k)} × {_e(v)}" for k, v in counts.items()) + "</p>")
-    parts.append("<h2>Anomalies</h2>" + _witness_table(anomalies))
+    parts.append("<h2>Anomalies</h2>" + _witness_table(anomalies, counts))
     parts.append(_nonlinearizable(result))
     for heading, svg, caption in charts(series, result):
         parts.append(f"<h2>{_e(heading)}</h2>{svg}<p class='muted'>{_e(caption)}</p>")
     if allowed:
         parts.append("<h2>Found, but allowed by Kafka's model</h2>"
                      "<p class='muted'>These do not make the history invalid; each says why.</p>"
-                     + _witness_table(allowed))
+                     + _witness_table(allowed, stats.get("allowed_counts")))
     faults = fault_rows(series)
     if faults:
         parts.append("<h2>Faults</h2><table><tr><th>fault</th><th>start</th><th>end</th></tr>"

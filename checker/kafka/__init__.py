@@ -54,7 +54,26 @@ Extra fields (all optional; each anomaly says what it needs):
         on assign: the consumer restarts from offset 0 (forgets positions).
 
 Nemesis ops: process "nemesis", an invoke and an info per fault action;
-see checker.report_series for how fault intervals are read from them.
+see checker.report_series for how fault intervals are read from them
+(`start-<fault>` / `stop-<fault>` is the recommended naming).
+
+What each anomaly needs beyond index/process/type/f/value
+---------------------------------------------------------
+  inconsistent-offsets, duplicate, lost-write, G1a, poll-skip,
+  nonmonotonic-poll/send, int-*, G0, G1c      nothing (offsets in values)
+  precommitted-read, G1c                       "isolation" only to forgive
+                                               read_uncommitted polls
+  producer-order                               "producer" (+ "seq", else
+                                               invocation order)
+  pid-reuse                                    "producer" with "session"
+  zombie-write                                 "producer" on sends and on an
+                                               ok op of the newer epoch;
+                                               "isolation": "read_committed"
+                                               on the polls
+Which findings Kafka's model allows (reported under "allowed", not counted
+in the verdict): G0, int-send-skip, G1c with a ww step, poll-skip and
+nonmonotonic-poll of a subscribed consumer, precommitted-read / G1c at
+read_uncommitted. Unseen records are in stats; `strict_unseen` counts them.
 """
 from checker.kafka.check import MAX_WITNESSES, check_kafka
 from checker.kafka.source import HistorySource

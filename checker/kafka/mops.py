@@ -1,19 +1,16 @@
-"""Micro-operations of Jepsen's Kafka workload: decoding sends and polls.
+"""Keys and values of Jepsen's Kafka workload, normalized.
 
 Guarantees: `norm_key` maps every spelling of a key to one Python value — an
 int for ints and for strings that spell an int ("3" and 3 are the same
 partition, since JSON object keys are always strings), a tuple for lists
 (EDN `[topic partition]`), the string otherwise. `norm_value` makes values
-hashable the same way (lists become tuples). `op_writes` and `op_reads`
-decode an op's value into (key, offset, value) triples in micro-op order;
-an offset is None when the history does not know it. Nothing here raises on
-odd shapes: what cannot be decoded is skipped.
+hashable the same way (lists become tuples, dicts sorted item tuples).
+`json_key` turns a key back into something JSON can use as an object key.
+Nothing here raises on odd shapes.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
-
-KAFKA_FS = frozenset(("send", "poll", "txn"))
+from typing import Any
 
 
 def norm_key(k: Any) -> Any:
@@ -46,39 +43,3 @@ def json_key(k: Any) -> Any:
     if isinstance(k, tuple):
         return "/".join(str(x) for x in k)
     return k
-
-
-def send_parts(x: Any) -> tuple[Any, Any]:
-    """(offset, value) of a send micro-op's third element: v or [offset, v]."""
-    if type(x) is list or type(x) is tuple:
-        if len(x) == 2:
-            o = x[0]
-            return (o if type(o) is int else None), norm_value(x[1])
-        return None, norm_value(x)
-    return None, x
-
-
-def op_writes(value: Any) -> Iterator[tuple[int, Any, Any, Any]]:
-    """(mop position, key, offset, value) for every send micro-op."""
-    if type(value) is not list:
-        return
-    for i, mop in enumerate(value):
-        if type(mop) is list and len(mop) >= 3 and mop[0] == "send":
-            o, v = send_parts(mop[2])
-            yield i, norm_key(mop[1]), o, v
-
-
-def op_reads(value: Any) -> Iterator[tuple[int, Any, Any, Any]]:
-    """(mop position, key, offset, value) for every record of every poll micro-op."""
-    if type(value) is not list:
-        return
-    for i, mop in enumerate(value):
-        if type(mop) is list and len(mop) >= 2 and mop[0] == "poll" and type(mop[1]) is dict:
-            for rk, pairs in mop[1].items():
-                k = norm_key(rk)
-                if type(pairs) is not list:
-                    continue
-                for pair in pairs:
-                    if type(pair) is list and len(pair) == 2:
-                        o = pair[0]
-                        yield i, k, (o if type(o) is int else None), norm_value(pair[1])

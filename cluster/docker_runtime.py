@@ -216,6 +216,8 @@ class DockerRuntime(Runtime):
         from services.sidecar.client import SidecarClient
         if not self.has_sidecar(node):
             raise DockerRuntimeError(f"{node} has no sidecar; faults against it go through its peers' sidecars")
+        if not self._sidecar_running(node):
+            raise DockerRuntimeError(f"{node}'s sidecar container is not running (is the cluster up?)")
         if node not in self._sidecars:
             self._sidecars[node] = SidecarClient(f"{self.host(node)}:{SIDECAR_PORT}", self.env["EOSLAB_SIDECAR_TOKEN"])
         return self._sidecars[node]
@@ -262,11 +264,20 @@ class DockerRuntime(Runtime):
         except SidecarError as e:
             raise DockerRuntimeError(f"drop-responses via {node}'s sidecar: {e}") from None
 
+    def _sidecar_running(self, node: str) -> bool:
+        """Only a running sidecar container is called: with the project down its address is
+        nobody's, and traffic to it would leave through the host's default route."""
+        try:
+            c = self.container(f"{node}-sidecar")
+        except DockerRuntimeError:
+            return False
+        return c.status == "running"
+
     def heal(self) -> None:
         from services.sidecar.client import SidecarError
         failed = []
         for node in TOPOLOGY:
-            if self.has_sidecar(node):
+            if self.has_sidecar(node) and self._sidecar_running(node):
                 try:
                     self.sidecar(node).heal()
                 except SidecarError as e:
@@ -275,5 +286,6 @@ class DockerRuntime(Runtime):
             raise DockerRuntimeError("heal failed on " + "; ".join(failed))
 
     def rules(self) -> dict[str, list[str]]:
-        """node -> descriptions of the faults its sidecar has in force."""
-        return {n: [r.description for r in self.sidecar(n).rules().rules] for n in TOPOLOGY if self.has_sidecar(n)}
+        """node -> descriptions of the faults its running sidecar has in force."""
+        return {n: [r.description for r in self.sidecar(n).rules().rules] for n in TOPOLOGY
+                if self.has_sidecar(n) and self._sidecar_running(n)}

@@ -7,12 +7,13 @@ BROKERS ?= 3
 CONTROLLERS ?= 2
 PYTEST_WORKERS ?= auto
 
-.PHONY: help venv system-deps cluster-up cluster-down cluster-status test test-fast chaos proto bench clean
+.PHONY: help venv system-deps cluster-up cluster-down cluster-status test test-fast test-docker chaos proto bench clean
 
 help:
 	@echo "make cluster-up     start a cluster (NAME=$(NAME), BROKERS=$(BROKERS), CONTROLLERS=$(CONTROLLERS))"
 	@echo "make cluster-down   stop it and remove its data"
 	@echo "make test           fast and integration tests (real ZooKeeper, real processes), under pytest-xdist"
+	@echo "make test-docker    the container tests (starts a Docker engine, builds images offline)"
 	@echo "make chaos          the long suites (slow marker)"
 	@echo "make proto          regenerate eoslab/v1 stubs from proto/"
 	@echo "make bench          run the benchmark scripts under bench/"
@@ -47,7 +48,12 @@ cluster-status: venv
 	@$(BIN)/eoslab cluster status --name $(NAME)
 
 test: venv system-deps
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow" tests
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow and not docker" tests
+
+test-docker: venv
+	$(BIN)/pip install -q -e '.[docker]'
+	bash .ci/docker-engine.sh
+	$(BIN)/python -m pytest -m docker tests
 
 test-fast: venv
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m fast tests

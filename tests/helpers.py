@@ -18,12 +18,21 @@ def new_topic(bootstrap: str, name: str, partitions: int = 1, configs=None) -> C
 
 
 def leader_address(md: ClusterMetadata, topic: str, partition: int = 0, timeout: float = 30.0) -> str:
+    """The leader's address, once that broker itself acts as leader (metadata can run ahead of
+    the LeaderAndIsr that makes it one)."""
+    import grpc
     deadline = time.monotonic() + timeout
     while True:
         md.refresh([topic])
         ld = md.leader(topic, partition)
         if ld is not None:
-            return ld[1]
+            try:
+                r = broker_stub(ld[1]).ListOffsets(broker_pb2.ListOffsetsRequest(partitions=[
+                    broker_pb2.ListOffsetsPartition(topic=topic, partition=partition, timestamp=-1)]), timeout=5)
+                if r.partitions[0].error == 0:
+                    return ld[1]
+            except grpc.RpcError:
+                pass
         if time.monotonic() > deadline:
             raise AssertionError(f"no leader for {topic}-{partition}")
         time.sleep(0.1)

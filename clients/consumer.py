@@ -1,9 +1,15 @@
-"""KafkaConsumer: reads partitions by offset from their leaders (assign / seek / poll).
+"""KafkaConsumer: reads partitions from their leaders (assign / seek / poll, or subscribe with a group).
 
 Guarantees: records of a partition come back in offset order, each offset at
 most once per position (a batch that starts before the position is trimmed),
 control batches are never returned; a leader change or a fenced leader epoch
-makes it refresh metadata and retry, not fail.
+makes it refresh metadata and retry, not fail. With
+isolation_level="read_committed" the broker returns data only below the last
+stable offset, and records of aborted transactions (from the aborted list
+the broker sends) are dropped, as Kafka's fetcher does. With a group_id,
+`subscribe` joins the group (group.py); positions start at the committed
+offsets (waiting while a transactional commit is pending), else at the
+beginning.
 """
 from __future__ import annotations
 
@@ -33,7 +39,8 @@ class ConsumerRecord:
 
 class KafkaConsumer:
     def __init__(self, bootstrap: str, isolation_level: str = "read_uncommitted",
-                 max_wait_ms: int = 200, fetch_max_bytes: int = 4 << 20):
+                 max_wait_ms: int = 200, fetch_max_bytes: int = 4 << 20, group_id: str | None = None,
+                 session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500):
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
         self.metadata = ClusterMetadata(bootstrap)
@@ -42,6 +49,43 @@ class KafkaConsumer:
         self.max_wait_ms = max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.positions: dict[tuple[str, int], int] = {}
+        self.group = None
+        if group_id:
+            from clients.group import ConsumerCoordinator
+            self.group = ConsumerCoordinator(self.metadata, group_id, session_timeout_ms,
+                                             heartbeat_interval_ms=heartbeat_interval_ms)
+
+    def subscribe(self, topics: list[str]) -> None:
+        if self.group is None:
+            raise KafkaError(E.INVALID_GROUP_ID, "subscribe needs a group_id")
+        self.group.topics = list(topics)
+        self.group.assignment = None
+
+    def _ensure_group(self) -> None:
+        g = self.group
+        if g is None or not g.topics:
+            return
+        g.maybe_heartbeat()
+        if g.need_rejoin():
+            tps = g.join()
+            committed = g.committed(tps) if tps else {}
+            self.positions = {tp: committed.get(tp, -1) for tp in tps}
+
+    def group_metadata(self):
+        if self.group is None:
+            raise KafkaError(E.INVALID_GROUP_ID, "no group_id")
+        return self.group.group_metadata()
+
+    def commit(self, offsets: dict[tuple[str, int], int] | None = None) -> None:
+        """Commit offsets (default: the current positions) with the group's generation and member id."""
+        if self.group is None:
+            raise KafkaError(E.INVALID_GROUP_ID, "commit needs a group_id")
+        self.group.commit(offsets if offsets is not None else {tp: o for tp, o in self.positions.items() if o >= 0})
+
+    def committed(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        if self.group is None:
+            raise KafkaError(E.INVALID_GROUP_ID, "committed needs a group_id")
+        return self.group.committed(tps)
 
     def assign(self, partitions: list[tuple[str, int]]) -> None:
         self.positions = {tp: self.positions.get(tp, -1) for tp in partitions}
@@ -100,6 +144,7 @@ class KafkaConsumer:
 
     def poll(self, timeout_ms: int = 500) -> list[ConsumerRecord]:
         """One fetch round to every leader; returns the records in offset order per partition."""
+        self._ensure_group()
         unset = [tp for tp, off in self.positions.items() if off < 0]
         if unset:
             self.seek_to_beginning(unset)
@@ -131,10 +176,22 @@ class KafkaConsumer:
                     continue
                 if pr.error != E.NONE:
                     raise KafkaError(pr.error, f"fetch {pr.topic}-{pr.partition}")
+                if tp not in self.positions:
+                    continue
                 pos = self.positions[tp]
+                aborted = sorted((a.first_offset, a.producer_id) for a in pr.aborted_transactions)
+                aborted_pids: set[int] = set()
                 for b in pr.batches:
+                    last = b.base_offset + b.record_count - 1
+                    while aborted and aborted[0][0] <= last:
+                        aborted_pids.add(aborted.pop(0)[1])
                     if b.attributes & rb.CONTROL_FLAG:
+                        if b.producer_id in aborted_pids and _is_abort_marker(b):
+                            aborted_pids.discard(b.producer_id)
                         pos = max(pos, b.base_offset + b.record_count)
+                        continue
+                    if b.attributes & rb.TRANSACTIONAL_FLAG and b.producer_id in aborted_pids:
+                        pos = max(pos, last + 1)   # a record of an aborted transaction
                         continue
                     for i, (k, v, ts) in enumerate(rb.iter_records(b.records)):
                         off = b.base_offset + i
@@ -161,4 +218,15 @@ class KafkaConsumer:
         return out
 
     def close(self) -> None:
+        if self.group is not None:
+            self.group.leave()
         self.metadata.close()
+
+
+def _is_abort_marker(b) -> bool:
+    from services.broker.txn_index import ABORT, parse_control_record
+    try:
+        k, v, _ = next(rb.iter_records(b.records))
+        return parse_control_record(k, v)[0] == ABORT
+    except (StopIteration, ValueError):
+        return False

@@ -1,6 +1,6 @@
 """LocalRuntime: a cluster of OS processes on this machine, each on its own loopback address.
 
-Guarantees: ZooKeeper, controllers and brokers are separate processes in
+Guarantees: ZooKeeper, controllers, brokers and transaction coordinators are separate processes in
 their own sessions (they outlive the command that started them); `up`
 returns once a controller is active and every broker serves metadata that
 lists every broker; `down` stops every process it started (SIGTERM, then
@@ -26,7 +26,7 @@ from cluster.runtime import ClusterInfo, NodeInfo, Runtime
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 logging.getLogger("kazoo").propagate = False
 
-ZK_PORT, CONTROLLER_PORT, BROKER_PORT = 12181, 19093, 19092
+ZK_PORT, CONTROLLER_PORT, BROKER_PORT, TXN_COORDINATOR_PORT = 12181, 19093, 19092, 19094
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -43,7 +43,8 @@ class LocalRuntime(Runtime):
 
     def __init__(self, cluster_name: str = "default", home: str | None = None, brokers: int = 3,
                  controllers: int = 2, broker_args: list[str] | None = None,
-                 controller_args: list[str] | None = None, session_timeout_ms: int = 2000):
+                 controller_args: list[str] | None = None, session_timeout_ms: int = 2000,
+                 txn_coordinators: int = 2, txn_coordinator_args: list[str] | None = None):
         self.cluster_name = cluster_name
         self.dir = os.path.join(home or default_home(), "clusters", cluster_name)
         self.state_path = os.path.join(self.dir, "state.json")
@@ -55,11 +56,14 @@ class LocalRuntime(Runtime):
         else:
             if brokers < 1 or controllers < 1:
                 raise ClusterError("a cluster needs at least one broker and one controller")
-            if brokers > 9 or controllers > 9:
-                raise ClusterError("the local runtime runs at most 9 brokers and 9 controllers")
+            if brokers > 9 or controllers > 9 or not 0 <= txn_coordinators <= 9:
+                raise ClusterError("the local runtime runs at most 9 brokers, 9 controllers and 9 "
+                                   "transaction coordinators")
             self.state = {"name": cluster_name, "brokers": brokers, "controllers": controllers,
                           "broker_args": broker_args or [], "controller_args": controller_args or [],
-                          "session_timeout_ms": session_timeout_ms, "slot": None, "nodes": {}}
+                          "session_timeout_ms": session_timeout_ms, "slot": None, "nodes": {},
+                          "txn_coordinators": txn_coordinators,
+                          "txn_coordinator_args": txn_coordinator_args or []}
 
     # -- state ----------------------------------------------------------------------------------
     @classmethod
@@ -101,6 +105,15 @@ class LocalRuntime(Runtime):
                                              "--listen", f"{host}:{BROKER_PORT}", "--zookeeper", zk,
                                              "--data-dir", data, "--zk-session-timeout-ms", st,
                                              "--enable-fault-injection", *self.state["broker_args"]]}
+        bootstrap = ",".join(f"{slots.address(s, 20 + i)}:{BROKER_PORT}" for i in range(1, self.state["brokers"] + 1))
+        for i in range(1, self.state.get("txn_coordinators", 0) + 1):
+            host = slots.address(s, 30 + i)
+            specs[f"txn-coordinator-{i}"] = {
+                "role": "txn-coordinator", "id": i, "host": host, "port": TXN_COORDINATOR_PORT,
+                "args": ["-m", "services.txn_coordinator", "--coordinator-id", str(i),
+                         "--listen", f"{host}:{TXN_COORDINATOR_PORT}", "--zookeeper", zk, "--bootstrap", bootstrap,
+                         "--zk-session-timeout-ms", st, "--transaction-state-replication-factor",
+                         str(min(3, self.state["brokers"])), *self.state.get("txn_coordinator_args", [])]}
         return specs
 
     # -- processes ----------------------------------------------------------------------------
@@ -224,10 +237,11 @@ class LocalRuntime(Runtime):
         raise ClusterError("ZooKeeper did not start in time")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until a controller is active and every running broker lists every running broker."""
+        """Until a controller is active, every running broker lists every running broker and every
+        running transaction coordinator answers."""
         import grpc
 
-        from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
+        from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, txn_pb2, txn_pb2_grpc
         from services.common import rpc
         deadline = time.monotonic() + timeout
         specs = self._node_specs()
@@ -252,6 +266,11 @@ class LocalRuntime(Runtime):
                     if {b.broker_id for b in r.brokers} < ids:
                         ok = False
                         break
+                for n, s in specs.items() if ok else ():
+                    if s["role"] == "txn-coordinator" and self.node_state(n) == "running":
+                        with rpc.channel(f"{s['host']}:{s['port']}") as ch:
+                            txn_pb2_grpc.TransactionCoordinatorStub(ch).DescribeTransactions(
+                                txn_pb2.DescribeTransactionsRequest(), timeout=2)
             except grpc.RpcError:
                 ok = False
             if ok:

@@ -36,11 +36,11 @@ def make_cluster(eoslab_home, request):
         pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
     started = []
 
-    def make(brokers=3, controllers=2, broker_args=None, controller_args=None, session_timeout_ms=2000):
+    def make(brokers=3, controllers=2, broker_args=None, controller_args=None, session_timeout_ms=2000, **kw):
         worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
         rt = LocalRuntime(f"t-{worker}-{uuid.uuid4().hex[:8]}", home=eoslab_home, brokers=brokers,
                           controllers=controllers, broker_args=broker_args, controller_args=controller_args,
-                          session_timeout_ms=session_timeout_ms)
+                          session_timeout_ms=session_timeout_ms, **kw)
         started.append(rt)
         rt.up()
         return rt

@@ -32,6 +32,8 @@ class ProducerConfig:
     # 001 describes (which duplicates a batch the broker had already written).
     on_out_of_order: str = "fatal"
     client_id: str = "eoslab-producer"
+    transactional_id: str = ""          # set: the transactional producer (KIP-98)
+    transaction_timeout_ms: int = 60000
 
     PROPS = {
         "acks": "acks", "enable.idempotence": "enable_idempotence",
@@ -40,7 +42,8 @@ class ProducerConfig:
         "request.timeout.ms": "request_timeout_ms", "delivery.timeout.ms": "delivery_timeout_ms",
         "linger.ms": "linger_ms", "batch.size": "batch_size", "buffer.memory": "buffer_memory",
         "metadata.max.age.ms": "metadata_max_age_ms", "on.out.of.order": "on_out_of_order",
-        "client.id": "client_id",
+        "client.id": "client_id", "transactional.id": "transactional_id",
+        "transaction.timeout.ms": "transaction_timeout_ms",
     }
 
     def __post_init__(self):
@@ -59,6 +62,10 @@ class ProducerConfig:
                 raise ValueError(f"{f} must be positive")
         if self.on_out_of_order not in OOS_REACTIONS:
             raise ValueError(f"on.out.of.order must be one of {', '.join(OOS_REACTIONS)}")
+        if self.transactional_id and not self.enable_idempotence:
+            raise ValueError("transactional.id needs enable.idempotence (as in Kafka)")
+        if self.transaction_timeout_ms <= 0:
+            raise ValueError("transaction.timeout.ms must be positive")
         if self.enable_idempotence and self.acks != -1:
             raise ValueError("enable.idempotence needs acks=all (as in Kafka)")
 

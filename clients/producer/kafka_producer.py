@@ -4,6 +4,15 @@ Guarantees: `send` returns a future that resolves exactly once, to a
 RecordMetadata (offset -1 when the broker acknowledged a duplicate it no
 longer has the offset for, or with acks=0) or to a KafkaError; `flush` returns
 once every record sent before it is resolved; `close` leaves no thread behind.
+
+With transactional_id (KIP-98): `init_transactions` gets (producer id, epoch)
+from the transaction coordinator, fencing every earlier producer with the same
+id and aborting its open transaction; records sent between
+`begin_transaction` and `commit_transaction` become visible to read_committed
+consumers together or not at all; `commit_transaction` raises (and nothing
+is committed) when any send of the transaction failed, and the transaction
+must then be aborted; a fenced producer (PRODUCER_FENCED /
+INVALID_PRODUCER_EPOCH) raises on every later call.
 """
 from __future__ import annotations
 
@@ -20,7 +29,9 @@ from clients.producer.config import ProducerConfig
 from clients.producer.futures import FutureRecordMetadata
 from clients.producer.record_accumulator import RecordAccumulator
 from clients.producer.sender import Sender
+from clients.producer import transaction_manager as txm
 from clients.producer.transaction_manager import TransactionManager
+from clients.producer.transactions import ConsumerGroupMetadata, TransactionRequests
 from eoslab.v1 import broker_pb2
 
 
@@ -40,9 +51,11 @@ class KafkaProducer:
         self.metadata = ClusterMetadata(bootstrap)
         self.accumulator = RecordAccumulator(self.config.batch_size, self.config.linger_ms,
                                              self.config.buffer_memory)
-        self.transaction_manager = TransactionManager(self.config.enable_idempotence)
+        self.transaction_manager = TransactionManager(self.config.enable_idempotence, self.config.transactional_id)
+        self.txn = (TransactionRequests(self, max(self.config.request_timeout_ms / 1000.0, 30.0))
+                    if self.config.transactional_id else None)
         self.sender = Sender(self.config, self.metadata, self.accumulator, self.transaction_manager,
-                             self._init_producer_id)
+                             self._init_producer_id, self.txn.add_partitions if self.txn else None)
         self._rr = itertools.count()
         self._closed = False
         self.sender.start()
@@ -64,6 +77,78 @@ class KafkaProducer:
                 last = KafkaError(r.error, f"InitProducerId at {addr}")
             time.sleep(0.1)
         raise last or KafkaError(E.REQUEST_TIMED_OUT, "InitProducerId")
+
+    # -- transactions ---------------------------------------------------------------------------
+    def _require(self, *states: str) -> None:
+        tm = self.transaction_manager
+        if self.txn is None:
+            raise KafkaError(E.INVALID_TXN_STATE, "not a transactional producer (no transactional.id)")
+        if tm.fatal_error is not None:
+            raise tm.fatal_error
+        if tm.state not in states:
+            raise KafkaError(E.INVALID_TXN_STATE, f"transaction state is {tm.state}, need one of {states}")
+
+    def init_transactions(self, timeout: float = 60.0) -> None:
+        self._require(txm.UNINITIALIZED, txm.READY)
+        pid, epoch = self.txn.init_producer_id(timeout)
+        tm = self.transaction_manager
+        tm.set_producer_id(pid, epoch)
+        tm.reset_transaction()
+        tm.state = txm.READY
+
+    def begin_transaction(self) -> None:
+        self._require(txm.READY)
+        self.transaction_manager.reset_transaction()
+        self.transaction_manager.state = txm.IN_TRANSACTION
+
+    def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], int],
+                                    group_metadata: "ConsumerGroupMetadata | str") -> None:
+        """Commit the consumer's offsets (the next offset to read, per partition) with the transaction."""
+        self._require(txm.IN_TRANSACTION)
+        if isinstance(group_metadata, str):
+            group_metadata = ConsumerGroupMetadata(group_metadata)
+        tm = self.transaction_manager
+        if not tm.offsets_added:
+            self.txn.add_offsets(group_metadata.group_id)
+            tm.offsets_added = True
+        self.txn.txn_offset_commit(offsets, group_metadata)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        self._require(txm.IN_TRANSACTION)
+        tm = self.transaction_manager
+        self.flush(timeout)
+        if tm.fatal_error is not None:
+            raise tm.fatal_error
+        if tm.abortable_error is not None:
+            tm.state = txm.ABORTABLE_ERROR
+            raise KafkaError(E.TRANSACTION_ABORTABLE, f"a send of the transaction failed: {tm.abortable_error}")
+        tm.state = txm.COMMITTING
+        self._end(True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        self._require(txm.IN_TRANSACTION, txm.ABORTABLE_ERROR, txm.ABORTING, txm.COMMITTING)
+        tm = self.transaction_manager
+        tm.state = txm.ABORTING
+        err = KafkaError(E.TRANSACTION_ABORTABLE, "the transaction was aborted")
+        with self.accumulator.lock:   # records not yet sent are dropped, as Kafka's abortUndrainedBatches
+            dropped = [b for tp, dq in self.accumulator.batches.items() for b in dq if b.base_sequence is None]
+            for b in dropped:
+                self.accumulator.batches[b.tp].remove(b)
+        for b in dropped:
+            self.sender._fail(b, err)
+        self.flush(timeout)
+        if tm.fatal_error is not None:
+            raise tm.fatal_error
+        self._end(False)
+
+    def _end(self, committed: bool) -> None:
+        tm = self.transaction_manager
+        if tm.txn_partitions or tm.offsets_added:
+            r = self.txn.end_txn(committed)
+            if r.producer_epoch >= 0 and (r.producer_id, r.producer_epoch) != (tm.producer_id, tm.producer_epoch):
+                tm.set_producer_id(r.producer_id, r.producer_epoch)   # KIP-890 part 2: a new epoch per transaction
+        tm.reset_transaction()
+        tm.state = txm.READY
 
     @property
     def producer_id(self) -> int:
@@ -96,14 +181,19 @@ class KafkaProducer:
              partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
         if self._closed:
             raise KafkaError(E.INVALID_REQUEST, "producer is closed")
-        if self.transaction_manager.fatal_error is not None:
-            raise self.transaction_manager.fatal_error
+        tm = self.transaction_manager
+        if tm.fatal_error is not None:
+            raise tm.fatal_error
+        if tm.transactional and tm.state != txm.IN_TRANSACTION:
+            raise KafkaError(E.INVALID_TXN_STATE, f"send outside a transaction (state {tm.state})")
         n = self.partitions_for(topic)
         if partition is None:
             partition = (zlib.crc32(key) if key is not None else next(self._rr)) % n
         elif not 0 <= partition < n:
             raise KafkaError(E.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        if tm.transactional:
+            tm.maybe_add_partition((topic, partition))
         return self.accumulator.append(topic, partition, key, value, ts, self.sender.wake)
 
     def flush(self, timeout: float | None = None) -> None:

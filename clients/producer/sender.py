@@ -75,13 +75,14 @@ class BrokerConnection:
 
 class Sender(threading.Thread):
     def __init__(self, config: ProducerConfig, metadata: ClusterMetadata, accumulator: RecordAccumulator,
-                 tm: TransactionManager, init_producer_id):
+                 tm: TransactionManager, init_producer_id, add_partitions=None):
         super().__init__(name="producer-sender", daemon=True)
         self.cfg = config
         self.metadata = metadata
         self.acc = accumulator
         self.tm = tm
         self.init_producer_id = init_producer_id
+        self.add_partitions = add_partitions   # transactional: (set of tps) -> None, raises KafkaError
         self.inbox: queue.Queue = queue.Queue()
         self.conns: dict[str, BrokerConnection] = {}
         self.in_flight_batches: set[ProducerBatch] = set()
@@ -140,7 +141,12 @@ class Sender(threading.Thread):
         if now - self.last_expiry_check > 0.1:
             self.last_expiry_check = now
             self._expire_batches(now)
-        if self.tm.idempotent and (not self.tm.has_producer_id or self.tm.bump_pending):
+        if self.tm.transactional:
+            if not self.tm.has_producer_id:
+                return 0.05   # init_transactions() sets it
+            if self.tm.pending_partitions:
+                self._add_partitions_to_txn()
+        elif self.tm.idempotent and (not self.tm.has_producer_id or self.tm.bump_pending):
             if not self._resolve_producer_id():
                 return 0.05
         if self.metadata_stale or now - self.last_metadata > self.cfg.metadata_max_age_ms / 1000:
@@ -148,6 +154,9 @@ class Sender(threading.Thread):
         ready, wait = self.acc.ready(now)
         by_leader: dict[str, list] = {}
         for tp in ready:
+            if not self.tm.sendable_partition(tp):
+                wait = min(wait, 0.01)
+                continue
             ld = self.metadata.leader(*tp)
             if ld is None:
                 self.metadata_stale = True
@@ -182,6 +191,29 @@ class Sender(threading.Thread):
         self.tm.bump_pending = False
         return True
 
+    def _add_partitions_to_txn(self) -> None:
+        tps = set(self.tm.pending_partitions)
+        try:
+            self.add_partitions(tps)
+        except KafkaError as e:
+            log.info("AddPartitionsToTxn failed: %s", e)
+            if e.code in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.INVALID_PRODUCER_ID_MAPPING,
+                          E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+                self.tm.fatal_error = e
+            else:
+                self.tm.abortable_error = e
+                for b in self.acc.all_batches():
+                    if b.tp in tps:
+                        with self.acc.lock:
+                            dq = self.acc.batches.get(b.tp)
+                            if dq and b in dq:
+                                dq.remove(b)
+                        self._fail(b, e)
+            self.tm.pending_partitions -= tps
+            return
+        self.tm.txn_partitions |= tps
+        self.tm.pending_partitions -= tps
+
     def _refresh_metadata(self) -> None:
         try:
             self.metadata.refresh()
@@ -211,7 +243,8 @@ class Sender(threading.Thread):
         while len(conn.in_flight) < self.cfg.max_in_flight:
             now = time.monotonic()
             req = broker_pb2.ProduceRequest(correlation_id=next(self.correlation), acks=acks,
-                                            timeout_ms=self.cfg.request_timeout_ms)
+                                            timeout_ms=self.cfg.request_timeout_ms,
+                                            transactional_id=self.tm.transactional_id)
             batches = {}
             for tp in tps:
                 b = self.acc.peek(tp)
@@ -227,7 +260,8 @@ class Sender(threading.Thread):
                 if b.ever_sent:
                     self.stats["retries"] += 1
                 b.ever_sent = True
-                req.partitions.add(topic=b.topic, partition=b.partition, batch=b.to_wire())
+                req.partitions.add(topic=b.topic, partition=b.partition,
+                                   batch=b.to_wire(self.tm.transactional))
                 batches[tp] = (b, b.attempt_token)
             if not batches:
                 return
@@ -263,6 +297,10 @@ class Sender(threading.Thread):
         elif err == E.DUPLICATE_SEQUENCE_NUMBER:
             self.stats["duplicate_sequence_acks"] += 1
             self._complete(b, -1)     # written before; the broker no longer knows the offset
+        elif self.tm.transactional and err in (E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.UNKNOWN_PRODUCER_ID,
+                                               E.INVALID_TXN_STATE) and not self.tm.unacked_before(b):
+            self.tm.abortable_error = KafkaError(err, msg)   # the transaction must abort (KIP-360)
+            self._fail(b, self.tm.abortable_error)
         elif err == E.OUT_OF_ORDER_SEQUENCE_NUMBER and self.tm.idempotent:
             if self.tm.unacked_before(b):
                 self._retry(b, err)   # an earlier batch is being retried; this one follows it
@@ -288,7 +326,9 @@ class Sender(threading.Thread):
             self._retry(b, err)
         else:
             self._fail(b, KafkaError(err, msg))
-            if self.tm.idempotent and b.base_sequence is not None:
+            if self.tm.transactional:
+                self.tm.abortable_error = KafkaError(err, msg)
+            elif self.tm.idempotent and b.base_sequence is not None:
                 self.tm.bump_pending = True  # later sequences of this partition now have a gap
 
     def _retry(self, b: ProducerBatch, err: int, count_attempt: bool = True) -> None:
@@ -326,7 +366,9 @@ class Sender(threading.Thread):
                     if dq and b in dq:
                         dq.remove(b)
                 self._fail(b, KafkaError(E.REQUEST_TIMED_OUT, "delivery.timeout.ms expired"))
-                if self.tm.idempotent and b.ever_sent:
+                if self.tm.transactional:
+                    self.tm.abortable_error = KafkaError(E.REQUEST_TIMED_OUT, "delivery.timeout.ms expired")
+                elif self.tm.idempotent and b.ever_sent:
                     self.tm.bump_pending = True
 
     # -- completion --------------------------------------------------------------------------

@@ -1,10 +1,17 @@
-"""TransactionManager (idempotent part): producer id, epoch and sequence numbers per partition.
+"""TransactionManager: producer id, epoch, sequence numbers per partition, and the transaction's state.
 
 Guarantees: sequence numbers of a partition are handed out densely in drain
 order and never reused within an epoch; a batch keeps its sequence across
 retries; `unacked` knows, per partition, every batch that holds a sequence
 and is not yet acknowledged, in sequence order; an epoch bump forgets every
 sequence so the unacknowledged batches are renumbered from 0 in the new epoch.
+
+Transactional part (KIP-98): states UNINITIALIZED -> READY -> IN_TRANSACTION
+-> COMMITTING_TRANSACTION / ABORTING_TRANSACTION -> READY, plus
+ABORTABLE_ERROR (a send failed: only abort is allowed) and FATAL_ERROR
+(fenced: nothing is allowed); a batch goes out only for a partition the
+coordinator has added to the transaction (`txn_partitions`); partitions
+waiting to be added are in `pending_partitions`.
 """
 from __future__ import annotations
 
@@ -14,9 +21,20 @@ from clients.producer.record_accumulator import ProducerBatch
 from services.broker import record_batch as rb
 
 
+UNINITIALIZED, READY, IN_TRANSACTION = "UNINITIALIZED", "READY", "IN_TRANSACTION"
+COMMITTING, ABORTING, ABORTABLE_ERROR, FATAL_ERROR = ("COMMITTING_TRANSACTION", "ABORTING_TRANSACTION",
+                                                      "ABORTABLE_ERROR", "FATAL_ERROR")
+
+
 class TransactionManager:
-    def __init__(self, idempotent: bool):
+    def __init__(self, idempotent: bool, transactional_id: str = ""):
         self.idempotent = idempotent
+        self.transactional_id = transactional_id
+        self.state = UNINITIALIZED
+        self.txn_partitions: set[tuple[str, int]] = set()
+        self.pending_partitions: set[tuple[str, int]] = set()
+        self.offsets_added = False
+        self.abortable_error: Exception | None = None
         self.producer_id = -1
         self.producer_epoch = -1
         self.next_seq: dict[tuple[str, int], int] = {}
@@ -24,6 +42,23 @@ class TransactionManager:
         self.bump_pending = False
         self.fatal_error: Exception | None = None
         self.epoch_bumps = 0
+
+    @property
+    def transactional(self) -> bool:
+        return bool(self.transactional_id)
+
+    def maybe_add_partition(self, tp: tuple[str, int]) -> None:
+        if tp not in self.txn_partitions:
+            self.pending_partitions.add(tp)
+
+    def sendable_partition(self, tp: tuple[str, int]) -> bool:
+        return not self.transactional or tp in self.txn_partitions
+
+    def reset_transaction(self) -> None:
+        self.txn_partitions.clear()
+        self.pending_partitions.clear()
+        self.offsets_added = False
+        self.abortable_error = None
 
     @property
     def has_producer_id(self) -> bool:

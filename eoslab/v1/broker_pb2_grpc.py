@@ -84,6 +84,51 @@ class BrokerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataResponse.FromString,
                 _registered_method=True)
+        self.FindCoordinator = channel.unary_unary(
+                '/eoslab.v1.Broker/FindCoordinator',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.FindCoordinatorResponse.FromString,
+                _registered_method=True)
+        self.WriteTxnMarkers = channel.unary_unary(
+                '/eoslab.v1.Broker/WriteTxnMarkers',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+                _registered_method=True)
+        self.JoinGroup = channel.unary_unary(
+                '/eoslab.v1.Broker/JoinGroup',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.JoinGroupRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.JoinGroupResponse.FromString,
+                _registered_method=True)
+        self.SyncGroup = channel.unary_unary(
+                '/eoslab.v1.Broker/SyncGroup',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.SyncGroupRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.SyncGroupResponse.FromString,
+                _registered_method=True)
+        self.Heartbeat = channel.unary_unary(
+                '/eoslab.v1.Broker/Heartbeat',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.HeartbeatResponse.FromString,
+                _registered_method=True)
+        self.LeaveGroup = channel.unary_unary(
+                '/eoslab.v1.Broker/LeaveGroup',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.LeaveGroupRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.LeaveGroupResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommit = channel.unary_unary(
+                '/eoslab.v1.Broker/OffsetCommit',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/eoslab.v1.Broker/TxnOffsetCommit',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.TxnOffsetCommitRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.TxnOffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetFetch = channel.unary_unary(
+                '/eoslab.v1.Broker/OffsetFetch',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -155,6 +200,64 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FindCoordinator(self, request, context):
+        """Which transaction coordinator (key_type TRANSACTION) or group coordinator
+        (key_type GROUP) serves a key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WriteTxnMarkers(self, request, context):
+        """Transaction coordinator to partition leaders: COMMIT / ABORT control batches.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def JoinGroup(self, request, context):
+        """Group coordinator (on the leader of the group's __consumer_offsets partition).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SyncGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Heartbeat(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LeaveGroup(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetFetch(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -207,6 +310,51 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.UpdateMetadata,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataResponse.SerializeToString,
+            ),
+            'FindCoordinator': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindCoordinator,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.FindCoordinatorRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.FindCoordinatorResponse.SerializeToString,
+            ),
+            'WriteTxnMarkers': grpc.unary_unary_rpc_method_handler(
+                    servicer.WriteTxnMarkers,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.SerializeToString,
+            ),
+            'JoinGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.JoinGroup,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.JoinGroupRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.JoinGroupResponse.SerializeToString,
+            ),
+            'SyncGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.SyncGroup,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.SyncGroupRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.SyncGroupResponse.SerializeToString,
+            ),
+            'Heartbeat': grpc.unary_unary_rpc_method_handler(
+                    servicer.Heartbeat,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.HeartbeatRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'LeaveGroup': grpc.unary_unary_rpc_method_handler(
+                    servicer.LeaveGroup,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.LeaveGroupRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.LeaveGroupResponse.SerializeToString,
+            ),
+            'OffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetCommit,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.TxnOffsetCommitRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.TxnOffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetFetch': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetFetch,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -479,6 +627,249 @@ class Broker:
             '/eoslab.v1.Broker/UpdateMetadata',
             eoslab_dot_v1_dot_broker__pb2.UpdateMetadataRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.UpdateMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindCoordinator(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/FindCoordinator',
+            eoslab_dot_v1_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.FindCoordinatorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WriteTxnMarkers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/WriteTxnMarkers',
+            eoslab_dot_v1_dot_broker__pb2.WriteTxnMarkersRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.WriteTxnMarkersResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def JoinGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/JoinGroup',
+            eoslab_dot_v1_dot_broker__pb2.JoinGroupRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.JoinGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SyncGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/SyncGroup',
+            eoslab_dot_v1_dot_broker__pb2.SyncGroupRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.SyncGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Heartbeat(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/Heartbeat',
+            eoslab_dot_v1_dot_broker__pb2.HeartbeatRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LeaveGroup(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/LeaveGroup',
+            eoslab_dot_v1_dot_broker__pb2.LeaveGroupRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.LeaveGroupResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/OffsetCommit',
+            eoslab_dot_v1_dot_broker__pb2.OffsetCommitRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/TxnOffsetCommit',
+            eoslab_dot_v1_dot_broker__pb2.TxnOffsetCommitRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.TxnOffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetFetch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/OffsetFetch',
+            eoslab_dot_v1_dot_broker__pb2.OffsetFetchRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.OffsetFetchResponse.FromString,
             options,
             channel_credentials,
             insecure,

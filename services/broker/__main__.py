@@ -28,6 +28,9 @@ def main() -> None:
     p.add_argument("--replica-lag-time-max-ms", type=int, default=3000,
                    help="a follower not caught up for this long leaves the ISR")
     p.add_argument("--min-insync-replicas", type=int, default=1, help="default for topics that do not set it")
+    p.add_argument("--transaction-verification", action="store_true",
+                   help="KIP-890 part 1: verify with the transaction coordinator before a transaction's "
+                        "first batch on a partition")
     p.add_argument("--enable-fault-injection", action="store_true")
     a = p.parse_args()
     for name in ("producer_state_batches", "max_message_bytes", "segment_bytes", "snapshot_interval_batches",
@@ -39,7 +42,8 @@ def main() -> None:
                     producer_state_batches=a.producer_state_batches,
                     duplicate_beyond_cache_error=common_pb2.ErrorCode.Value(a.duplicate_beyond_cache_error),
                     snapshot_interval_batches=a.snapshot_interval_batches,
-                    replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas)
+                    replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas,
+                    transaction_verification=a.transaction_verification)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection)
     server.start()

@@ -18,10 +18,12 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
 from services.broker.faults import FaultInjectorService, FaultRegistry
+from services.broker.group_coordinator import GroupCoordinator
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import LogConfig
 from services.broker.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
+from services.common import internal_topics as it
 from services.common import rpc, zk_paths
 
 E = common_pb2.ErrorCode
@@ -41,7 +43,11 @@ class KafkaServer:
         self._max_issued_pid = -1
         self.metadata = MetadataCache()
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
-                                              self.producer_id_known, self.alter_partition)
+                                              self.producer_id_known, self.alter_partition, self.verify_txn)
+        self.group_coordinator = GroupCoordinator(self.replica_manager, self.metadata)
+        self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
+        self.channels = rpc.ChannelCache()
+        self._creating_offsets_topic = False
         self.pid_manager = ProducerIdManager(broker_id, lambda: self.controller_address,
                                              lambda: self.broker_epoch)
         self.faults = FaultRegistry()
@@ -58,6 +64,7 @@ class KafkaServer:
         self.zk.start(timeout=30)
         self.zk.ensure_path(zk_paths.BROKER_IDS)
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
+        self.zk.DataWatch(zk_paths.TXN_COORDINATOR_ASSIGNMENT, self._on_txn_assignment)
         self._register()
 
     def _on_zk_state(self, state) -> None:
@@ -92,6 +99,88 @@ class KafkaServer:
     def _on_controller(self, data, stat) -> None:
         d = zk_paths.decode(data) if data else None
         self.controller_address = f"{d['host']}:{d['port']}" if d and "host" in d else None
+
+    def _on_txn_assignment(self, data, stat) -> None:
+        d = zk_paths.decode(data) if data else None
+        self.txn_assignment = {int(p): a for p, a in (d or {}).get("partitions", {}).items()}
+
+    def find_coordinator(self, req) -> broker_pb2.FindCoordinatorResponse:
+        resp = broker_pb2.FindCoordinatorResponse(error=E.COORDINATOR_NOT_AVAILABLE, node_id=-1, partition=-1,
+                                                  coordinator_epoch=-1)
+        if req.key_type == broker_pb2.TRANSACTION:
+            with self.metadata.lock:
+                n = len(self.metadata.partitions.get(it.TRANSACTION_STATE_TOPIC, {}))
+            if not n:
+                resp.error_message = "no __transaction_state topic yet"
+                return resp
+            resp.partition = it.partition_for(req.key, n)
+            owner = self.txn_assignment.get(resp.partition)
+            if owner is None:
+                resp.error_message = f"__transaction_state-{resp.partition} has no coordinator"
+                return resp
+            resp.error, resp.node_id, resp.host, resp.port = E.NONE, owner["coordinator"], owner["host"], owner["port"]
+            resp.coordinator_epoch = owner["epoch"]
+            return resp
+        n = self.group_coordinator.num_partitions()
+        if not n:
+            self._create_offsets_topic()
+            resp.error_message = "creating __consumer_offsets"
+            return resp
+        resp.partition = it.partition_for(req.key, n)
+        with self.metadata.lock:
+            st = self.metadata.partitions.get(it.CONSUMER_OFFSETS_TOPIC, {}).get(resp.partition)
+            leader = self.metadata.brokers.get(st.leader) if st is not None else None
+        if leader is None:
+            return resp
+        resp.error, resp.node_id, resp.host, resp.port = E.NONE, leader.broker_id, leader.host, leader.port
+        return resp
+
+    def _create_offsets_topic(self) -> None:
+        if self._creating_offsets_topic or self.controller_address is None:
+            return
+        self._creating_offsets_topic = True
+
+        def run():
+            from eoslab.v1 import controller_pb2_grpc
+            try:
+                with rpc.channel(self.controller_address) as ch:
+                    controller_pb2_grpc.ControllerStub(ch).CreateTopics(broker_pb2.CreateTopicsRequest(topics=[
+                        broker_pb2.CreatableTopic(name=it.CONSUMER_OFFSETS_TOPIC,
+                                                  num_partitions=it.DEFAULT_OFFSETS_PARTITIONS,
+                                                  configs=it.INTERNAL_TOPIC_CONFIGS)]), timeout=30)
+            except Exception as e:  # noqa: BLE001 - the next FindCoordinator tries again
+                log.info("creating %s failed: %r", it.CONSUMER_OFFSETS_TOPIC, e)
+            finally:
+                self._creating_offsets_topic = False
+        threading.Thread(target=run, daemon=True).start()
+
+    def verify_txn(self, transactional_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:
+        """KIP-890 part 1: ask the transaction coordinator whether the partition is in the transaction."""
+        from eoslab.v1 import txn_pb2, txn_pb2_grpc
+        if not transactional_id:
+            return E.INVALID_TXN_STATE
+        fc = self.find_coordinator(broker_pb2.FindCoordinatorRequest(key_type=broker_pb2.TRANSACTION,
+                                                                    key=transactional_id))
+        if fc.error != E.NONE:   # retriable for the producer (Kafka also answers NOT_ENOUGH_REPLICAS here)
+            return E.NOT_ENOUGH_REPLICAS
+        try:
+            r = txn_pb2_grpc.TransactionCoordinatorStub(self.channels.get(f"{fc.host}:{fc.port}")).AddPartitionsToTxn(
+                txn_pb2.AddPartitionsToTxnRequest(transactional_id=transactional_id, producer_id=pid,
+                                                  producer_epoch=epoch, verify_only=True,
+                                                  partitions=[common_pb2.TopicPartition(topic=topic,
+                                                                                        partition=partition)]),
+                timeout=5)
+        except grpc.RpcError:
+            return E.NOT_ENOUGH_REPLICAS
+        if r.error in (E.CONCURRENT_TRANSACTIONS, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+                       E.NOT_COORDINATOR):
+            return E.NOT_ENOUGH_REPLICAS
+        if r.error != E.NONE:
+            return E.INVALID_TXN_STATE if r.error not in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH) else r.error
+        for pr in r.partitions:
+            if pr.error != E.NONE:
+                return E.INVALID_TXN_STATE
+        return E.NONE
 
     def alter_partition(self, partition, new_isr: list[int]) -> None:
         """Ask the active controller for an ISR change (KIP-497) and apply what it answers."""
@@ -131,7 +220,9 @@ class KafkaServer:
         except Exception:  # noqa: BLE001
             pass
         self.server.stop(1).wait()
+        self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
+        self.channels.close_all()
 
 
 class BrokerService(broker_pb2_grpc.BrokerServicer):
@@ -199,6 +290,41 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     def LeaderAndIsr(self, request, context):
         return self.rm.become_leader_or_follower(request)
+
+    def FindCoordinator(self, request, context):
+        return self.s.find_coordinator(request)
+
+    def WriteTxnMarkers(self, request, context):
+        return self.rm.write_txn_markers(request)
+
+    def JoinGroup(self, request, context):
+        err = self.s.group_coordinator.owns(request.group_id)
+        return self.s.group_coordinator.membership.join(request) if err == E.NONE else \
+            broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
+
+    def SyncGroup(self, request, context):
+        err = self.s.group_coordinator.owns(request.group_id)
+        return self.s.group_coordinator.membership.sync(request) if err == E.NONE else \
+            broker_pb2.SyncGroupResponse(error=err)
+
+    def Heartbeat(self, request, context):
+        err = self.s.group_coordinator.owns(request.group_id)
+        return self.s.group_coordinator.membership.heartbeat(request) if err == E.NONE else \
+            broker_pb2.HeartbeatResponse(error=err)
+
+    def LeaveGroup(self, request, context):
+        err = self.s.group_coordinator.owns(request.group_id)
+        return self.s.group_coordinator.membership.leave(request) if err == E.NONE else \
+            broker_pb2.LeaveGroupResponse(error=err)
+
+    def OffsetCommit(self, request, context):
+        return self.s.group_coordinator.offset_commit(request)
+
+    def TxnOffsetCommit(self, request, context):
+        return self.s.group_coordinator.txn_offset_commit(request)
+
+    def OffsetFetch(self, request, context):
+        return self.s.group_coordinator.offset_fetch(request)
 
     def UpdateMetadata(self, request, context):
         if not self.rm.check_controller_epoch(request.controller_epoch):

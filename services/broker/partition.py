@@ -11,7 +11,15 @@ Guarantees:
 - as follower, batches are appended with the leader's offsets and epochs, and
   producer state and leader-epoch cache follow the log, also across
   truncation (KIP-101: truncation goes by leader epoch, never by high
-  watermark alone).
+  watermark alone);
+- transactions: the last stable offset (LSO) is the smallest of the high
+  watermark, the first offset of every open transaction, and the first
+  offset of every completed transaction whose marker is not yet below the
+  high watermark; read_committed reads stop at the LSO and carry the aborted
+  transactions of the range. A marker from an older coordinator epoch than
+  the producer's last one is refused (TRANSACTION_COORDINATOR_FENCED), one
+  with an older producer epoch too (INVALID_PRODUCER_EPOCH); a marker at a
+  newer epoch fences the producer's older epoch on this partition.
 """
 from __future__ import annotations
 
@@ -26,6 +34,7 @@ from services.broker import record_batch as rb
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
+from services.broker.txn_index import AbortedTxn, TransactionIndex, control_record
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
@@ -40,6 +49,10 @@ class LogConfig:
     snapshot_interval_batches: int = 1000
     min_insync_replicas: int = 1
     replica_lag_time_max_ms: int = 3000
+    # KIP-890 part 1: before the first transactional batch of a producer's
+    # transaction, the leader asks the transaction coordinator whether this
+    # partition was added to it (verify(transactional_id, pid, epoch, tp) -> error code)
+    transaction_verification: bool = False
     extra: dict = field(default_factory=dict)
 
 
@@ -72,9 +85,13 @@ class Partition:
         self.log = UnifiedLog(self.dir, config.segment_bytes)
         self.epochs = LeaderEpochFileCache(self.dir)
         self.epochs.truncate_from_end(self.log.log_end_offset + 1)
+        self.txn_index = TransactionIndex(self.dir)
         self.producer_state = ProducerStateManager(
-            self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known)
+            self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known,
+            self.txn_index)
         self.producer_state.load(self.log)
+        self.unstable_completed: list[tuple[int, int]] = []   # (txn first offset, marker offset) not yet stable
+        self.verify_txn = None   # KIP-890 part 1: set by the ReplicaManager
         self.leader_id = -1
         self.leader_epoch = -1
         self.partition_epoch = -1   # zk version of the partition state
@@ -137,11 +154,20 @@ class Partition:
         return E.FENCED_LEADER_EPOCH if current_leader_epoch < self.leader_epoch else E.UNKNOWN_LEADER_EPOCH
 
     # -- leader appends ------------------------------------------------------------------------------
-    def append_records_to_leader(self, batch: common_pb2.RecordBatch, acks: int = -1) -> AppendResult:
+    def append_records_to_leader(self, batch: common_pb2.RecordBatch, acks: int = -1,
+                                 transactional_id: str = "") -> AppendResult:
         bad = rb.validate_batch(batch, self.config.max_message_bytes)
         if bad is not None:
             return AppendResult(bad.code, message=bad.message)
         pid = batch.producer_id
+        transactional = bool(batch.attributes & rb.TRANSACTIONAL_FLAG)
+        if transactional and self.config.transaction_verification and self.verify_txn is not None:
+            entry = self.producer_state.last_entry(pid)
+            if entry is None or entry.current_txn_first_offset is None or entry.producer_epoch != batch.producer_epoch:
+                err = self.verify_txn(transactional_id, pid, batch.producer_epoch, self.topic, self.partition)
+                if err != E.NONE:
+                    return AppendResult(err, message="the transaction coordinator does not know this partition "
+                                                     "in the producer's ongoing transaction (KIP-890)")
         with self.lock:
             if not self.is_leader:
                 return AppendResult(E.NOT_LEADER_OR_FOLLOWER, message=f"broker {self.broker_id} is not the leader")
@@ -167,10 +193,77 @@ class Partition:
             self._maybe_increment_hw()
             return AppendResult(E.NONE, stored.base_offset, stored.last_offset)
 
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                          committed: bool) -> AppendResult:
+        """Append a COMMIT or ABORT control batch for the producer (from the transaction coordinator)."""
+        with self.lock:
+            if not self.is_leader:
+                return AppendResult(E.NOT_LEADER_OR_FOLLOWER, message=f"broker {self.broker_id} is not the leader")
+            if len(self.isr) < self.config.min_insync_replicas:
+                return AppendResult(E.NOT_ENOUGH_REPLICAS, message=f"ISR {self.isr} is smaller than "
+                                    f"min.insync.replicas {self.config.min_insync_replicas}")
+            entry = self.producer_state.last_entry(producer_id)
+            if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+                return AppendResult(E.TRANSACTION_COORDINATOR_FENCED,
+                                    message=f"coordinator epoch {coordinator_epoch} is older than "
+                                            f"{entry.coordinator_epoch}")
+            if entry is not None and producer_epoch < entry.producer_epoch:
+                return AppendResult(E.INVALID_PRODUCER_EPOCH,
+                                    message=f"marker epoch {producer_epoch} is older than {entry.producer_epoch}")
+            key, value = control_record(committed, coordinator_epoch)
+            now = int(time.time() * 1000)
+            data = rb.encode_records([(key, value, now)])
+            attrs = rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG
+            crc = rb.batch_crc(attrs, producer_id, producer_epoch, rb.NO_SEQUENCE, 1, now, data)
+            stored = StoredBatch(self.log.log_end_offset, self.leader_epoch, crc, attrs, producer_id,
+                                 producer_epoch, rb.NO_SEQUENCE, 1, now, data)
+            self._append(stored)
+            self._maybe_increment_hw()
+            return AppendResult(E.NONE, stored.base_offset, stored.last_offset)
+
+    def append_internal(self, records: list[tuple[bytes | None, bytes | None, int]], producer_id: int = -1,
+                        producer_epoch: int = -1, transactional: bool = False) -> AppendResult:
+        """A coordinator's own append (offset commits): no sequence, but the producer epoch is checked."""
+        with self.lock:
+            if not self.is_leader:
+                return AppendResult(E.NOT_LEADER_OR_FOLLOWER, message=f"broker {self.broker_id} is not the leader")
+            if len(self.isr) < self.config.min_insync_replicas:
+                return AppendResult(E.NOT_ENOUGH_REPLICAS, message=f"ISR {self.isr} too small")
+            if producer_id >= 0:
+                entry = self.producer_state.last_entry(producer_id)
+                if entry is not None and producer_epoch < entry.producer_epoch:
+                    return AppendResult(E.INVALID_PRODUCER_EPOCH,
+                                        message=f"epoch {producer_epoch} is older than {entry.producer_epoch}")
+            data = rb.encode_records(records)
+            ts = max((r[2] for r in records), default=-1)
+            attrs = rb.TRANSACTIONAL_FLAG if transactional else 0
+            crc = rb.batch_crc(attrs, producer_id, producer_epoch, rb.NO_SEQUENCE, len(records), ts, data)
+            stored = StoredBatch(self.log.log_end_offset, self.leader_epoch, crc, attrs, producer_id,
+                                 producer_epoch, rb.NO_SEQUENCE, len(records), ts, data)
+            self._append(stored)
+            self._maybe_increment_hw()
+            return AppendResult(E.NONE, stored.base_offset, stored.last_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        with self.lock:
+            hw = self.high_watermark
+            self.unstable_completed = [(f, m) for f, m in self.unstable_completed if m >= hw]
+            firsts = self.producer_state.ongoing_txn_first_offsets() + [f for f, _ in self.unstable_completed]
+            return min(firsts + [hw])
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        with self.lock:
+            return self.txn_index.collect(start, end)
+
     def _append(self, stored: StoredBatch) -> None:
         self.epochs.assign(stored.leader_epoch, stored.base_offset)
         self.log.append(stored)
-        self.producer_state.update(stored)
+        done = self.producer_state.update(stored)
+        if done is not None and done.first_offset >= 0:
+            self.unstable_completed.append((done.first_offset, done.last_offset))
+            if len(self.unstable_completed) > 64:   # followers never ask for the LSO: keep the list short
+                self.unstable_completed = [(f, m) for f, m in self.unstable_completed if m >= self.high_watermark]
         if self.producer_state.batches_since_snapshot >= self.config.snapshot_interval_batches:
             self.producer_state.snapshot()
         self.changed.notify_all()
@@ -251,6 +344,7 @@ class Partition:
             self.log.truncate_to(offset)
             self.epochs.truncate_from_end(self.log.log_end_offset)
             self.producer_state.load(self.log)
+            self.unstable_completed = [(f, m) for f, m in self.unstable_completed if m < offset]
             self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
             self.changed.notify_all()
 
@@ -259,12 +353,13 @@ class Partition:
             return self.epochs.end_offset_for(epoch, self.log.log_end_offset)
 
     # -- reads ----------------------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, replica: bool = False) -> tuple[int, list[StoredBatch]]:
+    def read(self, offset: int, max_bytes: int, replica: bool = False,
+             read_committed: bool = False) -> tuple[int, list[StoredBatch]]:
         with self.lock:
             leo = self.log.log_end_offset
             if offset < self.log.log_start_offset or offset > leo:
                 return E.OFFSET_OUT_OF_RANGE, []
-            limit = leo if replica else self.high_watermark
+            limit = leo if replica else (self.last_stable_offset if read_committed else self.high_watermark)
             if offset >= limit:
                 return E.NONE, []
         return E.NONE, self.log.read(offset, max_bytes, limit)
@@ -277,3 +372,4 @@ class Partition:
                 except OSError as e:
                     log.warning("%s-%d: snapshot on close failed: %s", self.topic, self.partition, e)
             self.log.close()
+            self.txn_index.close()

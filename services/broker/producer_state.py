@@ -9,9 +9,15 @@ Guarantees, per partition and producer id:
   than the cache is DUPLICATE_SEQUENCE_NUMBER, or OUT_OF_ORDER_SEQUENCE_NUMBER
   as modern Kafka answers, by setting); an unknown producer id with a
   sequence other than 0 is UNKNOWN_PRODUCER_ID;
+- transactions (KIP-98): a transactional batch opens the producer's
+  transaction on this partition (`current_txn_first_offset`) unless one is
+  open; a COMMIT/ABORT control batch closes it, raises the entry's epoch to
+  the marker's and records the coordinator epoch that wrote it; an ABORT
+  goes into the aborted-transaction index (txn_index.py);
 - the state is a function of the log: `snapshot` writes it to disk atomically
-  and `load` rebuilds it from the newest valid snapshot at or below the log
-  end plus the batches after it (or from the whole log).
+  (open transactions included) and `load` rebuilds it from the newest valid
+  snapshot at or below the log end plus the batches after it (or from the
+  whole log), on leaders and followers alike.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 
 from eoslab.v1 import common_pb2
 from services.broker import record_batch as rb
+from services.broker import txn_index
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
@@ -84,6 +91,11 @@ class ProducerStateEntry:
             self.producer_epoch = producer_epoch
         self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
+
+    def maybe_update_producer_epoch(self, producer_epoch: int) -> None:
+        if producer_epoch != self.producer_epoch:
+            self.batch_metadata.clear()
+            self.producer_epoch = producer_epoch
 
     def to_json(self) -> dict:
         return {"pid": self.producer_id, "epoch": self.producer_epoch,
@@ -152,8 +164,9 @@ class ProducerStateManager:
 
     def __init__(self, directory: str, retain: int = NUM_BATCHES_TO_RETAIN,
                  duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER,
-                 producer_id_known=None):
+                 producer_id_known=None, txn_index_: "txn_index.TransactionIndex | None" = None):
         self.dir = directory
+        self.txn_index = txn_index_
         self.retain = retain
         self.duplicate_beyond_cache_error = duplicate_beyond_cache_error
         self._known = producer_id_known
@@ -170,17 +183,56 @@ class ProducerStateManager:
     def prepare_update(self, pid: int) -> ProducerAppendInfo:
         return ProducerAppendInfo(self, pid, self.producers.get(pid))
 
-    def update(self, batch) -> None:
-        """Fold an appended batch (leader, follower or recovery) into the state."""
-        if batch.producer_id != rb.NO_PRODUCER_ID and not batch.is_control:
-            e = self.producers.get(batch.producer_id)
+    def update(self, batch) -> "txn_index.CompletedTxn | None":
+        """Fold an appended batch (leader, follower or recovery) into the state.
+
+        Returns the transaction a control batch completed, else None."""
+        completed = None
+        pid = batch.producer_id
+        if pid != rb.NO_PRODUCER_ID:
+            e = self.producers.get(pid)
             if e is None:
-                e = ProducerStateEntry(batch.producer_id, batch.producer_epoch, self.retain)
-                self.producers[batch.producer_id] = e
-            e.add_batch(batch.producer_epoch, batch.last_sequence, batch.last_offset,
-                        batch.record_count - 1, batch.max_timestamp)
+                e = ProducerStateEntry(pid, batch.producer_epoch, self.retain)
+                self.producers[pid] = e
+            if batch.is_control:
+                completed = self._complete_txn(e, batch)
+            else:
+                if batch.base_sequence == rb.NO_SEQUENCE:   # coordinator append (offsets): no sequence
+                    if batch.producer_epoch > e.producer_epoch:
+                        e.maybe_update_producer_epoch(batch.producer_epoch)
+                else:
+                    e.add_batch(batch.producer_epoch, batch.last_sequence, batch.last_offset,
+                                batch.record_count - 1, batch.max_timestamp)
+                if batch.is_transactional and e.current_txn_first_offset is None:
+                    e.current_txn_first_offset = batch.base_offset
         self.map_end_offset = batch.last_offset + 1
         self.batches_since_snapshot += 1
+        return completed
+
+    def _complete_txn(self, e: ProducerStateEntry, batch) -> "txn_index.CompletedTxn":
+        try:
+            key, value, _ = next(rb.iter_records(batch.records))
+            kind, coordinator_epoch = txn_index.parse_control_record(key, value)
+        except (StopIteration, ValueError):
+            kind, coordinator_epoch = txn_index.ABORT, -1
+        first = e.current_txn_first_offset
+        done = txn_index.CompletedTxn(e.producer_id, -1 if first is None else first, batch.base_offset,
+                                      kind == txn_index.ABORT)
+        if batch.producer_epoch > e.producer_epoch:
+            e.maybe_update_producer_epoch(batch.producer_epoch)
+        e.coordinator_epoch = max(e.coordinator_epoch, coordinator_epoch)
+        e.current_txn_first_offset = None
+        if done.is_aborted and first is not None and self.txn_index is not None:
+            self.txn_index.append(txn_index.AbortedTxn(e.producer_id, first, batch.base_offset,
+                                                       self.first_unstable_offset(batch.base_offset)))
+        return done
+
+    def ongoing_txn_first_offsets(self) -> list[int]:
+        return [e.current_txn_first_offset for e in self.producers.values()
+                if e.current_txn_first_offset is not None]
+
+    def first_unstable_offset(self, default: int) -> int:
+        return min(self.ongoing_txn_first_offsets(), default=default)
 
     # -- snapshots -------------------------------------------------------------------------
     def _snapshot_files(self) -> list[tuple[int, str]]:
@@ -224,6 +276,8 @@ class ProducerStateManager:
     def load(self, log) -> None:
         """Rebuild from the newest valid snapshot at or below the log end, then the log after it."""
         self.producers.clear()
+        if self.txn_index is not None:
+            self.txn_index.truncate_to(log.log_end_offset)
         start = log.log_start_offset
         for off, path in reversed(self._snapshot_files()):
             if off > log.log_end_offset:

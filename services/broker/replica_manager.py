@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
-                 producer_id_known=None, alter_partition=None):
+                 producer_id_known=None, alter_partition=None, verify_txn=None):
         self.broker_id = broker_id
+        self.verify_txn = verify_txn   # KIP-890 part 1: (txn id, pid, epoch, topic, partition) -> error code
         self.alter_partition = alter_partition   # (partition, new_isr) -> None; asks the controller
         self.fetchers = ReplicaFetcherManager(broker_id, metadata.broker_address)
         self._stopping = threading.Event()
@@ -39,6 +40,7 @@ class ReplicaManager:
         self.controller_epoch = -1
         self.data_cond = threading.Condition()   # any partition's log end or high watermark moved
         self.data_generation = 0
+        self.on_marker = None   # (partition, producer id, committed) -> None: the group coordinator's hook
 
     def check_controller_epoch(self, epoch: int) -> bool:
         with self.lock:
@@ -75,6 +77,7 @@ class ReplicaManager:
                     p = Partition(s.topic, s.partition, self.data_dir, self.broker_id,
                                   self._config_for(s.topic), self.producer_id_known)
                     p.on_change = self._data_arrived
+                    p.verify_txn = self.verify_txn
                     self.partitions[key] = p
             if s.leader_epoch < p.leader_epoch:
                 resp.partition_errors.add(topic=s.topic, partition=s.partition, error=E.STALE_CONTROLLER_EPOCH)
@@ -116,7 +119,7 @@ class ReplicaManager:
                 out.error, out.error_message = E.INVALID_REQUEST, "no record batch"
                 continue
             try:
-                r = p.append_records_to_leader(pd.batch, req.acks)
+                r = p.append_records_to_leader(pd.batch, req.acks, req.transactional_id)
             except OSError as e:  # disk trouble: Kafka's storage error, the broker keeps serving
                 log.error("%s-%d: append failed: %s", pd.topic, pd.partition, e)
                 out.error, out.error_message = E.KAFKA_STORAGE_ERROR, str(e)
@@ -131,6 +134,36 @@ class ReplicaManager:
             err, msg = p.wait_for_replication(last, epoch, timeout)
             if err != E.NONE:
                 out.error, out.error_message = err, msg
+        return resp
+
+    # -- transaction markers --------------------------------------------------------------------
+    def write_txn_markers(self, req: broker_pb2.WriteTxnMarkersRequest) -> broker_pb2.WriteTxnMarkersResponse:
+        """Append every marker, then answer once each is replicated to the ISR (markers are acks=all)."""
+        resp = broker_pb2.WriteTxnMarkersResponse()
+        waits = []
+        for m in req.markers:
+            mr = resp.markers.add(producer_id=m.producer_id)
+            for tp in m.partitions:
+                out = mr.partitions.add(topic=tp.topic, partition=tp.partition)
+                p = self.partitions.get((tp.topic, tp.partition))
+                if p is None:
+                    out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(tp.topic, tp.partition)
+                                 else E.UNKNOWN_TOPIC_OR_PARTITION)
+                    continue
+                try:
+                    r = p.append_txn_marker(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.committed)
+                except OSError as e:
+                    out.error, out.error_message = E.KAFKA_STORAGE_ERROR, str(e)
+                    continue
+                out.error, out.error_message = r.error, r.message
+                if r.error == E.NONE:
+                    waits.append((out, p, r.last_offset, p.leader_epoch, m))
+        for out, p, last, epoch, m in waits:
+            err, msg = p.wait_for_replication(last, epoch, 30.0)
+            if err != E.NONE:
+                out.error, out.error_message = err, msg
+            elif self.on_marker is not None:
+                self.on_marker(p, m.producer_id, m.committed)
         return resp
 
     # -- fetch ---------------------------------------------------------------------------------
@@ -174,11 +207,16 @@ class ReplicaManager:
             limit = fp.partition_max_bytes if fp.partition_max_bytes > 0 else 1 << 20
             if req.replica_id >= 0:
                 p.record_follower_fetch(req.replica_id, fp.fetch_offset)
-            err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 1)), replica=req.replica_id >= 0)
+            committed = req.isolation_level == broker_pb2.READ_COMMITTED and req.replica_id < 0
+            err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 1)), replica=req.replica_id >= 0,
+                                  read_committed=committed)
             out.error = err
             out.high_watermark = p.high_watermark
-            out.last_stable_offset = p.high_watermark
+            out.last_stable_offset = p.last_stable_offset
             out.log_start_offset = p.log.log_start_offset
+            if committed and batches:
+                for a in p.aborted_transactions(fp.fetch_offset, batches[-1].last_offset + 1):
+                    out.aborted_transactions.add(producer_id=a.producer_id, first_offset=a.first_offset)
             for b in batches:
                 out.batches.append(b.to_proto())
                 budget -= len(b.records)
@@ -198,7 +236,8 @@ class ReplicaManager:
             if lp.timestamp == -2:
                 out.offset = p.log.log_start_offset
             elif lp.timestamp == -1:
-                out.offset = p.high_watermark
+                out.offset = (p.last_stable_offset if req.isolation_level == broker_pb2.READ_COMMITTED
+                              else p.high_watermark)
             else:
                 out.error = E.INVALID_REQUEST  # timestamp lookup is not offered
         return resp

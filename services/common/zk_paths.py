@@ -12,10 +12,20 @@ BROKER_IDS = "/brokers/ids"                     # ephemeral children: live broke
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# Transaction coordinators (eoslab's own layout: Kafka's coordinators live in the brokers).
+TXN_COORDINATORS = "/eoslab/txn_coordinators"   # ephemeral children: {"host", "port"}
+# persistent, written by the active controller only (versioned, fenced by the controller epoch):
+# {"version": 1, "partitions": {"<p>": {"coordinator": id, "epoch": coordinator epoch,
+#                                        "session": czxid of the owner's registration, "host", "port"}}}
+TXN_COORDINATOR_ASSIGNMENT = "/eoslab/txn_coordinator_assignment"
 
 
 def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def txn_coordinator_path(coordinator_id: int) -> str:
+    return f"{TXN_COORDINATORS}/{coordinator_id}"
 
 
 def topic_path(topic: str) -> str:

@@ -28,6 +28,7 @@ from services.controller.channel_manager import ControllerChannelManager, update
 from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
                                          validate_configs, validate_topic_name)
 from services.controller.producer_id_manager import ProducerIdManager
+from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
@@ -61,12 +62,14 @@ class KafkaController:
     def start(self) -> None:
         self.zk.add_listener(self._on_zk_state)
         self.zk.start(timeout=30)
-        for p in (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.CONTROLLERS):
+        for p in (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.CONTROLLERS,
+                  zk_paths.TXN_COORDINATORS):
             self.zk.ensure_path(p)
         self._register_self()
         self._thread.start()
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller_znode)
         self.zk.ChildrenWatch(zk_paths.BROKER_IDS, lambda _c: self.events.put(("broker_change",)))
+        self.zk.ChildrenWatch(zk_paths.TXN_COORDINATORS, lambda _c: self.events.put(("coordinator_change",)))
         self.events.put(("elect",))
 
     def stop(self) -> None:
@@ -115,6 +118,8 @@ class KafkaController:
                 elif kind == "broker_change":
                     if self.active:
                         self._on_broker_change()
+                elif kind == "coordinator_change":
+                    reassign_txn_coordinators(self)
                 elif kind == "call":
                     fn, fut = ev[1], ev[2]
                     if fut.set_running_or_notify_cancel():
@@ -126,7 +131,7 @@ class KafkaController:
                 self._resign("fenced by a newer controller epoch")
             except Exception:  # noqa: BLE001 - the controller must survive a bad event
                 log.exception("controller event %s failed", kind)
-                if self.active and kind in ("elect", "broker_change"):
+                if self.active and kind in ("elect", "broker_change", "coordinator_change"):
                     time.sleep(0.2)
                     self.events.put((kind,))
 
@@ -194,6 +199,7 @@ class KafkaController:
                 self._load_topic(topic)
         self._elect_offline_partitions(set())
         self._sync_channels()
+        reassign_txn_coordinators(self)
 
     def _load_brokers(self) -> dict[int, BrokerInfo]:
         live = {}
@@ -358,6 +364,7 @@ class KafkaController:
         log.info("created topic %s: %d partitions, replication factor %d", t.name, t.num_partitions, rf)
         self._elect_offline_partitions(set())
         self._sync_channels()
+        self.events.put(("coordinator_change",))
         return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
                                             replication_factor=rf)
 

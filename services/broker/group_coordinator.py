@@ -1,0 +1,198 @@
+"""GroupCoordinator (in every broker): consumer groups and their offsets in __consumer_offsets.
+
+Guarantees:
+- a group is served by the leader of its __consumer_offsets partition
+  (internal_topics.partition_for); any other broker answers NOT_COORDINATOR;
+  a new leader rebuilds the partition's offsets from its log before serving
+  (COORDINATOR_LOAD_IN_PROGRESS never leaks stale offsets);
+- an OffsetCommit is acknowledged only after its record is replicated to the
+  ISR; a TxnOffsetCommit is appended as a transactional batch with the
+  producer's id and epoch (an older epoch is INVALID_PRODUCER_EPOCH) and
+  becomes visible only when the COMMIT marker for that producer lands on the
+  partition; an ABORT drops it; OffsetFetch with require_stable answers
+  UNSTABLE_OFFSET_COMMIT for a partition with such a pending commit (KIP-447);
+- membership (membership.py) checks generation and member id on commits
+  (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID); generation -1 with no member id is
+  a standalone commit and skips them, as in Kafka.
+
+Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"}.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+
+from eoslab.v1 import broker_pb2, common_pb2
+from services.broker import record_batch as rb
+from services.broker.membership import GroupMembership
+from services.common.internal_topics import CONSUMER_OFFSETS_TOPIC, partition_for
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+
+
+def _key(group: str, topic: str, partition: int) -> bytes:
+    return json.dumps({"g": group, "t": topic, "p": partition}, separators=(",", ":")).encode()
+
+
+def _value(offset: int, metadata: str) -> bytes:
+    return json.dumps({"o": offset, "m": metadata}, separators=(",", ":")).encode()
+
+
+class OffsetsPartitionState:
+    """Offsets of the groups of one __consumer_offsets partition, as of its log."""
+
+    def __init__(self, leader_epoch: int):
+        self.leader_epoch = leader_epoch
+        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
+        self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[int, str]]]] = {}   # pid -> group -> ...
+
+    def apply_batch(self, b) -> None:
+        if b.is_control:
+            try:
+                key, _, _ = next(rb.iter_records(b.records))
+                committed = key is not None and len(key) >= 4 and key[3] == 1
+            except (StopIteration, ValueError):
+                committed = False
+            self.complete(b.producer_id, committed)
+            return
+        for key, value, _ in rb.iter_records(b.records):
+            k = json.loads(key)
+            v = json.loads(value) if value else None
+            tp, entry = (k["t"], k["p"]), (v["o"], v.get("m", "")) if v else None
+            if b.is_transactional:
+                self.pending.setdefault(b.producer_id, {}).setdefault(k["g"], {})[tp] = entry
+            elif entry is not None:
+                self.offsets.setdefault(k["g"], {})[tp] = entry
+
+    def complete(self, producer_id: int, committed: bool) -> None:
+        groups = self.pending.pop(producer_id, {})
+        if committed:
+            for g, offs in groups.items():
+                for tp, entry in offs.items():
+                    if entry is not None:
+                        self.offsets.setdefault(g, {})[tp] = entry
+
+    def has_pending(self, group: str, tp: tuple[str, int]) -> bool:
+        return any(tp in groups.get(group, {}) for groups in self.pending.values())
+
+
+class GroupCoordinator:
+    def __init__(self, replica_manager, metadata):
+        self.rm = replica_manager
+        self.metadata = metadata
+        self.lock = threading.RLock()
+        self.states: dict[int, OffsetsPartitionState] = {}
+        self.membership = GroupMembership()
+        replica_manager.on_marker = self._on_marker
+        self._stopping = threading.Event()
+        threading.Thread(target=self._expiry_loop, name="group-expiry", daemon=True).start()
+
+    def _expiry_loop(self) -> None:
+        while not self._stopping.wait(0.1):
+            try:
+                self.membership.expire()
+            except Exception:  # noqa: BLE001 - keep expiring
+                log.exception("group expiry failed")
+
+    def shutdown(self) -> None:
+        self._stopping.set()
+
+    def owns(self, group: str) -> int:
+        return self._state(group)[0]
+
+    # -- ownership -------------------------------------------------------------------------
+    def num_partitions(self) -> int:
+        with self.metadata.lock:
+            return len(self.metadata.partitions.get(CONSUMER_OFFSETS_TOPIC, {}))
+
+    def partition_for(self, group: str) -> int:
+        n = self.num_partitions()
+        return partition_for(group, n) if n else -1
+
+    def _state(self, group: str):
+        """(error, partition, loaded state) for the group's offsets partition on this broker."""
+        n = self.partition_for(group)
+        p = self.rm.get_partition(CONSUMER_OFFSETS_TOPIC, n) if n >= 0 else None
+        if p is None or not p.is_leader:
+            return E.NOT_COORDINATOR, None, None
+        with self.lock:
+            st = self.states.get(n)
+            if st is None or st.leader_epoch != p.leader_epoch:
+                st = OffsetsPartitionState(p.leader_epoch)
+                with p.lock:
+                    for b in p.log.batches(p.log.log_start_offset):
+                        st.apply_batch(b)
+                self.states[n] = st
+                log.info("loaded offsets partition %d at leader epoch %d", n, p.leader_epoch)
+            return E.NONE, p, st
+
+    def _on_marker(self, partition, producer_id: int, committed: bool) -> None:
+        if partition.topic != CONSUMER_OFFSETS_TOPIC:
+            return
+        with self.lock:
+            st = self.states.get(partition.partition)
+            if st is not None and st.leader_epoch == partition.leader_epoch:
+                st.complete(producer_id, committed)
+
+    # -- commits -----------------------------------------------------------------------------
+    def _check_member(self, group: str, generation: int, member_id: str) -> int:
+        if generation < 0 and not member_id:
+            return E.NONE
+        return self.membership.check_commit(group, generation, member_id)
+
+    def _append(self, p, records, pid=-1, epoch=-1, transactional=False) -> int:
+        r = p.append_internal(records, pid, epoch, transactional)
+        if r.error != E.NONE:
+            return r.error
+        err, _ = p.wait_for_replication(r.last_offset, p.leader_epoch, 30.0)
+        return err
+
+    def offset_commit(self, req) -> broker_pb2.OffsetCommitResponse:
+        err, p, st = self._state(req.group_id)
+        if err == E.NONE:
+            err = self._check_member(req.group_id, req.generation_id, req.member_id)
+        if err == E.NONE:
+            records = [(_key(req.group_id, o.topic, o.partition), _value(o.offset, o.metadata), 0)
+                       for o in req.partitions]
+            err = self._append(p, records) if records else E.NONE
+            if err == E.NONE:
+                with self.lock:
+                    for o in req.partitions:
+                        st.offsets.setdefault(req.group_id, {})[(o.topic, o.partition)] = (o.offset, o.metadata)
+        return broker_pb2.OffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
+            topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
+
+    def txn_offset_commit(self, req) -> broker_pb2.TxnOffsetCommitResponse:
+        err, p, st = self._state(req.group_id)
+        if err == E.NONE:
+            err = self._check_member(req.group_id, req.generation_id, req.member_id)
+        if err == E.NONE:
+            records = [(_key(req.group_id, o.topic, o.partition), _value(o.offset, o.metadata), 0)
+                       for o in req.partitions]
+            err = self._append(p, records, req.producer_id, req.producer_epoch, True) if records else E.NONE
+            if err == E.NONE:
+                with self.lock:
+                    pend = st.pending.setdefault(req.producer_id, {}).setdefault(req.group_id, {})
+                    for o in req.partitions:
+                        pend[(o.topic, o.partition)] = (o.offset, o.metadata)
+        return broker_pb2.TxnOffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
+            topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
+
+    def offset_fetch(self, req) -> broker_pb2.OffsetFetchResponse:
+        err, p, st = self._state(req.group_id)
+        if err != E.NONE:
+            return broker_pb2.OffsetFetchResponse(error=err)
+        resp = broker_pb2.OffsetFetchResponse(error=E.NONE)
+        with self.lock:
+            offs = st.offsets.get(req.group_id, {})
+            tps = [(t.topic, t.partition) for t in req.partitions] or sorted(offs)
+            for tp in tps:
+                o, m = offs.get(tp, (-1, ""))
+                perr = E.NONE
+                if req.require_stable and st.has_pending(req.group_id, tp):
+                    perr, o = E.UNSTABLE_OFFSET_COMMIT, -1
+                    resp.error = E.UNSTABLE_OFFSET_COMMIT
+                resp.partitions.add(topic=tp[0], partition=tp[1], offset=o, metadata=m, error=perr)
+        return resp

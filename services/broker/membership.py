@@ -1,0 +1,201 @@
+"""GroupMembership: the eager rebalance protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
+
+Guarantees, per group:
+- a rebalance ends when every known member has rejoined or the rebalance
+  timeout has passed (members that did not rejoin are dropped); it bumps the
+  generation by one; every member that joined gets the same generation, the
+  same leader and the member list goes to the leader only;
+- SyncGroup hands each member the assignment the leader sent for that
+  generation; a request for another generation gets ILLEGAL_GENERATION, an
+  unknown member UNKNOWN_MEMBER_ID, and while a rebalance is under way
+  Heartbeat and SyncGroup get REBALANCE_IN_PROGRESS;
+- a member that sends no heartbeat for its session timeout is removed and a
+  rebalance starts, so a stalled consumer loses its partitions and its
+  generation (its later commits are refused: KIP-447 relies on this).
+Membership lives in the coordinator's memory only (not in __consumer_offsets):
+after a coordinator move members rejoin from scratch.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from eoslab.v1 import broker_pb2, common_pb2
+
+E = common_pb2.ErrorCode
+EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+
+
+@dataclass
+class Member:
+    member_id: str
+    topics: list[str]
+    session_timeout: float
+    rebalance_timeout: float
+    last_heartbeat: float
+    joined: bool = False           # rejoined for the rebalance under way
+    assignment: list = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    leader: str = ""
+    members: dict[str, Member] = field(default_factory=dict)
+    rebalance_deadline: float = 0.0
+    synced_generation: int = -1
+
+
+class GroupMembership:
+    def __init__(self, initial_rebalance_delay_s: float = 0.3):
+        self.cond = threading.Condition()
+        self.groups: dict[str, Group] = {}
+        self.initial_delay = initial_rebalance_delay_s
+
+    def _prepare(self, g: Group, now: float, delay: float) -> None:
+        if g.state != PREPARING:
+            g.state = PREPARING
+            for m in g.members.values():
+                m.joined = False
+            g.rebalance_deadline = now + delay
+        self.cond.notify_all()
+
+    def _maybe_complete(self, g: Group, now: float) -> None:
+        if g.state != PREPARING:
+            return
+        joined = [m for m in g.members.values() if m.joined]
+        if not joined:
+            return
+        if len(joined) < len(g.members) and now < g.rebalance_deadline:
+            return
+        if g.generation == 0 and now < g.rebalance_deadline and len(joined) == len(g.members):
+            return   # the first rebalance waits the initial delay for more members
+        g.members = {m.member_id: m for m in joined}
+        g.generation += 1
+        g.leader = sorted(g.members)[0]
+        g.state = COMPLETING
+        for m in g.members.values():
+            m.assignment = []
+            m.last_heartbeat = now
+        self.cond.notify_all()
+
+    def expire(self) -> None:
+        now = time.monotonic()
+        with self.cond:
+            for g in self.groups.values():
+                gone = [m for m in g.members.values()
+                        if now - m.last_heartbeat > m.session_timeout and not (g.state == PREPARING and m.joined)]
+                for m in gone:
+                    del g.members[m.member_id]
+                if gone:
+                    if g.members:
+                        self._prepare(g, now, max(m.rebalance_timeout for m in g.members.values()))
+                    else:
+                        g.state, g.leader = EMPTY, ""
+                        g.generation += 1
+                self._maybe_complete(g, now)
+
+    def join(self, req) -> broker_pb2.JoinGroupResponse:
+        now = time.monotonic()
+        with self.cond:
+            g = self.groups.setdefault(req.group_id, Group(req.group_id))
+            mid = req.member_id
+            if mid and mid not in g.members:
+                return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
+            if not mid:
+                mid = f"consumer-{uuid.uuid4().hex[:12]}"
+            st = max(req.session_timeout_ms, 100) / 1000.0
+            rt = max(req.rebalance_timeout_ms or req.session_timeout_ms, 100) / 1000.0
+            m = g.members.get(mid)
+            if m is None:
+                m = g.members[mid] = Member(mid, list(req.topics), st, rt, now)
+            m.topics, m.session_timeout, m.rebalance_timeout, m.last_heartbeat = list(req.topics), st, rt, now
+            if g.state != PREPARING:
+                delay = self.initial_delay if g.generation == 0 or g.state == EMPTY else rt
+                self._prepare(g, now, delay)
+            m.joined = True
+            deadline = now + rt + 1.0
+            while True:
+                self._maybe_complete(g, time.monotonic())
+                if g.state in (COMPLETING, STABLE) and mid in g.members:
+                    break
+                if mid not in g.members and g.state != PREPARING:
+                    return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return broker_pb2.JoinGroupResponse(error=E.REBALANCE_IN_PROGRESS, generation_id=-1)
+                self.cond.wait(min(left, 0.05))
+            resp = broker_pb2.JoinGroupResponse(error=E.NONE, generation_id=g.generation, protocol_name="range",
+                                                leader=g.leader, member_id=mid)
+            if mid == g.leader:
+                for x in g.members.values():
+                    resp.members.add(member_id=x.member_id, topics=x.topics)
+            return resp
+
+    def sync(self, req) -> broker_pb2.SyncGroupResponse:
+        with self.cond:
+            g = self.groups.get(req.group_id)
+            if g is None or req.member_id not in g.members:
+                return broker_pb2.SyncGroupResponse(error=E.UNKNOWN_MEMBER_ID)
+            if req.generation_id != g.generation:
+                return broker_pb2.SyncGroupResponse(error=E.ILLEGAL_GENERATION)
+            if g.state == PREPARING:
+                return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
+            if req.member_id == g.leader and g.state == COMPLETING:
+                for mid, plist in req.assignments.items():
+                    if mid in g.members:
+                        g.members[mid].assignment = list(plist.partitions)
+                g.state, g.synced_generation = STABLE, g.generation
+                self.cond.notify_all()
+            deadline = time.monotonic() + g.members[req.member_id].rebalance_timeout
+            while g.synced_generation != req.generation_id:
+                if g.generation != req.generation_id or g.state == PREPARING:
+                    return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
+                self.cond.wait(min(left, 0.05))
+            m = g.members.get(req.member_id)
+            if m is None:
+                return broker_pb2.SyncGroupResponse(error=E.UNKNOWN_MEMBER_ID)
+            m.last_heartbeat = time.monotonic()
+            return broker_pb2.SyncGroupResponse(error=E.NONE, assignment=m.assignment)
+
+    def heartbeat(self, req) -> broker_pb2.HeartbeatResponse:
+        with self.cond:
+            g = self.groups.get(req.group_id)
+            if g is None or req.member_id not in g.members:
+                return broker_pb2.HeartbeatResponse(error=E.UNKNOWN_MEMBER_ID)
+            if req.generation_id != g.generation:
+                return broker_pb2.HeartbeatResponse(error=E.ILLEGAL_GENERATION)
+            g.members[req.member_id].last_heartbeat = time.monotonic()
+            if g.state == PREPARING:
+                return broker_pb2.HeartbeatResponse(error=E.REBALANCE_IN_PROGRESS)
+            return broker_pb2.HeartbeatResponse(error=E.NONE)
+
+    def leave(self, req) -> broker_pb2.LeaveGroupResponse:
+        with self.cond:
+            g = self.groups.get(req.group_id)
+            if g is None or req.member_id not in g.members:
+                return broker_pb2.LeaveGroupResponse(error=E.UNKNOWN_MEMBER_ID)
+            del g.members[req.member_id]
+            if g.members:
+                self._prepare(g, time.monotonic(), max(m.rebalance_timeout for m in g.members.values()))
+            else:
+                g.state, g.leader = EMPTY, ""
+                g.generation += 1
+            return broker_pb2.LeaveGroupResponse(error=E.NONE)
+
+    def check_commit(self, group: str, generation: int, member_id: str) -> int:
+        """KIP-447: a commit with a member id and generation must come from a current member."""
+        with self.cond:
+            g = self.groups.get(group)
+            if g is None or member_id not in g.members:
+                return E.UNKNOWN_MEMBER_ID
+            if generation != g.generation:
+                return E.ILLEGAL_GENERATION
+            return E.NONE

@@ -1,0 +1,1 @@
+"""The transaction coordinator service (`python -m services.txn_coordinator`)."""

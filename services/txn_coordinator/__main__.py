@@ -1,0 +1,42 @@
+"""`python -m services.txn_coordinator`: one transaction coordinator process."""
+import argparse
+
+from services.common import internal_topics as it
+from services.common import rpc
+from services.txn_coordinator.server import TransactionCoordinatorServer
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m services.txn_coordinator")
+    p.add_argument("--coordinator-id", type=int, required=True)
+    p.add_argument("--listen", required=True, help="HOST:PORT to bind")
+    p.add_argument("--advertise", help="HOST:PORT clients use (default: --listen)")
+    p.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
+    p.add_argument("--bootstrap", required=True, help="broker HOST:PORT[,HOST:PORT...]")
+    p.add_argument("--zk-session-timeout-ms", type=int, default=2000)
+    p.add_argument("--transaction-state-partitions", type=int, default=it.DEFAULT_TRANSACTION_STATE_PARTITIONS)
+    p.add_argument("--transaction-state-replication-factor", type=int, default=3)
+    p.add_argument("--transaction-max-timeout-ms", type=int, default=900000)
+    p.add_argument("--transactional-id-expiration-ms", type=int, default=604800000)
+    p.add_argument("--transaction-check-interval-ms", type=int, default=500,
+                   help="how often timed-out transactions and idle ids are looked for (Kafka: 10000 and 3600000)")
+    p.add_argument("--epoch-bump-per-transaction", action="store_true",
+                   help="KIP-890 part 2: bump the producer epoch at every commit and abort")
+    a = p.parse_args()
+    for name in ("transaction_state_partitions", "transaction_state_replication_factor",
+                 "transaction_max_timeout_ms", "transactional_id_expiration_ms", "transaction_check_interval_ms"):
+        if getattr(a, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    rpc.setup_logging(f"txn-coordinator-{a.coordinator_id}")
+    server = TransactionCoordinatorServer(
+        a.coordinator_id, a.listen, a.advertise or a.listen, a.zookeeper, a.bootstrap, a.zk_session_timeout_ms,
+        a.transaction_state_partitions, a.transaction_state_replication_factor,
+        max_timeout_ms=a.transaction_max_timeout_ms, expiration_ms=a.transactional_id_expiration_ms,
+        check_interval_ms=a.transaction_check_interval_ms, epoch_bump_per_txn=a.epoch_bump_per_transaction)
+    server.start()
+    rpc.wait_for_termination()
+    server.stop()
+
+
+if __name__ == "__main__":
+    main()

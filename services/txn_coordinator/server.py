@@ -1,0 +1,201 @@
+"""TransactionCoordinatorServer: one coordinator process: ZooKeeper registration, assignment, gRPC.
+
+Guarantees: the coordinator creates __transaction_state (replication factor
+`--transaction-state-replication-factor`, min.insync.replicas 2 when that
+is at least 3) once enough brokers are up, and only then registers
+/eoslab/txn_coordinators/<id>, so the controller assigns partitions of a
+topic that exists; it re-registers after a lost session (a new session
+means new coordinator epochs for whatever it is given); it serves a
+partition only while the controller's assignment names its id, session and
+epoch. Every request is answered with a Kafka error code.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from clients.admin import create_topic
+from clients.errors import E, KafkaError
+from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
+from services.broker.producer_id_manager import ProducerIdManager
+from services.common import internal_topics as it
+from services.common import rpc, zk_paths
+from services.txn_coordinator.transaction_coordinator import TransactionCoordinator
+from services.txn_coordinator.transaction_marker_channel_manager import TransactionMarkerChannelManager
+from services.txn_coordinator.transaction_state_manager import TransactionStateManager
+
+log = logging.getLogger(__name__)
+PID_MANAGER_ID_BASE = 1000   # coordinators claim producer-id blocks as "broker" 1000 + id
+
+
+class TransactionCoordinatorServer:
+    def __init__(self, coordinator_id: int, listen: str, advertise: str, zk_connect: str, bootstrap: str,
+                 session_timeout_ms: int = 2000, num_partitions: int = it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
+                 replication_factor: int = 3, **coordinator_kw):
+        self.coordinator_id = coordinator_id
+        self.listen = listen
+        self.host, self.port = rpc.split_address(advertise)
+        hosts, chroot = zk_paths.split_hosts(zk_connect)
+        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
+        self.bootstrap = bootstrap
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.controller_address: str | None = None
+        self.session = -1
+        self.tsm = TransactionStateManager(coordinator_id, bootstrap)
+        self.markers = TransactionMarkerChannelManager(bootstrap)
+        self.pids = ProducerIdManager(PID_MANAGER_ID_BASE + coordinator_id, lambda: self.controller_address,
+                                      lambda: -1)
+        self.coordinator = TransactionCoordinator(self.tsm, self.markers, self.pids,
+                                                  offsets_partitions=self._offsets_partitions, **coordinator_kw)
+        self.server = rpc.make_server()
+        txn_pb2_grpc.add_TransactionCoordinatorServicer_to_server(TransactionCoordinatorService(self), self.server)
+        self._stopping = False
+        self._assignment_data = None
+
+    def _offsets_partitions(self) -> int:
+        """__consumer_offsets' partition count; the brokers' default while it does not exist yet."""
+        n = self.tsm.metadata.partitions_for(it.CONSUMER_OFFSETS_TOPIC)
+        if n is None:
+            try:
+                self.tsm.metadata.refresh([it.CONSUMER_OFFSETS_TOPIC])
+            except KafkaError:
+                pass
+            n = self.tsm.metadata.partitions_for(it.CONSUMER_OFFSETS_TOPIC)
+        return n or it.DEFAULT_OFFSETS_PARTITIONS
+
+    def start(self) -> None:
+        rpc.bind(self.server, self.listen)
+        self.server.start()
+        self.zk.add_listener(self._on_zk_state)
+        self.zk.start(timeout=30)
+        self.zk.ensure_path(zk_paths.TXN_COORDINATORS)
+        self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
+        self._ensure_topic()
+        self.zk.DataWatch(zk_paths.TXN_COORDINATOR_ASSIGNMENT, self._on_assignment)
+        self._register()
+        self.coordinator.start()
+
+    def _ensure_topic(self) -> None:
+        md = self.tsm.metadata
+        while not self._stopping:
+            try:
+                resp = md.refresh([it.TRANSACTION_STATE_TOPIC])
+                if md.partitions_for(it.TRANSACTION_STATE_TOPIC):
+                    return
+                if len(resp.brokers) >= self.replication_factor:
+                    configs = dict(it.INTERNAL_TOPIC_CONFIGS) if self.replication_factor >= 3 else {}
+                    create_topic(md, it.TRANSACTION_STATE_TOPIC, self.num_partitions, self.replication_factor,
+                                 configs=configs)
+                    return
+            except KafkaError as e:
+                log.info("waiting to create %s: %s", it.TRANSACTION_STATE_TOPIC, e)
+            time.sleep(0.2)
+
+    def _on_zk_state(self, state) -> None:
+        if state == KazooState.CONNECTED and self.session != -1 and not self._stopping:
+            threading.Thread(target=self._register, daemon=True).start()
+
+    def _register(self) -> None:
+        path = zk_paths.txn_coordinator_path(self.coordinator_id)
+        data = zk_paths.encode({"host": self.host, "port": self.port})
+        while not self._stopping:
+            try:
+                self.zk.create(path, data, ephemeral=True)
+            except NodeExistsError:
+                try:
+                    _, stat = self.zk.get(path)
+                except NoNodeError:
+                    continue
+                if stat.ephemeralOwner != self.zk.client_id[0]:
+                    log.info("coordinator %d is still registered by an earlier session; waiting",
+                             self.coordinator_id)
+                    time.sleep(0.2)
+                    continue
+            except Exception as e:  # noqa: BLE001 - connection trouble: retry
+                log.info("registration failed (%r); retrying", e)
+                time.sleep(0.2)
+                continue
+            _, stat = self.zk.get(path)
+            self.session = stat.czxid
+            log.info("registered as transaction coordinator %d (session %d)", self.coordinator_id, self.session)
+            self._apply_assignment()
+            return
+
+    def _on_controller(self, data, stat) -> None:
+        d = zk_paths.decode(data) if data else None
+        self.controller_address = f"{d['host']}:{d['port']}" if d and "host" in d else None
+
+    def _on_assignment(self, data, stat) -> None:
+        self._assignment_data = data
+        self._apply_assignment()
+
+    def _apply_assignment(self) -> None:
+        d = zk_paths.decode(self._assignment_data) if self._assignment_data else None
+        parts = {int(p): a for p, a in (d or {}).get("partitions", {}).items()}
+        mine = {p: a["epoch"] for p, a in parts.items()
+                if a["coordinator"] == self.coordinator_id and a["session"] == self.session and self.session != -1}
+        self.tsm.on_assignment(len(parts), mine)
+
+    def stop(self) -> None:
+        self._stopping = True
+        self.coordinator.stop()
+        try:
+            self.zk.stop()
+            self.zk.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.server.stop(1).wait()
+        self.tsm.close()
+        self.markers.close()
+
+
+class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer):
+    def __init__(self, server: TransactionCoordinatorServer):
+        self.s = server
+        self.c = server.coordinator
+
+    def InitProducerId(self, request, context):
+        try:
+            return self.c.init_producer_id(request)
+        except Exception:  # noqa: BLE001 - a bug must not take the coordinator down
+            log.exception("InitProducerId failed")
+            return broker_pb2.InitProducerIdResponse(error=E.UNKNOWN_SERVER_ERROR, producer_id=-1, producer_epoch=-1)
+
+    def AddPartitionsToTxn(self, request, context):
+        parts = {(tp.topic, tp.partition) for tp in request.partitions}
+        try:
+            err = self.c.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
+                                        parts, request.verify_only)
+        except Exception:  # noqa: BLE001
+            log.exception("AddPartitionsToTxn failed")
+            err = E.UNKNOWN_SERVER_ERROR
+        return txn_pb2.AddPartitionsToTxnResponse(error=err, partitions=[
+            txn_pb2.AddPartitionsToTxnPartitionResult(topic=t, partition=p, error=err) for t, p in sorted(parts)])
+
+    def AddOffsetsToTxn(self, request, context):
+        try:
+            return txn_pb2.AddOffsetsToTxnResponse(error=self.c.add_offsets(request))
+        except Exception:  # noqa: BLE001
+            log.exception("AddOffsetsToTxn failed")
+            return txn_pb2.AddOffsetsToTxnResponse(error=E.UNKNOWN_SERVER_ERROR)
+
+    def EndTxn(self, request, context):
+        try:
+            return self.c.end_txn(request)
+        except Exception:  # noqa: BLE001
+            log.exception("EndTxn failed")
+            return txn_pb2.EndTxnResponse(error=E.UNKNOWN_SERVER_ERROR, producer_id=-1, producer_epoch=-1)
+
+    def DescribeTransactions(self, request, context):
+        tsm = self.s.tsm
+        with tsm.lock:
+            owned = [txn_pb2.OwnedPartition(partition=p, coordinator_epoch=op.coordinator_epoch, loading=op.loading)
+                     for p, op in sorted(tsm.owned.items())]
+        return txn_pb2.DescribeTransactionsResponse(
+            coordinator_id=self.s.coordinator_id, owned=owned, num_partitions=tsm.num_partitions,
+            transactions=self.c.describe(set(request.transactional_ids)))

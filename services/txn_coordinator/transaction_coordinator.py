@@ -1,0 +1,316 @@
+"""TransactionCoordinator: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, timeouts, expiry.
+
+Guarantees (Kafka's TransactionCoordinator, KIP-98/360/890):
+- a new transactional.id gets a producer id from the controller's blocks;
+  every InitProducerId for a known id bumps the epoch, and one arriving while
+  a transaction is open first fences it (epoch + 1, ABORT markers at that
+  epoch on every partition of the transaction) and answers
+  CONCURRENT_TRANSACTIONS until the abort is complete; an init carrying
+  (producer id, epoch) must match the current or the previous pair (KIP-360)
+  or gets PRODUCER_FENCED; an exhausted epoch gives a new producer id;
+- requests with another producer id get INVALID_PRODUCER_ID_MAPPING, with
+  another epoch PRODUCER_FENCED; during a pending transition or while
+  markers are written CONCURRENT_TRANSACTIONS; EndTxn in a state that does
+  not allow it INVALID_TXN_STATE; a retried EndTxn that already took effect
+  gets NONE;
+- EndTxn is answered once PrepareCommit/PrepareAbort is durable; markers go
+  out afterwards and CompleteCommit/CompleteAbort is written once every
+  partition holds its marker; a coordinator that takes over a partition
+  finishes the Prepare* transactions it replays;
+- a transaction open longer than its timeout is fenced and aborted; an id
+  idle (Empty/Complete*) for transactional.id.expiration.ms is written as a
+  tombstone and forgotten (its next init gets a new producer id);
+- switch `epoch_bump_per_txn` (KIP-890 part 2): EndTxn bumps the epoch, the
+  markers carry the new one and the response returns it, so a late request
+  of the finished transaction is fenced.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from clients.errors import E
+from eoslab.v1 import broker_pb2, txn_pb2
+from services.common import internal_topics as it
+from services.txn_coordinator.transaction_metadata import (IllegalTransition, TransactionMetadata,
+                                                           TransactionState, now_ms)
+
+S = TransactionState
+log = logging.getLogger(__name__)
+
+
+class TransactionCoordinator:
+    def __init__(self, state_manager, marker_manager, pid_manager, max_timeout_ms: int = 900000,
+                 expiration_ms: int = 604800000, check_interval_ms: int = 1000, epoch_bump_per_txn: bool = False,
+                 offsets_partitions=None):
+        self.tsm = state_manager
+        self.markers = marker_manager
+        self.pids = pid_manager
+        self.max_timeout_ms = max_timeout_ms
+        self.expiration_ms = expiration_ms
+        self.check_interval = check_interval_ms / 1000.0
+        self.epoch_bump_per_txn = epoch_bump_per_txn
+        self.offsets_partitions = offsets_partitions   # () -> number of __consumer_offsets partitions
+        self.tsm.on_loaded = self._on_loaded
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._scheduler, name="txn-timeouts", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _write(self, op, md: TransactionMetadata, transit) -> int:
+        err = self.tsm.append(op, md.transactional_id, transit)
+        with md.lock:
+            if err == E.NONE:
+                md.complete_transition(transit)
+            else:
+                md.abort_transition()
+        return err
+
+    def _new_pid(self) -> tuple[int, int]:
+        return self.pids.generate_producer_id()
+
+    # -- InitProducerId ---------------------------------------------------------------------------
+    def init_producer_id(self, req) -> broker_pb2.InitProducerIdResponse:
+        def fail(err):
+            return broker_pb2.InitProducerIdResponse(error=err, producer_id=-1, producer_epoch=-1)
+        tid = req.transactional_id
+        if not tid:
+            return fail(E.INVALID_REQUEST)
+        timeout = req.transaction_timeout_ms
+        if not 0 < timeout <= self.max_timeout_ms:
+            return fail(E.INVALID_TRANSACTION_TIMEOUT)
+        err, op = self.tsm.owner_of(tid)
+        if err != E.NONE:
+            return fail(err)
+        md = op.cache.get(tid)
+        if md is None:
+            err, pid = self._new_pid()
+            if err != E.NONE:
+                return fail(err)
+            md = op.cache.setdefault(tid, TransactionMetadata(tid, pid, -1, -1, -1, timeout, S.EMPTY))
+        with md.lock:
+            if md.pending_state is not None:
+                return fail(E.CONCURRENT_TRANSACTIONS)
+            if req.producer_id >= 0:   # KIP-360: the producer says which (pid, epoch) it had
+                if (req.producer_id, req.producer_epoch) == (md.last_producer_id, md.last_producer_epoch) \
+                        and md.state == S.EMPTY and md.last_producer_id >= 0 and md.last_producer_id != md.producer_id:
+                    return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=md.producer_id,
+                                                             producer_epoch=md.producer_epoch)
+                if req.producer_id != md.producer_id or req.producer_epoch != md.producer_epoch:
+                    if not (req.producer_id == md.producer_id and req.producer_epoch == md.last_producer_epoch
+                            and md.state == S.EMPTY):
+                        return fail(E.PRODUCER_FENCED)
+                    return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=md.producer_id,
+                                                             producer_epoch=md.producer_epoch)   # a retry
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE, S.DEAD):
+                return fail(E.CONCURRENT_TRANSACTIONS)
+            if md.state == S.ONGOING:
+                md.prepare_fence_producer_epoch()
+                fence = True
+            else:
+                fence = False
+                new_pid = None
+                if md.epoch_exhausted:
+                    err, new_pid = self._new_pid()
+                    if err != E.NONE:
+                        return fail(err)
+                transit = md.prepare_increment_producer_epoch(timeout, new_pid)
+        if fence:
+            log.info("%s: InitProducerId during an open transaction: fencing epoch %d and aborting",
+                     tid, md.producer_epoch)
+            self._end_transaction(op, md, committed=False, fence=True)
+            return fail(E.CONCURRENT_TRANSACTIONS)
+        err = self._write(op, md, transit)
+        if err != E.NONE:
+            return fail(err)
+        return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=md.producer_id,
+                                                 producer_epoch=md.producer_epoch)
+
+    # -- partitions ------------------------------------------------------------------------------
+    def _check_producer(self, md: TransactionMetadata, pid: int, epoch: int) -> int:
+        if md is None or pid != md.producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if epoch != md.producer_epoch:
+            return E.PRODUCER_FENCED
+        if md.pending_state == S.PREPARE_EPOCH_FENCE or md.state == S.PREPARE_EPOCH_FENCE:
+            return E.PRODUCER_FENCED
+        if md.pending_state is not None or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS
+        return E.NONE
+
+    def add_partitions(self, tid: str, pid: int, epoch: int, partitions: set[tuple[str, int]],
+                       verify_only: bool = False) -> int:
+        err, op = self.tsm.owner_of(tid)
+        if err != E.NONE:
+            return err
+        md = op.cache.get(tid)
+        if md is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        with md.lock:
+            err = self._check_producer(md, pid, epoch)
+            if err != E.NONE:
+                return err
+            if verify_only:
+                return E.NONE if md.state == S.ONGOING and partitions <= md.partitions else E.INVALID_TXN_STATE
+            if md.state == S.ONGOING and partitions <= md.partitions:
+                return E.NONE
+            try:
+                transit = md.prepare_add_partitions(partitions)
+            except IllegalTransition:
+                return E.INVALID_TXN_STATE
+        return self._write(op, md, transit)
+
+    def add_offsets(self, req) -> int:
+        n = self.offsets_partitions() if self.offsets_partitions else it.DEFAULT_OFFSETS_PARTITIONS
+        if not n:
+            return E.COORDINATOR_NOT_AVAILABLE
+        tp = (it.CONSUMER_OFFSETS_TOPIC, it.partition_for(req.group_id, n))
+        return self.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, {tp})
+
+    # -- EndTxn ---------------------------------------------------------------------------------
+    def end_txn(self, req) -> txn_pb2.EndTxnResponse:
+        def answer(err, md=None):
+            if md is None or err != E.NONE:
+                return txn_pb2.EndTxnResponse(error=err, producer_id=-1, producer_epoch=-1)
+            return txn_pb2.EndTxnResponse(error=err, producer_id=md.producer_id, producer_epoch=md.producer_epoch)
+        tid = req.transactional_id
+        err, op = self.tsm.owner_of(tid)
+        if err != E.NONE:
+            return answer(err)
+        md = op.cache.get(tid)
+        if md is None or req.producer_id not in (md.producer_id, md.last_producer_id):
+            return answer(E.INVALID_PRODUCER_ID_MAPPING)
+        with md.lock:
+            done = S.COMPLETE_COMMIT if req.committed else S.COMPLETE_ABORT
+            prepared = S.PREPARE_COMMIT if req.committed else S.PREPARE_ABORT
+            retry_of_last = self.epoch_bump_per_txn and (req.producer_id, req.producer_epoch) in (
+                (md.producer_id, md.last_producer_epoch), (md.last_producer_id, md.last_producer_epoch))
+            if retry_of_last and md.state in (done, prepared):
+                return answer(E.NONE if md.state == done else E.CONCURRENT_TRANSACTIONS, md)
+            if req.producer_id != md.producer_id or req.producer_epoch != md.producer_epoch:
+                return answer(E.PRODUCER_FENCED)
+            if md.pending_state == S.PREPARE_EPOCH_FENCE or md.state == S.PREPARE_EPOCH_FENCE:
+                return answer(E.PRODUCER_FENCED)
+            if md.pending_state is not None:
+                return answer(E.CONCURRENT_TRANSACTIONS)
+            if md.state == S.ONGOING:
+                pass
+            elif md.state == done:
+                return answer(E.NONE, md)       # a retry of an EndTxn that took effect
+            elif md.state == prepared:
+                return answer(E.CONCURRENT_TRANSACTIONS)
+            else:
+                return answer(E.INVALID_TXN_STATE)
+        err = self._end_transaction(op, md, req.committed, fence=False)
+        return answer(err, md)
+
+    def _end_transaction(self, op, md: TransactionMetadata, committed: bool, fence: bool) -> int:
+        """Write Prepare*, then send markers and write Complete* in the background."""
+        with md.lock:
+            try:
+                transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
+                                                     bump_epoch=fence or self.epoch_bump_per_txn)
+            except IllegalTransition as e:
+                log.info("%s", e)
+                md.abort_transition()
+                return E.INVALID_TXN_STATE
+        err = self._write(op, md, transit)
+        if err != E.NONE:
+            return err
+        threading.Thread(target=self._complete, args=(op, md), daemon=True,
+                         name=f"markers-{md.transactional_id}").start()
+        return E.NONE
+
+    def _complete(self, op, md: TransactionMetadata) -> None:
+        with md.lock:
+            committed = md.state == S.PREPARE_COMMIT
+            pid, epoch, parts = md.producer_id, md.producer_epoch, set(md.partitions)
+        err = self.markers.send_markers(pid, epoch, op.coordinator_epoch, committed, parts,
+                                        lambda: self.tsm.owner_of(md.transactional_id)[1] is op)
+        if err != E.NONE:
+            log.warning("%s: markers not completed (%s); the next owner finishes", md.transactional_id, E.Name(err))
+            return
+        while not self._stopping.is_set():
+            with md.lock:
+                new_pid = None
+                if self.epoch_bump_per_txn and md.epoch_exhausted:
+                    e, new_pid = self._new_pid()
+                    if e != E.NONE:
+                        new_pid = None
+                try:
+                    transit = md.prepare_complete(new_pid)
+                except IllegalTransition as e:
+                    log.warning("%s", e)
+                    return
+            err = self._write(op, md, transit)
+            if err == E.NONE or err == E.NOT_COORDINATOR:
+                return
+            time.sleep(0.1)
+
+    def _on_loaded(self, op) -> None:
+        for md in list(op.cache.values()):
+            if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+                log.info("%s: resuming %s after load", md.transactional_id, md.state.value)
+                threading.Thread(target=self._complete, args=(op, md), daemon=True).start()
+
+    # -- timeouts and expiry -------------------------------------------------------------------
+    def _scheduler(self) -> None:
+        while not self._stopping.wait(self.check_interval):
+            try:
+                self.abort_timed_out_transactions()
+                self.expire_transactional_ids()
+            except Exception:  # noqa: BLE001 - keep checking
+                log.exception("transaction timeout check failed")
+
+    def abort_timed_out_transactions(self) -> None:
+        now = now_ms()
+        for op in self.tsm.all_owned():
+            for md in list(op.cache.values()):
+                with md.lock:
+                    if md.state != S.ONGOING or md.pending_state is not None or \
+                            md.txn_start_ms + md.txn_timeout_ms > now:
+                        continue
+                    md.prepare_fence_producer_epoch()
+                log.info("%s: transaction open for more than %d ms: fencing epoch %d and aborting",
+                         md.transactional_id, md.txn_timeout_ms, md.producer_epoch)
+                self._end_transaction(op, md, committed=False, fence=True)
+
+    def expire_transactional_ids(self) -> None:
+        now = now_ms()
+        for op in self.tsm.all_owned():
+            for tid, md in list(op.cache.items()):
+                with md.lock:
+                    if md.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) or md.pending_state \
+                            is not None or md.txn_last_update_ms + self.expiration_ms > now:
+                        continue
+                    md.prepare_dead()
+                err = self.tsm.append(op, tid, None)
+                with md.lock:
+                    if err == E.NONE:
+                        md.state, md.pending_state = S.DEAD, None
+                        if op.cache.get(tid) is md:
+                            del op.cache[tid]
+                        log.info("%s: expired after %d ms idle", tid, self.expiration_ms)
+                    else:
+                        md.abort_transition()
+
+    def describe(self, tids) -> list[txn_pb2.TransactionStateDescription]:
+        out = []
+        for op in self.tsm.all_owned():
+            for tid, md in list(op.cache.items()):
+                if tids and tid not in tids:
+                    continue
+                d = txn_pb2.TransactionStateDescription(
+                    transactional_id=tid, state=md.state.value, producer_id=md.producer_id,
+                    producer_epoch=md.producer_epoch, transaction_timeout_ms=md.txn_timeout_ms,
+                    transaction_start_time_ms=md.txn_start_ms)
+                for t, p in sorted(md.partitions):
+                    d.partitions.add(topic=t, partition=p)
+                out.append(d)
+        return out

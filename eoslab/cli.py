@@ -15,6 +15,8 @@ COMMAND_MODULES = [
     "cluster.cli",
     "clients.cli",
     "checker.cli",
+    "cluster.scenarios.cli",
+    "pipeline.cli",
 ]
 
 

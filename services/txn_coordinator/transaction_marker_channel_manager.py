@@ -7,7 +7,7 @@ changes, dead brokers and NOT_ENOUGH_REPLICAS; it gives up (returns the
 error) only when the broker says this coordinator epoch is fenced
 (TRANSACTION_COORDINATOR_FENCED) or `still_owner()` turns false, so a
 deposed coordinator stops writing markers. Requests to one broker carry the
-markers of all its partitions at once.
+markers of all its partitions at once; the brokers are asked in parallel.
 """
 from __future__ import annotations
 
@@ -41,13 +41,16 @@ class TransactionMarkerChannelManager:
                     continue
                 by_leader.setdefault(ld[1], []).append(tp)
             stale = len(by_leader) == 0 or sum(len(v) for v in by_leader.values()) < len(pending)
-            for addr, tps in by_leader.items():
+            calls = {}
+            for addr, tps in by_leader.items():   # every leader at once: each answers after its ISR has it
                 req = broker_pb2.WriteTxnMarkersRequest(markers=[broker_pb2.WritableTxnMarker(
                     producer_id=producer_id, producer_epoch=producer_epoch, committed=committed,
                     coordinator_epoch=coordinator_epoch,
                     partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in tps])])
+                calls[addr] = self.metadata.stub(addr).WriteTxnMarkers.future(req, timeout=35)
+            for addr, call in calls.items():
                 try:
-                    resp = self.metadata.stub(addr).WriteTxnMarkers(req, timeout=35)
+                    resp = call.result()
                 except grpc.RpcError as e:
                     log.info("WriteTxnMarkers to %s failed: %s", addr, e.code().name)
                     stale = True

@@ -252,3 +252,58 @@ def test_id_expiration_forgets_an_idle_transactional_id(make_cluster):
         assert q.producer_id != first and q.producer_epoch == 0     # seed 003's "PID eviction"
     finally:
         q.close()
+
+
+def test_coordinator_and_marker_rules_on_the_wire(cluster):
+    from eoslab.v1 import common_pb2, txn_pb2, txn_pb2_grpc
+    from services.common import rpc
+    boot = cluster.bootstrap_all()
+    md = h.new_topic(boot, "wire")
+    tc = None
+
+    def init(pid=-1, epoch=-1, timeout_ms=10000):
+        nonlocal tc
+        for _ in range(100):
+            r = h.broker_stub(boot.split(",")[0]).FindCoordinator(broker_pb2.FindCoordinatorRequest(
+                key_type=broker_pb2.TRANSACTION, key="wire-1"), timeout=5)
+            tc = txn_pb2_grpc.TransactionCoordinatorStub(rpc.channel(f"{r.host}:{r.port}"))
+            x = tc.InitProducerId(broker_pb2.InitProducerIdRequest(
+                transactional_id="wire-1", transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch),
+                timeout=10)
+            if x.error not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS, E.NOT_COORDINATOR):
+                return x
+            time.sleep(0.1)
+        return x
+
+    assert init(timeout_ms=10**9).error == E.INVALID_TRANSACTION_TIMEOUT
+    first = init()
+    assert first.error == E.NONE and first.producer_epoch == 0
+    again = init()
+    assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)          # every init bumps
+    kip360 = init(first.producer_id, 1)
+    assert kip360.error == E.NONE and kip360.producer_epoch == 2                         # KIP-360: current pair
+    retry = init(first.producer_id, 1)
+    assert retry.error == E.NONE and retry.producer_epoch == 2                           # a retry of that bump
+    assert init(first.producer_id, 0).error == E.PRODUCER_FENCED                         # a stale pair
+    pid, epoch = kip360.producer_id, kip360.producer_epoch
+
+    def add(p, e):
+        return tc.AddPartitionsToTxn(txn_pb2.AddPartitionsToTxnRequest(
+            transactional_id="wire-1", producer_id=p, producer_epoch=e,
+            partitions=[common_pb2.TopicPartition(topic="wire", partition=0)]), timeout=10).error
+    assert tc.EndTxn(txn_pb2.EndTxnRequest(transactional_id="wire-1", producer_id=pid, producer_epoch=epoch,
+                                           committed=True), timeout=10).error == E.INVALID_TXN_STATE  # Empty
+    assert add(pid + 1, epoch) == E.INVALID_PRODUCER_ID_MAPPING
+    assert add(pid, epoch - 1) == E.PRODUCER_FENCED
+    assert add(pid, epoch) == E.NONE
+
+    leader = h.broker_stub(h.leader_address(md, "wire"))
+
+    def marker(coordinator_epoch, producer_epoch):
+        x = leader.WriteTxnMarkers(broker_pb2.WriteTxnMarkersRequest(markers=[broker_pb2.WritableTxnMarker(
+            producer_id=pid, producer_epoch=producer_epoch, committed=False, coordinator_epoch=coordinator_epoch,
+            partitions=[common_pb2.TopicPartition(topic="wire", partition=0)])]), timeout=30)
+        return x.markers[0].partitions[0].error
+    assert marker(50, epoch) == E.NONE
+    assert marker(49, epoch) == E.TRANSACTION_COORDINATOR_FENCED                        # an older coordinator
+    assert marker(50, epoch - 1) == E.INVALID_PRODUCER_EPOCH                            # an older producer epoch

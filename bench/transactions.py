@@ -1,0 +1,110 @@
+"""Transactional vs idempotent produce throughput at 10, 100 and 1000 records per transaction.
+
+Usage: python bench/transactions.py [--records 30000] [--sizes 10,100,1000] [--rounds 3]
+                                    [--replication-factor 3] [--partitions 3]
+
+Starts its own local cluster (ZooKeeper, 1 controller, 3 brokers, 2
+transaction coordinators), then, alternating in each round: one idempotent
+producer sending --records 100-byte records (acks=all, flushed at the end),
+and one transactional producer sending the same number in transactions of N
+records (begin, N sends, commit) for each N in --sizes (at N=10 a tenth of
+the records, so a round stays short). Prints the median records/s of each
+and the cost of transactions relative to the idempotent run of the same round.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from clients.admin import create_topic  # noqa: E402
+from clients.metadata import ClusterMetadata  # noqa: E402
+from clients.producer import KafkaProducer, ProducerConfig  # noqa: E402
+from cluster.local import LocalRuntime  # noqa: E402
+
+VALUE = b"x" * 100
+
+
+def idempotent(bootstrap: str, topic: str, records: int) -> float:
+    p = KafkaProducer(bootstrap, ProducerConfig(linger_ms=5, batch_size=64 * 1024))
+    try:
+        p.send(topic, VALUE).result(30)
+        t0 = time.perf_counter()
+        for _ in range(records):
+            p.send(topic, VALUE)
+        p.flush()
+        return records / (time.perf_counter() - t0)
+    finally:
+        p.close()
+
+
+def transactional(bootstrap: str, topic: str, records: int, per_txn: int, tid: str) -> tuple[float, float]:
+    p = KafkaProducer(bootstrap, ProducerConfig(linger_ms=5, batch_size=64 * 1024, transactional_id=tid))
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        p.send(topic, VALUE)
+        p.commit_transaction()
+        commits = []
+        t0 = time.perf_counter()
+        for start in range(0, records, per_txn):
+            p.begin_transaction()
+            for _ in range(min(per_txn, records - start)):
+                p.send(topic, VALUE)
+            c0 = time.perf_counter()
+            p.commit_transaction()
+            commits.append(time.perf_counter() - c0)
+        return records / (time.perf_counter() - t0), 1000 * statistics.median(commits)
+    finally:
+        p.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=30_000)
+    ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--replication-factor", type=int, default=3)
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
+    home = tempfile.mkdtemp(prefix="eoslab-bench-")
+    rt = LocalRuntime("bench-txn", home=home, brokers=3, controllers=1, txn_coordinators=2)
+    print("starting a local cluster (1 controller, 3 brokers, 2 transaction coordinators)...", file=sys.stderr)
+    rt.up()
+    try:
+        boot = rt.bootstrap_all()
+        md = ClusterMetadata(boot)
+        create_topic(md, "bench-txn", a.partitions, a.replication_factor)
+        md.close()
+        rows: dict[str, list] = {"idempotent": []}
+        for n in sizes:
+            rows[f"txn-{n}"] = []
+            rows[f"commit-ms-{n}"] = []
+        for r in range(a.rounds):
+            rows["idempotent"].append(idempotent(boot, "bench-txn", a.records))
+            for n in sizes:
+                recs = a.records // 10 if n <= 10 else a.records
+                rate, commit_ms = transactional(boot, "bench-txn", recs, n, f"bench-{n}")
+                rows[f"txn-{n}"].append(rate)
+                rows[f"commit-ms-{n}"].append(commit_ms)
+            print(json.dumps({k: round(v[-1], 1) for k, v in rows.items()}), file=sys.stderr)
+        idem = statistics.median(rows["idempotent"])
+        print(f"{'producer':<24}{'records/s':>12}{'cost':>8}{'commit p50 ms':>16}")
+        print(f"{'idempotent':<24}{idem:>12,.0f}{'':>8}{'':>16}")
+        for n in sizes:
+            rate = statistics.median(rows[f"txn-{n}"])
+            cm = statistics.median(rows[f"commit-ms-{n}"])
+            print(f"{f'transactional, {n}/txn':<24}{rate:>12,.0f}{(1 - rate / idem) * 100:>7.0f}%{cm:>16.1f}")
+    finally:
+        rt.down()
+
+
+if __name__ == "__main__":
+    main()

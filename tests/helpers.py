@@ -94,3 +94,14 @@ def read_partition(bootstrap: str, topic: str, partition: int = 0):
         return c.read_all([(topic, partition)])
     finally:
         c.close()
+
+
+def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
+    """Poll `cond` every 0.1 s until it returns something truthy (returned); AssertionError after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -115,7 +115,7 @@ class KafkaServer:
                 return resp
             resp.partition = it.partition_for(req.key, n)
             owner = self.txn_assignment.get(resp.partition)
-            if owner is None:
+            if owner is None or owner["coordinator"] < 0:      # unowned while its coordinator is down
                 resp.error_message = f"__transaction_state-{resp.partition} has no coordinator"
                 return resp
             resp.error, resp.node_id, resp.host, resp.port = E.NONE, owner["coordinator"], owner["host"], owner["port"]

@@ -33,15 +33,6 @@ def _describe(rt, topic, partition=0):
     return None
 
 
-def _wait(cond, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def _leader_name(md, topic):
     md.refresh([topic])
@@ -60,7 +51,7 @@ def test_seed_000_leader_killed_with_batch_in_flight(cluster):
         h.drop_responses(md.leader("seed000", 0)[1], "seed000", count=1)
         # batch 100..109: appended and replicated by the old leader, its ACK lost
         inflight = [p.send("seed000", f"m{i}".encode(), partition=0) for i in range(100, 110)]
-        _wait(lambda: h.faults_applied(md.leader("seed000", 0)[1]) == 1, what="the lost ACK")
+        h.wait_for(lambda: h.faults_applied(md.leader("seed000", 0)[1]) == 1, what="the lost ACK")
         cluster.kill(old)
         metas = [f.result(timeout=60) for f in inflight]
         after = [p.send("seed000", f"m{i}".encode(), partition=0) for i in range(110, 120)]
@@ -128,7 +119,7 @@ def test_acks_all_loses_nothing_across_faults(cluster):
                 elif n.state == "dead":
                     cluster.start(n.name)
             cluster.wait_ready()
-            _wait(lambda: len(acked) > n_before + 100, 60, f"progress after {what}")
+            h.wait_for(lambda: len(acked) > n_before + 100, 60, f"progress after {what}")
     finally:
         stop.set()
         t.join(120)
@@ -153,13 +144,13 @@ def test_acks_1_unclean_election_loses_an_acknowledged_record(make_cluster):
     p = KafkaProducer(boot, ProducerConfig(acks=1, enable_idempotence=False, linger_ms=0))
     for f in followers:
         rt.pause(f)                    # followers stop fetching; their sessions expire; the ISR shrinks
-    _wait(lambda: list(_describe(rt, "unclean").isr) == [int(leader.split("-")[1])], what="ISR = leader only")
+    h.wait_for(lambda: list(_describe(rt, "unclean").isr) == [int(leader.split("-")[1])], what="ISR = leader only")
     meta = p.send("unclean", b"acknowledged", partition=0).result(30)   # acks=1: the leader alone has it
     p.close()
     rt.kill(leader)
     for f in followers:
         rt.resume(f)
-    _wait(lambda: _describe(rt, "unclean").leader in (2, 3, 1) and
+    h.wait_for(lambda: _describe(rt, "unclean").leader in (2, 3, 1) and
           f"broker-{_describe(rt, 'unclean').leader}" in followers, what="an unclean leader")
     values = [r.value for r in h.read_partition(boot, "unclean")]
     assert meta.offset == 1
@@ -177,10 +168,10 @@ def test_isr_shrinks_and_expands_through_the_controller(make_cluster):
     p = KafkaProducer(boot, ProducerConfig(linger_ms=0, acks=1, enable_idempotence=False))
     rt.pause(follower)
     p.send("isr", b"x", partition=0).result(30)
-    before = _wait(lambda: (s := _describe(rt, "isr")) and fid not in s.isr and s, what="ISR shrink")
+    before = h.wait_for(lambda: (s := _describe(rt, "isr")) and fid not in s.isr and s, what="ISR shrink")
     rt.resume(follower)
     p.send("isr", b"y", partition=0).result(30)
-    after = _wait(lambda: (s := _describe(rt, "isr")) and fid in s.isr and s, what="ISR expand")
+    after = h.wait_for(lambda: (s := _describe(rt, "isr")) and fid in s.isr and s, what="ISR expand")
     p.close()
     assert after.leader_epoch == before.leader_epoch      # KIP-497: an ISR change keeps the leader epoch
     assert after.zk_version > before.zk_version           # but is a new versioned write
@@ -201,7 +192,7 @@ def test_min_insync_and_fenced_epochs_on_the_wire(make_cluster):
     pid, epoch = h.init_pid(leader[1])
     assert h.produce_raw(leader[1], "minisr", h.batch(pid, epoch, 0, 1)).error == E.NONE
     rt.kill(next(f"broker-{b}" for b in range(1, 4) if b != leader[0]))
-    _wait(lambda: len(_describe(rt, "minisr").isr) == 2, what="ISR of 2")
+    h.wait_for(lambda: len(_describe(rt, "minisr").isr) == 2, what="ISR of 2")
     r = h.produce_raw(leader[1], "minisr", h.batch(pid, epoch, 1, 1, start=1))
     assert r.error == E.NOT_ENOUGH_REPLICAS
     # a produce to a follower is refused
@@ -225,7 +216,7 @@ def test_divergent_tail_truncated_by_leader_epoch(make_cluster):
     p = KafkaProducer(boot, ProducerConfig(acks=1, enable_idempotence=False, linger_ms=0))
     for i in range(3):
         p.send("diverge", b"a%d" % i, partition=0).result(30)
-    _wait(lambda: rt.node_state(other) == "running", what="follower")
+    h.wait_for(lambda: rt.node_state(other) == "running", what="follower")
     time.sleep(0.5)                                  # follower has a0..a2
     rt.pause(other)
     # a fetch the follower sent before the pause may still carry what comes next: spend it on one
@@ -237,14 +228,14 @@ def test_divergent_tail_truncated_by_leader_epoch(make_cluster):
     p.close()
     rt.stop(old)                                     # clean stop: its session ends at once, its log stays
     rt.resume(other)
-    _wait(lambda: _leader_name(md, "diverge") == other, 60, "the follower to lead")
+    h.wait_for(lambda: _leader_name(md, "diverge") == other, 60, "the follower to lead")
     p = KafkaProducer(boot.split(",")[int(other[-1]) - 1], ProducerConfig(acks=1, enable_idempotence=False,
                                                                          linger_ms=0))
     for i in range(2):
         p.send("diverge", b"b%d" % i, partition=0).result(30)
     p.close()
     rt.start(old)                                     # comes back as a follower with a divergent tail
-    _wait(lambda: len(_describe(rt, "diverge").isr) == 2, 60, "the old leader back in the ISR")
+    h.wait_for(lambda: len(_describe(rt, "diverge").isr) == 2, 60, "the old leader back in the ISR")
     rt.stop("broker-1")
     rt.stop("broker-2")
     logs = {}
@@ -283,5 +274,5 @@ def test_acks_0_and_acks_1_are_answered_without_waiting_for_followers(make_clust
             rt.resume(f"broker-{b}")
     assert m0.offset == -1 and m1.offset >= 0            # acks=0: no answer, so no offset
     # consumers see them once the resumed followers have them (the high watermark moves)
-    values = _wait(lambda: [r.value for r in h.read_partition(boot, "acks")], what="the high watermark")
+    values = h.wait_for(lambda: [r.value for r in h.read_partition(boot, "acks")], what="the high watermark")
     assert values == [b"zero", b"one"]

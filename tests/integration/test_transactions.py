@@ -29,7 +29,7 @@ def committed_values(boot, topic, partitions=1):
     """Every committed record, once no transaction on the partitions is still open or unmarked
     (commit_transaction returns once the commit is decided; markers are written after it)."""
     for p in range(partitions):
-        wait_for(lambda: end_offset(boot, topic, "read_committed", p) == end_offset(boot, topic,
+        h.wait_for(lambda: end_offset(boot, topic, "read_committed", p) == end_offset(boot, topic,
                                                                                     "read_uncommitted", p),
                  what=f"{topic}-{p} to become stable")
     c = KafkaConsumer(boot, isolation_level="read_committed")
@@ -61,15 +61,6 @@ def coordinator_node(boot, tid) -> str:
     raise AssertionError(f"no coordinator for {tid}")
 
 
-def wait_for(cond, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
 
 def test_commit_visible_abort_invisible_and_lso(cluster):
     boot = cluster.bootstrap_all()
@@ -86,7 +77,7 @@ def test_commit_visible_abort_invisible_and_lso(cluster):
             p.send("atomic", f"b{i}".encode(), partition=i % 2)
         p.flush()
         # open transaction: read_committed stops at its first offset (the LSO), read_uncommitted does not
-        wait_for(lambda: end_offset(boot, "atomic", "read_committed") == 6,   # 5 records + COMMIT marker
+        h.wait_for(lambda: end_offset(boot, "atomic", "read_committed") == 6,   # 5 records + COMMIT marker
                  what="the first transaction's markers")
         assert end_offset(boot, "atomic", "read_uncommitted") == 11
         p.abort_transaction()
@@ -190,7 +181,7 @@ def test_transaction_timeout_aborts_and_lso_moves_on(make_cluster):
             p.send("slow", f"s{i}".encode())
         p.flush()
         assert end_offset(boot, "slow", "read_committed") == 0        # held back by the open transaction
-        wait_for(lambda: end_offset(boot, "slow", "read_committed") == 6, timeout=20,
+        h.wait_for(lambda: end_offset(boot, "slow", "read_committed") == 6, timeout=20,
                  what="the coordinator to abort the timed-out transaction")
         with pytest.raises(KafkaError) as e:
             p.commit_transaction()
@@ -266,6 +257,9 @@ def test_coordinator_and_marker_rules_on_the_wire(cluster):
         for _ in range(100):
             r = h.broker_stub(boot.split(",")[0]).FindCoordinator(broker_pb2.FindCoordinatorRequest(
                 key_type=broker_pb2.TRANSACTION, key="wire-1"), timeout=5)
+            if r.error != E.NONE:             # e.g. COORDINATOR_NOT_AVAILABLE while ownership settles
+                time.sleep(0.1)
+                continue
             tc = txn_pb2_grpc.TransactionCoordinatorStub(rpc.channel(f"{r.host}:{r.port}"))
             x = tc.InitProducerId(broker_pb2.InitProducerIdRequest(
                 transactional_id="wire-1", transaction_timeout_ms=timeout_ms, producer_id=pid, producer_epoch=epoch),
@@ -273,7 +267,7 @@ def test_coordinator_and_marker_rules_on_the_wire(cluster):
             if x.error not in (E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS, E.NOT_COORDINATOR):
                 return x
             time.sleep(0.1)
-        return x
+        raise AssertionError("no transaction coordinator answered InitProducerId for wire-1")
 
     assert init(timeout_ms=10**9).error == E.INVALID_TRANSACTION_TIMEOUT
     first = init()
@@ -307,3 +301,20 @@ def test_coordinator_and_marker_rules_on_the_wire(cluster):
     assert marker(50, epoch) == E.NONE
     assert marker(49, epoch) == E.TRANSACTION_COORDINATOR_FENCED                        # an older coordinator
     assert marker(50, epoch - 1) == E.INVALID_PRODUCER_EPOCH                            # an older producer epoch
+
+
+def test_find_coordinator_while_the_only_coordinator_is_down(make_cluster):
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=1)
+    boot = rt.bootstrap_all()
+    assert coordinator_node(boot, "lonely") == "txn-coordinator-1"
+    rt.kill("txn-coordinator-1")
+    stub = h.broker_stub(boot.split(",")[0])
+
+    def unowned():
+        r = stub.FindCoordinator(broker_pb2.FindCoordinatorRequest(key_type=broker_pb2.TRANSACTION, key="lonely"),
+                                 timeout=5)
+        assert r.error != E.NONE or r.node_id == 1        # never a coordinator with node id -1
+        return r.error == E.COORDINATOR_NOT_AVAILABLE
+    h.wait_for(unowned, timeout=30, what="the dead coordinator's partitions to be unowned")
+    rt.start("txn-coordinator-1")
+    assert coordinator_node(boot, "lonely") == "txn-coordinator-1"

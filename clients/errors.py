@@ -37,11 +37,14 @@ NEEDS_METADATA = {
 # Errors after which the operation certainly did not take effect. A produce that
 # fails with one of these was not appended. Everything else (timeouts, lost
 # connections, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS_AFTER_APPEND, unknown
-# server errors) is indefinite.
+# server errors) is indefinite. OUT_OF_ORDER_SEQUENCE_NUMBER is indefinite too: a
+# broker answers it to a retry of a batch it wrote but no longer caches (current
+# Kafka, and `--duplicate-beyond-cache-error=OUT_OF_ORDER_SEQUENCE_NUMBER`), so the
+# records "may or may not have been appended" (seed 003).
 DEFINITE = {
     E.CORRUPT_MESSAGE, E.UNKNOWN_TOPIC_OR_PARTITION, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE,
     E.INVALID_REQUIRED_ACKS, E.INVALID_RECORD, E.INVALID_REQUEST, E.INVALID_TOPIC_EXCEPTION,
-    E.NOT_ENOUGH_REPLICAS, E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED,
+    E.NOT_ENOUGH_REPLICAS, E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED,
     E.UNKNOWN_PRODUCER_ID, E.INVALID_TXN_STATE, E.INVALID_PRODUCER_ID_MAPPING, E.CONCURRENT_TRANSACTIONS,
     E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID,
     E.TOPIC_ALREADY_EXISTS, E.INVALID_PARTITIONS, E.INVALID_REPLICATION_FACTOR, E.INVALID_CONFIG,

@@ -1,0 +1,99 @@
+"""What a scenario is: a named, deterministic experiment with an expected verdict.
+
+Guarantees: a `Scenario` names the seed article it reproduces, the cluster it
+needs (`ClusterSpec`), the anomalies the checker is expected to report (an
+exact set: empty means the history must be valid) and any extra facts that the
+checker cannot express (each a function of the recorded ops that returns None
+when the fact holds, else why it does not). `drive(ctx)` plays the scenario
+against a running cluster through a `cluster.scenarios.context.Context`; it
+never decides the verdict itself: the verdict is the checker's, on the
+history the scenario recorded. `register` refuses a duplicate name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+# (ops of the recorded history, in order) -> None when the fact holds, else the reason it does not
+FactCheck = Callable[[list[dict]], "str | None"]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    brokers: int = 1
+    controllers: int = 1
+    txn_coordinators: int = 0
+    broker_args: tuple[str, ...] = ()
+    txn_coordinator_args: tuple[str, ...] = ()
+    session_timeout_ms: int = 2000
+
+    def describe(self) -> str:
+        parts = [f"{self.brokers} broker{'s' if self.brokers != 1 else ''}",
+                 f"{self.controllers} controller{'s' if self.controllers != 1 else ''}"]
+        if self.txn_coordinators:
+            parts.append(f"{self.txn_coordinators} txn coordinator{'s' if self.txn_coordinators != 1 else ''}")
+        flags = list(self.broker_args) + list(self.txn_coordinator_args)
+        return ", ".join(parts) + (f" ({' '.join(flags)})" if flags else "")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """An expected fact the checker's anomalies cannot express, checked from the recorded ops."""
+    name: str
+    check: FactCheck
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    seed: str                          # the seed article (and section) it reproduces
+    description: str                   # one line
+    cluster: ClusterSpec
+    expected: frozenset[str]           # anomaly types the checker must report, exactly
+    drive: Callable                    # drive(ctx) -> None
+    facts: tuple[Fact, ...] = ()
+    slow: bool = False
+    notes: str = ""                    # longer explanation (docs, list --verbose)
+
+    def expectation(self) -> str:
+        return describe_verdict(self.expected, [f.name for f in self.facts])
+
+
+def describe_verdict(anomalies: Iterable[str], facts: Iterable[str] = ()) -> str:
+    a = sorted(anomalies)
+    text = "valid" if not a else "{" + ", ".join(a) + "}"
+    f = list(facts)
+    return text + ("; " + "; ".join(f) if f else "")
+
+
+REGISTRY: dict[str, Scenario] = {}
+
+
+def register(name: str, *, seed: str, description: str, cluster: ClusterSpec, expected: Iterable[str] = (),
+             facts: Iterable[Fact] = (), slow: bool = False, notes: str = ""):
+    """Decorator: register drive(ctx) as scenario `name`."""
+    def wrap(drive: Callable) -> Callable:
+        if name in REGISTRY:
+            raise ValueError(f"scenario {name!r} registered twice")
+        REGISTRY[name] = Scenario(name=name, seed=seed, description=description, cluster=cluster,
+                                  expected=frozenset(expected), drive=drive, facts=tuple(facts), slow=slow,
+                                  notes=notes)
+        return drive
+    return wrap
+
+
+# -- helpers for facts --------------------------------------------------------------------------
+def completions(ops: list[dict], f: str | None = None, type_: str | None = None) -> list[dict]:
+    return [o for o in ops if o.get("type") != "invoke" and o.get("process") != "nemesis"
+            and (f is None or o.get("f") == f) and (type_ is None or o.get("type") == type_)]
+
+
+def nemesis_ops(ops: list[dict], f: str) -> list[dict]:
+    """The completing half of each nemesis info pair named f."""
+    pairs = [o for o in ops if o.get("process") == "nemesis" and o.get("f") == f]
+    return pairs[1::2]
+
+
+def session_of(op: dict) -> str | None:
+    pr = op.get("producer")
+    return pr.get("session") if isinstance(pr, dict) else None

@@ -5,6 +5,8 @@ clients retry for coordinator requests (COORDINATOR_NOT_AVAILABLE,
 COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR and lost connections, the
 last two after finding the coordinator again, and CONCURRENT_TRANSACTIONS
 after a short back-off); any other error comes back to the caller at once.
+`unanswered` counts the attempts of the last call that got no answer (a lost
+connection or a timeout): such an attempt may still have taken effect.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ class CoordinatorClient:
         self.backoff = retry_backoff_s
         self.address: str | None = None
         self.node_id = -1
+        self.unanswered = 0
 
     def find(self, deadline: float) -> str:
         last = None
@@ -60,6 +63,7 @@ class CoordinatorClient:
         """fn(coordinator address) -> response; retried as the module doc says."""
         deadline = time.monotonic() + timeout_s
         delay = self.backoff
+        self.unanswered = 0
         while True:
             if self.address is None:
                 self.find(deadline)
@@ -69,6 +73,7 @@ class CoordinatorClient:
             except grpc.RpcError as e:
                 r, err = None, E.NETWORK_EXCEPTION
                 last_msg = e.code().name
+                self.unanswered += 1
             else:
                 last_msg = ""
                 if err == E.NONE or err not in RETRY:

@@ -6,8 +6,16 @@ before the next starts; every start and stop is recorded in the history as a
 nemesis info pair naming what was hit; `final_heal` removes network rules,
 clears injected faults, resumes paused and restarts dead nodes, and waits
 until the cluster serves again. Targets are drawn from the seeded RNG over
-the nodes as they are when the fault starts (which broker leads depends on
-the run).
+the nodes as they are when the fault starts (which broker leads, which
+coordinator owns a transactional.id, depends on the run).
+
+`loss` drops a random share (10-40 %, drawn from the seed) of the packets of
+one node, a minority or every node (brokers, controllers, coordinators): on
+the local runtime with iptables `-m statistic --mode random` rules tagged so
+that its stop removes only them, on the Docker runtime through the nodes'
+sidecars. `kill-coordinator` SIGKILLs the transaction coordinator that owns
+one of the workload's transactional ids (a random running coordinator when
+the workload has none) and restarts it at the stop.
 """
 from __future__ import annotations
 
@@ -47,17 +55,34 @@ def schedule(packages: list[str], time_limit: float, seed: int, interval=(1.0, 3
 class Context:
     """What fault packages act on: the runtime, the workload's topic, the history."""
 
-    def __init__(self, runtime, history, topic: str, partitions: int, metadata, rng: random.Random):
+    def __init__(self, runtime, history, topic: str, partitions: int, metadata, rng: random.Random,
+                 transactional_ids=None):
         self.runtime = runtime
         self.partitions = partitions
         self.history = history
         self.topic = topic
         self.metadata = metadata
         self.rng = rng
+        self.transactional_ids = transactional_ids or (lambda: [])
 
     def nodes(self, role: str | None = None, state: str | None = "running") -> list[str]:
         return sorted(n.name for n in self.runtime.info().nodes
                       if (role is None or n.role == role) and (state is None or n.state == state))
+
+    def coordinator_of(self, transactional_id: str) -> str | None:
+        """The node name of the transaction coordinator that owns the id now (FindCoordinator)."""
+        from eoslab.v1 import broker_pb2
+        for addr in self.metadata.addresses():
+            try:
+                r = self.metadata.stub(addr).FindCoordinator(broker_pb2.FindCoordinatorRequest(
+                    key_type=broker_pb2.TRANSACTION, key=transactional_id), timeout=2)
+            except Exception:  # noqa: BLE001 - try the next broker
+                continue
+            if r.error == 0:
+                for n in self.runtime.info().by_role("txn-coordinator"):
+                    if n.node_id == r.node_id:
+                        return n.name
+        return None
 
     def leader_of(self, partition: int) -> str | None:
         try:
@@ -101,6 +126,57 @@ class Kill(FaultPackage):
         return node
 
 
+class KillCoordinator(Kill):
+    """The coordinator that owns one of the workload's transactional ids (else a random one)."""
+
+    def __init__(self):
+        super().__init__("kill-coordinator", "txn-coordinator")
+
+    def _target(self, ctx: Context) -> str | None:
+        tids = sorted(ctx.transactional_ids())
+        if tids:
+            owner = ctx.coordinator_of(ctx.rng.choice(tids))
+            if owner and owner in ctx.nodes("txn-coordinator"):
+                return owner
+        return _choice(ctx, ctx.nodes("txn-coordinator"))
+
+
+class Loss(FaultPackage):
+    """Random packet loss on one node, a minority, or every node."""
+    name = "loss"
+
+    def start(self, ctx):
+        nodes = ctx.nodes("broker") + ctx.nodes("controller") + ctx.nodes("txn-coordinator")
+        if not nodes:
+            return None
+        ctx.rng.shuffle(nodes)
+        spread = ctx.rng.choice(("one", "minority", "all"))
+        k = {"one": 1, "minority": max(1, (len(nodes) - 1) // 2), "all": len(nodes)}[spread]
+        targets, p = sorted(nodes[:k]), round(ctx.rng.uniform(0.1, 0.4), 2)
+        rt = ctx.runtime
+        if hasattr(rt, "slot"):                       # local: iptables in the cluster's chain
+            from cluster import netfilter
+            info = rt.info()
+            for n in targets:
+                netfilter.loss(rt.slot, n, info.node(n).host, p, tag="loss")
+        elif hasattr(rt, "sidecar"):                  # docker: the nodes' fault sidecars
+            for n in targets:
+                if rt.has_sidecar(n):
+                    rt.sidecar(n).loss(p)
+        else:
+            raise RuntimeError(f"the {rt.name} runtime has no packet loss")
+        return {"nodes": targets, "probability": p}
+
+    def stop(self, ctx, started):
+        rt = ctx.runtime
+        if hasattr(rt, "slot"):
+            from cluster import netfilter
+            netfilter.remove_tagged(rt.slot, "loss")
+        else:
+            rt.heal()
+        return started
+
+
 class Pause(FaultPackage):
     name = "pause"
 
@@ -117,11 +193,12 @@ class Pause(FaultPackage):
 
 
 class Partition(FaultPackage):
-    """Jepsen's partition shapes over the brokers and controllers (ZooKeeper stays reachable)."""
+    """Jepsen's partition shapes over the brokers, controllers and transaction coordinators
+    (ZooKeeper stays reachable)."""
     name = "partition"
 
     def start(self, ctx):
-        nodes = ctx.nodes("broker") + ctx.nodes("controller")
+        nodes = ctx.nodes("broker") + ctx.nodes("controller") + ctx.nodes("txn-coordinator")
         ctx.rng.shuffle(nodes)
         shape = ctx.rng.choice(PARTITION_SHAPES)
         cuts = cut_pairs(shape, nodes)
@@ -137,7 +214,7 @@ class PartitionZooKeeper(FaultPackage):
     name = "partition-zookeeper"
 
     def start(self, ctx):
-        node = _choice(ctx, ctx.nodes("broker") + ctx.nodes("controller"))
+        node = _choice(ctx, ctx.nodes("broker") + ctx.nodes("controller") + ctx.nodes("txn-coordinator"))
         if node:
             ctx.runtime.cut([(node, "zookeeper")])
         return node
@@ -229,6 +306,8 @@ PACKAGES = {
     "kill-controller": Kill("kill-controller", "controller"),
     "kill-zookeeper": Kill("kill-zookeeper", "zookeeper"),
     "partition-zookeeper": PartitionZooKeeper(),
+    "loss": Loss(),
+    "kill-coordinator": KillCoordinator(),
 }
 
 

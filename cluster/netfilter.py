@@ -7,16 +7,24 @@ sending node by `-m cgroup --path` and the receiving node by its address.
 
 Guarantees: every rule lives in the chain EOSLAB-<slot>, jumped to from
 OUTPUT for that slot's 127.77.<slot>.0/24 block only, so `heal` (flush and
-delete the chain) removes exactly this cluster's rules; without root,
-iptables or a cgroup-v2 hierarchy the calls raise NetfilterUnavailable with
-one readable line.
+delete the chain) removes exactly this cluster's rules; a rule added with a
+tag (an iptables comment) is removed with `remove_tagged` without touching
+the others (a fault package's own rules, a workload's own cut); `loss` drops
+a random share of a node's packets (`-m statistic --mode random`); without
+root, iptables or a cgroup-v2 hierarchy the calls raise NetfilterUnavailable
+with one readable line. Client processes that are not nodes can be placed in
+a cgroup of the same tree (`place`) and cut like nodes.
 """
 from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import shutil
 import subprocess
+import threading
+
+_LOCK = threading.Lock()     # rule edits of one process never interleave
 
 
 class NetfilterUnavailable(RuntimeError):
@@ -98,11 +106,49 @@ def _ensure_chain(slot: int) -> None:
         _ipt("-I", *jump)
 
 
-def drop(slot: int, src_node: str, dst_addr: str, extra: list[str] | None = None) -> None:
+def _tag(tag: str | None) -> list[str]:
+    return ["-m", "comment", "--comment", f"eoslab:{tag}"] if tag else []
+
+
+def drop(slot: int, src_node: str, dst_addr: str, extra: list[str] | None = None, tag: str | None = None) -> None:
     """Drop what node src_node sends to dst_addr (optionally narrowed by extra match args)."""
-    _ensure_chain(slot)
-    _ipt("-A", _chain(slot), "-m", "cgroup", "--path", node_cgroup(slot, src_node), "-d", dst_addr,
-         *(extra or []), "-j", "DROP")
+    with _LOCK:
+        _ensure_chain(slot)
+        _ipt("-A", _chain(slot), "-m", "cgroup", "--path", node_cgroup(slot, src_node), "-d", dst_addr,
+             *(extra or []), *_tag(tag), "-j", "DROP")
+
+
+def loss(slot: int, node: str, addr: str, probability: float, tag: str) -> None:
+    """Drop a random share of the packets node sends into the cluster and of those sent to it."""
+    if not 0.0 < probability < 1.0:
+        raise ValueError(f"loss probability must be between 0 and 1, got {probability}")
+    stat = ["-m", "statistic", "--mode", "random", "--probability", f"{probability:.4f}"]
+    with _LOCK:
+        _ensure_chain(slot)
+        _ipt("-A", _chain(slot), "-m", "cgroup", "--path", node_cgroup(slot, node), *stat, *_tag(tag), "-j", "DROP")
+        _ipt("-A", _chain(slot), "-d", addr, *stat, *_tag(tag), "-j", "DROP")
+
+
+def remove_tagged(slot: int, tag: str) -> int:
+    """Delete the rules added with this tag; returns how many."""
+    with _LOCK:
+        n = 0
+        for line in rules(slot):
+            args = shlex.split(line)
+            if f"eoslab:{tag}" in args:
+                _ipt("-D", *args[1:], check=False)
+                n += 1
+        return n
+
+
+def unplace(slot: int, name: str) -> None:
+    """Remove a client's cgroup once its process is gone (a node's go with remove_cgroups)."""
+    root = cgroup2_root()
+    if root is not None:
+        try:
+            os.rmdir(os.path.join(root, node_cgroup(slot, name)))
+        except OSError:
+            pass
 
 
 def partition(slot: int, groups: list[list[tuple[str, str]]]) -> None:
@@ -120,7 +166,8 @@ def heal(slot: int) -> None:
         return
     if _ipt("-n", "-L", chain, check=False).returncode != 0:
         return
-    _ipt("-F", chain)
+    with _LOCK:
+        _ipt("-F", chain)
     while _ipt("-D", "OUTPUT", "-d", f"127.77.{slot}.0/24", "-j", chain, check=False).returncode == 0:
         pass
     _ipt("-X", chain, check=False)

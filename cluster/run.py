@@ -4,12 +4,17 @@ Guarantees: DIR/history.jsonl holds every client and nemesis op as it
 happened; DIR/run.json holds the configuration, the seed, the fault schedule
 (a function of the seed) and versions; the verdict comes from `eoslab check
 --model kafka` run on the recorded history (the same checker a user runs by
-hand), which writes DIR/results.json and DIR/report.html. Faults are always
-healed and a cluster the run started is always torn down, also on error.
-Exit status: 0 valid, 1 anomalies, 2 error (3 when the checker ran out of time).
+hand; with --strict-unseen for workloads that ask for it), which writes
+DIR/results.json and DIR/report.html. Faults are always healed and a cluster
+the run started is always torn down, also on error. The workload comes from
+cluster.workloads' registry; a transactional workload gets a cluster with
+transaction coordinators. Bad settings are a ValueError from `validate()`
+before anything starts. Exit status: 0 valid, 1 anomalies, 2 error (3 when
+the checker ran out of time).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -22,8 +27,27 @@ from dataclasses import dataclass, field
 
 import eoslab
 from cluster import nemesis as nem
+from cluster.workloads import WORKLOADS, workload_class
 
-WORKLOADS = ("queue",)
+PREFIXES = ("broker", "coordinator", "controller", "topic", "workload")
+
+
+def _flag(name: str, value: str) -> list[str]:
+    """A service flag from a setting: true -> --name, false -> nothing, else --name=value."""
+    flag = f"--{name.replace('.', '-')}"
+    if value.lower() == "true":
+        return [flag]
+    if value.lower() == "false":
+        return []
+    return [f"{flag}={value}"]
+
+
+def runtime_kinds() -> tuple[str, ...]:
+    """Runtimes `--runtime` accepts: local always; docker (and auto) once cluster/runtimes.py is built."""
+    if importlib.util.find_spec("cluster.runtimes") is None:
+        return ("local",)
+    from cluster.runtimes import KINDS
+    return tuple(KINDS)
 
 
 @dataclass
@@ -40,6 +64,8 @@ class RunConfig:
     partitions: int = 3
 
     def validate(self) -> None:
+        from clients.producer import ProducerConfig
+        from cluster.workloads.base import parse_consumer, parse_options
         if self.workload not in WORKLOADS:
             raise ValueError(f"unknown workload {self.workload!r} (built: {', '.join(WORKLOADS)})")
         for n in self.nemesis:
@@ -47,20 +73,35 @@ class RunConfig:
                 raise ValueError(f"unknown fault package {n!r} (known: {', '.join(sorted(nem.PACKAGES))}, none)")
         if self.time_limit <= 0:
             raise ValueError("--time-limit must be positive")
-        if self.runtime != "local":
-            raise ValueError(f"runtime {self.runtime!r} is not built yet (local is)")
+        if self.runtime not in runtime_kinds():
+            raise ValueError(f"runtime {self.runtime!r} is not available (available: {', '.join(runtime_kinds())})")
+        s = self.split_settings()
+        if self.runtime != "local" and (s["controller"] or s["coordinator"]):
+            raise ValueError("controller.* and coordinator.* settings need the local runtime")
+        props = dict(s["producer"])
+        if props.get("transactional.id"):
+            raise ValueError("transactional.id is set by the workload, not by --set")
+        ProducerConfig.from_props(props)
+        parse_consumer(s["consumer"])
+        parse_options(self.workload, workload_class(self.workload).OPTIONS, s["workload"])
 
-    def split_settings(self):
-        """Settings by prefix: broker.* -> broker flags, topic.* -> topic configs, the rest -> producer."""
-        broker, topic, producer = [], {}, {}
+    def split_settings(self) -> dict:
+        """Settings by prefix: broker.* / coordinator.* / controller.* -> service flags, topic.* -> topic
+        configs, workload.* -> workload options, isolation.level -> consumer, the rest -> producer."""
+        out = {"broker": [], "coordinator": [], "controller": [], "topic": {}, "workload": {},
+               "consumer": {}, "producer": {}}
         for k, v in self.settings.items():
-            if k.startswith("broker."):
-                broker.append(f"--{k[7:].replace('.', '-')}={v}")
-            elif k.startswith("topic."):
-                topic[k[6:]] = v
+            head, _, rest = k.partition(".")
+            if head in PREFIXES and rest:
+                if head in ("topic", "workload"):
+                    out[head][rest] = v
+                else:
+                    out[head] += _flag(rest, v)
+            elif k == "isolation.level":
+                out["consumer"][k] = v
             else:
-                producer[k] = v
-        return broker, topic, producer
+                out["producer"][k] = v
+        return out
 
 
 def progress(t0: float, time_limit: float, history, runner) -> str:
@@ -69,14 +110,42 @@ def progress(t0: float, time_limit: float, history, runner) -> str:
             f"fail {c['fail']:>4}  info {c['info']:>4}  fault: {runner.current or '-':<20}")
 
 
+def make_runtime(cfg: RunConfig, wl_cls, s: dict):
+    """The runtime the run acts on, and whether the run owns (starts and stops) its cluster. Through
+    cluster.runtimes.open_runtime when it is built; the local runtime directly otherwise."""
+    from cluster.local import LocalRuntime
+    coordinators = 2 if wl_cls.transactional else 0
+    have_runtimes = importlib.util.find_spec("cluster.runtimes") is not None
+    if cfg.cluster:
+        if cfg.runtime == "local" or not have_runtimes:
+            rt = LocalRuntime.load(cfg.cluster)
+        else:
+            from cluster.runtimes import open_runtime
+            rt = open_runtime(cfg.runtime, cfg.cluster)
+        if coordinators and not rt.info().by_role("txn-coordinator"):
+            raise ValueError(f"cluster {cfg.cluster!r} has no transaction coordinators; the {cfg.workload} "
+                             "workload needs them")
+        return rt, False
+    name = f"run-{uuid.uuid4().hex[:8]}"
+    local_extra = {"controller_args": [*wl_cls.controller_args, *s["controller"]],
+                   "txn_coordinator_args": s["coordinator"]}
+    if not have_runtimes:
+        return LocalRuntime(name, brokers=3, controllers=2, broker_args=s["broker"], txn_coordinators=coordinators,
+                            **local_extra), True
+    from cluster.runtimes import choose, open_runtime
+    kind = choose(cfg.runtime)[0] if cfg.runtime == "auto" else cfg.runtime
+    extra = local_extra if kind == "local" else {}
+    return open_runtime(kind, name, brokers=3, controllers=2, txn_coordinators=coordinators,
+                        broker_args=tuple(s["broker"]), **extra), True
+
+
 def run(cfg: RunConfig, log=sys.stderr) -> int:
     from clients.metadata import ClusterMetadata
     from cluster.history import History
-    from cluster.local import LocalRuntime
-    from cluster.workloads.queue import QueueWorkload
     cfg.validate()
     os.makedirs(cfg.out, exist_ok=True)
-    broker_args, topic_configs, producer_props = cfg.split_settings()
+    s = cfg.split_settings()
+    wl_cls = workload_class(cfg.workload)
     packages = [n for n in cfg.nemesis if n != "none"]
     events = nem.schedule(packages, cfg.time_limit, cfg.seed)
     meta = {"workload": cfg.workload, "nemesis": cfg.nemesis, "time_limit": cfg.time_limit, "seed": cfg.seed,
@@ -86,20 +155,24 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(os.path.join(cfg.out, "run.json"), "w") as f:
         json.dump(meta, f, indent=1)
-    own = cfg.cluster is None
-    rt = (LocalRuntime(f"run-{uuid.uuid4().hex[:8]}", brokers=3, controllers=2, broker_args=broker_args)
-          if own else LocalRuntime.load(cfg.cluster))
     history = History(os.path.join(cfg.out, "history.jsonl"))
+    rt, own = None, False
     try:
+        rt, own = make_runtime(cfg, wl_cls, s)
+        meta["runtime_used"] = rt.name
         if own:
-            print(f"starting a local cluster for the run...", file=log)
+            print(f"starting a {rt.name} cluster for the run...", file=log)
             rt.up()
         boot = rt.bootstrap_all()
-        wl = QueueWorkload(boot, history, cfg.seed, topic=f"{cfg.workload}-{cfg.seed}", partitions=cfg.partitions,
-                           concurrency=cfg.concurrency, producer_props=producer_props, topic_configs=topic_configs)
+        topic = f"{cfg.workload}-{cfg.seed}" + (f"-{uuid.uuid4().hex[:6]}" if not own else "")
+        meta["topic"] = topic
+        wl = wl_cls(boot, history, cfg.seed, topic=topic, partitions=cfg.partitions,
+                    concurrency=cfg.concurrency, producer_props=s["producer"], topic_configs=s["topic"],
+                    consumer_props=s["consumer"], options=s["workload"], runtime=rt)
         wl.setup()
         md = ClusterMetadata(boot)
-        ctx = nem.Context(rt, history, wl.topic, cfg.partitions, md, random.Random(cfg.seed))
+        ctx = nem.Context(rt, history, wl.topic, cfg.partitions, md, random.Random(cfg.seed),
+                          transactional_ids=wl.transactional_ids)
         t0 = time.monotonic()
         runner = nem.NemesisRunner(ctx, events, t0)
         wl.start()
@@ -117,7 +190,7 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
         print("healed; final reads...", file=log)
         n = wl.final_reads()
         print(f"final reads: {n} records; {history.size} ops recorded", file=log)
-        meta.update(nemesis_errors=runner.errors, ops=history.size)
+        meta.update(nemesis_errors=runner.errors, ops=history.size, **wl.notes())
         md.close()
     except Exception as e:  # noqa: BLE001 - record why, then clean up
         meta["error"] = f"{type(e).__name__}: {e}"
@@ -127,15 +200,16 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
         history.close()
         with open(os.path.join(cfg.out, "run.json"), "w") as f:
             json.dump(meta, f, indent=1)
-        if own:
+        if own and rt is not None:
             rt.down()
-    return check(cfg.out, log)
+    return check(cfg.out, log, strict_unseen=wl_cls.strict_unseen)
 
 
-def check(out: str, log=sys.stderr) -> int:
+def check(out: str, log=sys.stderr, strict_unseen: bool = False) -> int:
     """The verdict, from the same `eoslab check` a user runs."""
-    r = subprocess.run([sys.executable, "-m", "eoslab", "check", os.path.join(out, "history.jsonl"),
-                        "--model", "kafka", "--out", out], capture_output=True, text=True)
+    cmd = [sys.executable, "-m", "eoslab", "check", os.path.join(out, "history.jsonl"), "--model", "kafka",
+           "--out", out]
+    r = subprocess.run(cmd + (["--strict-unseen"] if strict_unseen else []), capture_output=True, text=True)
     if r.returncode == 2 and "invalid choice: 'check'" in r.stderr:
         print("the checker (eoslab check) is not available in this build; history kept", file=log)
         return 2

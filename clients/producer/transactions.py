@@ -4,7 +4,11 @@ Guarantees: every call goes to the coordinator that owns the key now
 (FindCoordinator again after NOT_COORDINATOR or a lost connection) and is
 retried on the answers Kafka retries (coordinator.py); PRODUCER_FENCED,
 INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING make the producer
-fatal (a zombie: it must be closed); other errors raise KafkaError.
+fatal (a zombie: it must be closed); other errors raise KafkaError. A
+KafkaError raised after an attempt of the same call went unanswered carries
+`maybe_applied = True`: that attempt may have taken effect (an EndTxn(commit)
+that committed, answered PRODUCER_FENCED on its retry after a new instance
+fenced the id), so the error alone does not prove the call did nothing.
 """
 from __future__ import annotations
 
@@ -33,10 +37,11 @@ class TransactionRequests:
         self.timeout = timeout_s
         self.coordinator = CoordinatorClient(producer.metadata, broker_pb2.TRANSACTION, self.tm.transactional_id)
 
-    def _check(self, err: int, what: str) -> None:
+    def _check(self, err: int, what: str, client: CoordinatorClient | None = None) -> None:
         if err == E.NONE:
             return
         e = KafkaError(err, f"{what} for transactional.id {self.tm.transactional_id!r}")
+        e.maybe_applied = (client or self.coordinator).unanswered > 0
         if err in FATAL:
             self.tm.fatal_error = e
         raise e
@@ -77,7 +82,7 @@ class TransactionRequests:
             partitions=[broker_pb2.OffsetCommitPartition(topic=t, partition=p, offset=o)
                         for (t, p), o in sorted(offsets.items())])
         r = gc.call(lambda a: gc.broker_stub().TxnOffsetCommit(req, timeout=35), self.timeout)
-        self._check(r.error, "TxnOffsetCommit")
+        self._check(r.error, "TxnOffsetCommit", gc)
 
     def end_txn(self, committed: bool) -> txn_pb2.EndTxnResponse:
         tm = self.tm

@@ -16,37 +16,23 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
-import time
 
 from clients.admin import create_topic
 from clients.consumer import KafkaConsumer
-from clients.errors import KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer import KafkaProducer, ProducerConfig
+from cluster.workloads.base import Workload, by_key, final_read, outcome, producer_field
 
 
-class QueueWorkload:
+class QueueWorkload(Workload):
     name = "queue"
 
     def __init__(self, bootstrap: str, history, seed: int, topic: str = "queue", partitions: int = 3,
                  concurrency: int = 4, producer_props: dict | None = None, topic_configs: dict | None = None,
-                 replication_factor: int = 0, send_ratio: float = 0.7, op_timeout: float = 10.0):
-        self.bootstrap = bootstrap
-        self.history = history
-        self.seed = seed
-        self.topic = topic
-        self.partitions = partitions
-        self.concurrency = concurrency
-        self.producer_props = dict(producer_props or {})
-        self.topic_configs = dict(topic_configs or {})
-        self.replication_factor = replication_factor
+                 replication_factor: int = 0, send_ratio: float = 0.7, op_timeout: float = 10.0, **kw):
+        super().__init__(bootstrap, history, seed, topic, partitions, concurrency, producer_props, topic_configs,
+                         replication_factor, op_timeout, **kw)
         self.send_ratio = send_ratio
-        self.op_timeout = op_timeout
-        self.values = itertools.count(1)
-        self.values_lock = threading.Lock()
-        self.stop = threading.Event()
-        self.threads: list[threading.Thread] = []
 
     def setup(self) -> None:
         md = ClusterMetadata(self.bootstrap)
@@ -55,24 +41,12 @@ class QueueWorkload:
         finally:
             md.close()
 
-    def _next_value(self) -> int:
-        with self.values_lock:
-            return next(self.values)
-
     def start(self) -> None:
         for i in range(self.concurrency):
-            t = threading.Thread(target=self._client, args=(i,), name=f"client-{i}", daemon=True)
-            t.start()
-            self.threads.append(t)
-
-    def halt(self, timeout: float = 60.0) -> None:
-        self.stop.set()
-        for t in self.threads:
-            t.join(timeout)
+            self.spawn(self._client, i, name=f"client-{i}")
 
     def _new_producer(self) -> KafkaProducer:
-        props = {"linger.ms": "0", "request.timeout.ms": "3000", "delivery.timeout.ms": str(int(self.op_timeout * 1000))}
-        props.update(self.producer_props)
+        props = self.client_props()
         return KafkaProducer(self.bootstrap, ProducerConfig.from_props(props))
 
     def _client(self, slot: int) -> None:
@@ -86,34 +60,30 @@ class QueueWorkload:
         try:
             while not self.stop.is_set():
                 if rng.random() < self.send_ratio:
-                    outcome = self._send(process, producer, session, rng.randrange(self.partitions))
+                    result = self._send(process, producer, session, rng.randrange(self.partitions))
                     if producer.transaction_manager.fatal_error is not None:
                         producer.close(5)
                         producer = self._new_producer()
                         session = f"p{slot}-{next(sessions)}"
                 else:
-                    outcome = self._poll(process, consumer)
-                if outcome == "info":
+                    result = self._poll(process, consumer)
+                if result == "info":
                     process += self.concurrency      # retire the process, as Jepsen does
         finally:
             producer.close(5)
             consumer.close()
 
     def _send(self, process: int, producer: KafkaProducer, session: str, k: int) -> str:
-        v = self._next_value()
+        v = self.next_value()
         self.history.invoke(process, "send", [["send", k, v]])
         try:
             m = producer.send(self.topic, str(v).encode(), partition=k).result(timeout=self.op_timeout)
-        except KafkaError as e:
-            t = "fail" if e.definite else "info"
-            self.history.complete(process, t, "send", [["send", k, v]], error=e.name)
+        except Exception as e:  # noqa: BLE001 - the errors table decides; anything unforeseen is indefinite
+            t, err = outcome(e)
+            self.history.complete(process, t, "send", [["send", k, v]], error=err)
             return t
-        except Exception as e:  # noqa: BLE001 - timeouts and anything unforeseen are indefinite
-            self.history.complete(process, "info", "send", [["send", k, v]], error=type(e).__name__)
-            return "info"
         self.history.complete(process, "ok", "send", [["send", k, [m.offset, v]]],
-                              producer={"pid": m.producer_id, "epoch": m.producer_epoch, "session": session,
-                                        "transactional_id": None},
+                              producer=producer_field(m.producer_id, m.producer_epoch, session, None),
                               seq=[m.base_sequence])
         return "ok"
 
@@ -124,41 +94,11 @@ class QueueWorkload:
         except Exception as e:  # noqa: BLE001 - a poll that failed read nothing
             self.history.complete(process, "fail", "poll", [["poll"]], error=type(e).__name__)
             return "fail"
-        self.history.complete(process, "ok", "poll", [["poll", _by_key(records)]])
+        self.history.complete(process, "ok", "poll", [["poll", by_key(records)]])
         return "ok"
 
     def final_reads(self, timeout: float = 60.0) -> int:
         """Read every partition from the beginning to its end offset, recorded as polls."""
-        process = "final"
-        consumer = KafkaConsumer(self.bootstrap)
-        tps = [(self.topic, p) for p in range(self.partitions)]
-        n = 0
-        try:
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    consumer.assign(tps)
-                    consumer.seek_to_beginning(tps)
-                    ends = consumer.end_offsets(tps)
-                    break
-                except KafkaError:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-            while any(consumer.positions[tp] < ends[tp] for tp in tps):
-                if time.monotonic() > deadline:
-                    raise KafkaError(7, "final reads did not reach the end offsets in time")
-                self.history.invoke(process, "poll", [["poll"]])
-                records = consumer.poll(timeout_ms=500)
-                self.history.complete(process, "ok", "poll", [["poll", _by_key(records)]], final=True)
-                n += len(records)
-        finally:
-            consumer.close()
+        keys = {(self.topic, p): p for p in range(self.partitions)}
+        n, _ = final_read(self.bootstrap, self.history, keys, "read_uncommitted", timeout)
         return n
-
-
-def _by_key(records) -> dict:
-    out: dict = {}
-    for r in records:
-        out.setdefault(r.partition, []).append([r.offset, int(r.value)])
-    return out

@@ -1,21 +1,22 @@
-"""Chaos suites: every fault package against the safe configuration must come out valid.
+"""Chaos suites of the queue workload: every fault package that makes sense without transaction
+coordinators (all but kill-coordinator) against the safe configuration must come out valid.
 
 The safe configuration: idempotent producer, acks=all, replication factor 3,
 min.insync.replicas 2, clean leader election. `make test` runs one short
 seed per package (marker integration); `make chaos` adds longer runs over
 several seeds (marker slow). The verdict is the checker's (`eoslab check
---model kafka`), read from results.json.
+--model kafka`), read from results.json. The transactional workloads' suites
+are in test_workloads.py.
 """
 import importlib.util
 import json
 
 import pytest
 
-from cluster import nemesis as nem
 from cluster.run import RunConfig, run
+from tests.chaos.runs import FAULTS, SAFE
 
-SAFE = {"acks": "all", "enable.idempotence": "true", "topic.min.insync.replicas": "2"}
-PACKAGES = sorted(nem.PACKAGES)
+PACKAGES = FAULTS["queue"]
 
 needs_checker = pytest.mark.skipif(importlib.util.find_spec("checker.cli") is None,
                                    reason="the Kafka checker (eoslab check) is not in this build")

@@ -1,0 +1,91 @@
+"""`eoslab run` plumbing without a cluster: the workload registry, settings, error classification."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from clients.errors import E, KafkaError
+from cluster import nemesis as nem
+from cluster.run import RunConfig
+from cluster.workloads import WORKLOADS, workload_class
+from cluster.workloads.base import outcome
+
+pytestmark = pytest.mark.fast
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def cfg(**kw):
+    base = dict(workload="txn", nemesis=["loss"], time_limit=5, seed=1, out="/nonexistent")
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def test_every_registered_workload_has_the_queue_interface():
+    for name in WORKLOADS:
+        cls = workload_class(name)
+        assert cls.name == name
+        for method in ("setup", "start", "halt", "final_reads", "transactional_ids", "notes"):
+            assert callable(getattr(cls, method)), (name, method)
+    assert workload_class("txn").transactional and not workload_class("queue").transactional
+    assert workload_class("copier").strict_unseen
+
+
+def test_new_fault_packages_are_known_and_scheduled_from_the_seed():
+    assert {"loss", "kill-coordinator"} <= set(nem.PACKAGES)
+    a = nem.schedule(["loss", "kill-coordinator"], 30, seed=4)
+    assert a == nem.schedule(["loss", "kill-coordinator"], 30, seed=4)
+    assert {e.package for e in a} == {"loss", "kill-coordinator"}
+    for prev, nxt in zip(a, a[1:]):
+        assert prev.at + prev.duration < nxt.at          # start/stop pairs, one at a time
+
+
+def test_settings_are_routed_by_prefix():
+    s = cfg(settings={"broker.transaction.verification": "true", "broker.producer-state-batches": "5",
+                      "coordinator.epoch-bump-per-transaction": "true", "controller.pid-block-size": "7",
+                      "topic.min.insync.replicas": "2", "workload.abort-ratio": "0.5",
+                      "isolation.level": "read_uncommitted", "acks": "all",
+                      "broker.transaction-verification": "false"}).split_settings()
+    assert s["broker"] == ["--transaction-verification", "--producer-state-batches=5"]
+    assert s["coordinator"] == ["--epoch-bump-per-transaction"]
+    assert s["controller"] == ["--pid-block-size=7"]
+    assert s["topic"] == {"min.insync.replicas": "2"}
+    assert s["workload"] == {"abort-ratio": "0.5"}
+    assert s["consumer"] == {"isolation.level": "read_uncommitted"}
+    assert s["producer"] == {"acks": "all"}
+
+
+@pytest.mark.parametrize("kw,message", [
+    (dict(workload="nope"), "unknown workload"),
+    (dict(nemesis=["flood"]), "unknown fault package"),
+    (dict(settings={"workload.nope": "1"}), "unknown setting workload.nope"),
+    (dict(settings={"workload.abort-ratio": "lots"}), "expected float"),
+    (dict(workload="copier", settings={"workload.offsets": "nowhere"}), "must be one of"),
+    (dict(settings={"isolation.level": "serializable"}), "isolation.level"),
+    (dict(settings={"transactional.id": "mine"}), "set by the workload"),
+    (dict(settings={"linger": "1"}), "unknown producer setting"),
+    (dict(runtime="mainframe"), "not available"),
+    (dict(time_limit=0), "positive"),
+])
+def test_bad_settings_are_refused_before_anything_starts(kw, message):
+    with pytest.raises(ValueError, match=message):
+        cfg(**kw).validate()
+
+
+def test_bad_input_on_the_command_line_is_one_line_on_stderr(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "eoslab", "run", "--workload", "txn", "--nemesis", "loss",
+                        "--set", "workload.max-sends=many", "--out", str(tmp_path / "x")],
+                       capture_output=True, text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and "workload.max-sends" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_outcome_follows_the_errors_table_and_unanswered_attempts():
+    assert outcome(KafkaError(E.NOT_ENOUGH_REPLICAS)) == ("fail", "NOT_ENOUGH_REPLICAS")
+    assert outcome(KafkaError(E.NOT_LEADER_OR_FOLLOWER)) == ("info", "NOT_LEADER_OR_FOLLOWER")
+    assert outcome(KafkaError(E.PRODUCER_FENCED)) == ("fail", "PRODUCER_FENCED")
+    retried = KafkaError(E.PRODUCER_FENCED)
+    retried.maybe_applied = True             # an EndTxn whose first attempt got no answer
+    assert outcome(retried) == ("info", "PRODUCER_FENCED")
+    assert outcome(TimeoutError()) == ("info", "TimeoutError")

@@ -2,7 +2,9 @@
 
 Guarantees: slot N owns 127.77.N.0/24; a slot is held by exactly one cluster
 through an O_EXCL lock file under /tmp/eoslab-slots; a slot whose owner's
-state directory is gone, or whose processes are all dead, is reclaimed.
+state directory is gone, or whose processes are all dead, is reclaimed; a slot
+where something still listens on the ZooKeeper or first broker address (a
+cluster that lost its lock file) is skipped, whatever the lock files say.
 """
 from __future__ import annotations
 
@@ -44,6 +46,22 @@ def _stale(path: str) -> bool:
     return bool(pids) and not any(_alive(p) for p in pids)
 
 
+# where every local cluster listens first: ZooKeeper (.1) and broker 1 (.21), see cluster.local
+PROBES = ((1, 12181), (21, 19092))
+
+
+def _listening(slot: int) -> bool:
+    """Something already answers on the slot's ZooKeeper or first broker address."""
+    import socket
+    for host, port in PROBES:
+        try:
+            with socket.create_connection((address(slot, host), port), timeout=0.2):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def acquire(cluster_dir: str) -> int:
     os.makedirs(SLOT_DIR, exist_ok=True)
     for slot in range(FIRST, LAST + 1):
@@ -61,6 +79,9 @@ def acquire(cluster_dir: str) -> int:
                 break
             with os.fdopen(fd, "w") as f:
                 json.dump({"dir": cluster_dir, "pid": os.getpid()}, f)
+            if _listening(slot):          # a cluster whose lock file was lost still runs there
+                release(slot)
+                break
             return slot
     raise RuntimeError(f"no free loopback slot under {SLOT_DIR} (all {LAST} in use)")
 

@@ -57,12 +57,14 @@ def bumped_for(lost: int):
 
 
 @register("lost-ack-5-in-flight", seed="001 §2.2 (figure 3), §1",
-          description="5 batches in flight, the first ACK lost: the retry hits the 5-batch cache, one copy",
+          description="10 batches, 5 in flight, the first ACK lost: the retry hits the 5-batch cache, one copy",
           cluster=OOO_BROKER, expected=(),
           facts=(Fact("no epoch bump", one_epoch),),
-          notes="Same broker and producer as lost-ack-6-in-flight-epoch-bump; only max.in.flight differs.")
+          notes="Same broker and producer as lost-ack-6-in-flight-epoch-bump; only max.in.flight differs. "
+                "The producer keeps producing past the lost ACK: the answers after a lost one do not "
+                "arrive either (an ordered connection), so no sixth batch goes out before the retry.")
 def lost_ack_5(ctx) -> None:
-    pipelined(ctx, batches=5, in_flight=5, lost=1)
+    pipelined(ctx, batches=10, in_flight=5, lost=1)
 
 
 @register("lost-ack-6-in-flight-epoch-bump", seed="001 §2.4 (figure 5)",

@@ -1,8 +1,10 @@
 """In-process fault injection for the broker: lost produce responses (the seeds' lost ACK).
 
 Guarantees: a dropped response belongs to a request the broker handled in
-full (appended, producer state updated); only faults injected through the
-FaultInjector RPC exist; `ClearFaults` removes all of them.
+full (appended, producer state updated); on a ProduceStream (the producer's
+connection) no later response of that stream is sent either, as on Kafka's
+ordered connection (kafka_server.ProduceStream); only faults injected through
+the FaultInjector RPC exist; `ClearFaults` removes all of them.
 """
 from __future__ import annotations
 

@@ -265,9 +265,16 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return resp
 
     def ProduceStream(self, request_iterator, context):
+        # A stream is Kafka's connection: answers go out in request order. Once an answer is lost
+        # (lost-ack fault), no later answer on this connection reaches the producer either (a later
+        # ACK cannot overtake a lost one over TCP); requests are still appended until the producer's
+        # request timeout closes the stream.
+        lost = False
         for request in request_iterator:
             resp = self._produce(request)
-            if self.s.faults.should_drop(request) or request.acks == 0:
+            if self.s.faults.should_drop(request):
+                lost = True
+            if lost or request.acks == 0:
                 continue
             yield resp
 

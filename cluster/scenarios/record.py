@@ -86,8 +86,9 @@ class _Writes:
         return self.history.complete(self.process, "ok", self.f, value, producer=pr,
                                      seq=[m.base_sequence for m in metas], **extra)
 
-    def _failed(self, errors: list[BaseException], **extra) -> dict:
-        t = "fail" if errors and all(_definite(e) for e in errors) else "info"
+    def _failed(self, errors: list[BaseException], partial: bool = False, **extra) -> dict:
+        """Not ok: `fail` only when every error is definite and nothing of the op went through."""
+        t = "fail" if errors and not partial and all(_definite(e) for e in errors) else "info"
         if errors:
             extra["error"] = _error_name(errors[0])
         return self._not_ok(t, **extra)
@@ -119,7 +120,9 @@ class SendOp(_Writes):
         if self.error is not None:
             return self._failed([self.error])
         metas, errors = self._results(timeout)
-        return self._failed(errors) if errors else self._ok(metas)
+        if errors:       # some batches acknowledged, others not: the op happened in part (info)
+            return self._failed(errors, partial=any(m is not None for m in metas))
+        return self._ok(metas)
 
     def abandon(self, why: str) -> dict:
         """The client died before it learned the outcome: info."""

@@ -1,0 +1,157 @@
+"""The anomaly matrix: per workload x configuration x fault package, how often each anomaly shows.
+
+Guarantees: `aggregate(runs_df)` groups the per-run results (Spark, on the
+executors) and returns plain rows, sorted by workload, configuration, fault,
+kind and anomaly (in checker.kafka.check.TYPES_ORDER), one per cell and:
+  kind "anomaly": every type the checker can report (zero rows included,
+                  so "never in n runs" is in the table), plus any other
+                  type found; "unseen" (runs with acknowledged records no
+                  poll returned; count = those records) and "(any)" (runs
+                  the checker judged invalid);
+  kind "allowed": the types found that Kafka's model permits, where found.
+Each row: runs, runs_with, rate = runs_with / runs with its 95% Wilson
+score interval (ci_low, ci_high), count (findings over all runs of the
+cell), ops, per_million_ops, the cell's unseen records, acknowledged
+records and their share, latency p50 / p99 / max in ms for sends and polls
+(quantiles from summed log-bucket histograms: within a bucket, about 6%;
+maxima exact), the settings as JSON and one `setting.<name>` column per
+setting found in the store (empty = not set). Columns are COLUMNS plus
+those setting columns, in that order.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+from pipeline.latency import bucket_mid_ns
+
+Z95 = 1.959963984540054
+CELL = ("workload", "config", "fault")
+ANY, UNSEEN = "(any)", "unseen"
+COLUMNS = ("workload", "config", "fault", "kind", "anomaly", "runs", "runs_with", "rate", "ci_low",
+           "ci_high", "count", "ops", "per_million_ops", "unseen_records", "acked_records",
+           "unseen_share", "send_p50_ms", "send_p99_ms", "send_max_ms", "poll_p50_ms", "poll_p99_ms",
+           "poll_max_ms", "settings")
+
+
+def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval for k successes in n trials."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (0.0 if k <= 0 else max(0.0, mid - half), 1.0 if k >= n else min(1.0, mid + half))
+
+
+def quantile_ms(hist: dict[int, int], q: float) -> float | None:
+    total = sum(hist.values())
+    if not total:
+        return None
+    need, acc = q * total, 0
+    for b in sorted(hist):
+        acc += hist[b]
+        if acc >= need:
+            return bucket_mid_ns(b) / 1e6
+    return None  # pragma: no cover - acc reaches total
+
+
+def _type_order() -> list[str]:
+    from checker.kafka.check import TYPES_ORDER
+    return [t for t in TYPES_ORDER if t != UNSEEN]
+
+
+def _spark_tables(runs_df):
+    """The aggregations that run on Spark: cells, findings per type, latency histograms."""
+    from pyspark.sql import functions as F
+
+    cells = runs_df.groupBy(*CELL).agg(
+        F.count(F.lit(1)).alias("runs"), F.sum("ops").alias("ops"),
+        F.sum(F.when(F.col("valid") == "false", 1).otherwise(0)).alias("invalid"),
+        F.sum("unseen").alias("unseen_records"),
+        F.sum(F.when(F.col("unseen") > 0, 1).otherwise(0)).alias("runs_unseen"),
+        F.sum("acked").alias("acked_records"),
+        F.max("lat_send_max").alias("send_max"), F.max("lat_poll_max").alias("poll_max"),
+        F.min("settings").alias("settings")).collect()
+    found = None
+    for kind, col in (("anomaly", "anomaly_counts"), ("allowed", "allowed_counts")):
+        part = runs_df.select(*CELL, F.explode(col).alias("anomaly", "n")).withColumn("kind", F.lit(kind))
+        found = part if found is None else found.unionByName(part)
+    found = found.groupBy(*CELL, "kind", "anomaly").agg(
+        F.count(F.lit(1)).alias("runs_with"), F.sum("n").alias("count")).collect()
+    hists = {}
+    for name in ("lat_send", "lat_poll"):
+        hists[name] = (runs_df.select(*CELL, F.posexplode(name).alias("b", "n")).where(F.col("n") > 0)
+                       .groupBy(*CELL, "b").agg(F.sum("n").alias("n")).collect())
+    return cells, found, hists
+
+
+def _ms(ns) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def aggregate(runs_df) -> tuple[list[dict], list[str]]:
+    """(rows, column names) of the matrix; see the module docstring."""
+    cells, found, hists = _spark_tables(runs_df)
+    return build_rows(cells, found, hists)
+
+
+def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
+    order = _type_order()
+    rank = {t: i for i, t in enumerate(order + [UNSEEN, ANY])}
+    by_cell: dict[tuple, dict] = {}
+    for r in found:
+        by_cell.setdefault(tuple(r[c] for c in CELL), {})[(r["kind"], r["anomaly"])] = (r["runs_with"], r["count"])
+    lat: dict[tuple, dict[str, dict[int, int]]] = {}
+    for name, rows in hists.items():
+        for r in rows:
+            lat.setdefault(tuple(r[c] for c in CELL), {}).setdefault(name, {})[r["b"]] = r["n"]
+    observed = sorted({a for f in by_cell.values() for (k, a) in f if k == "anomaly" and a not in rank})
+    setting_names = sorted({k for c in cells for k in json.loads(c["settings"] or "{}")})
+    out = []
+    for c in sorted(cells, key=lambda c: tuple(c[x] for x in CELL)):
+        key = tuple(c[x] for x in CELL)
+        f = by_cell.get(key, {})
+        settings = json.loads(c["settings"] or "{}")
+        h = lat.get(key, {})
+        acked = c["acked_records"] or 0
+        common = {
+            "ops": c["ops"], "unseen_records": c["unseen_records"], "acked_records": acked,
+            "unseen_share": (c["unseen_records"] / acked) if acked else None,
+            "send_p50_ms": quantile_ms(h.get("lat_send", {}), 0.5),
+            "send_p99_ms": quantile_ms(h.get("lat_send", {}), 0.99), "send_max_ms": _ms(c["send_max"]),
+            "poll_p50_ms": quantile_ms(h.get("lat_poll", {}), 0.5),
+            "poll_p99_ms": quantile_ms(h.get("lat_poll", {}), 0.99), "poll_max_ms": _ms(c["poll_max"]),
+            "settings": json.dumps(settings, sort_keys=True),
+            **{f"setting.{k}": settings.get(k, "") for k in setting_names}}
+        lines = [("anomaly", t, *f.get(("anomaly", t), (0, 0))) for t in order + observed]
+        lines.append(("anomaly", UNSEEN, c["runs_unseen"], c["unseen_records"]))
+        lines.append(("anomaly", ANY, c["invalid"], c["invalid"]))
+        lines += [("allowed", a, *v) for (k, a), v in sorted(f.items(), key=lambda kv: rank.get(kv[0][1], 99))
+                  if k == "allowed"]
+        n = c["runs"]
+        for kind, anomaly, runs_with, count in lines:
+            lo, hi = wilson(runs_with, n)
+            out.append({"workload": key[0], "config": key[1], "fault": key[2], "kind": kind,
+                        "anomaly": anomaly, "runs": n, "runs_with": runs_with, "rate": runs_with / n,
+                        "ci_low": lo, "ci_high": hi, "count": count,
+                        "per_million_ops": (count * 1e6 / c["ops"]) if c["ops"] else None, **common})
+    columns = list(COLUMNS) + [f"setting.{k}" for k in setting_names]
+    return [{k: r[k] for k in columns} for r in out], columns
+
+
+def write(rows: list[dict], columns: list[str], parquet_path: str, csv_path: str) -> None:
+    """matrix.parquet (one file) and matrix.csv from the driver; the matrix is small."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    types = {"runs": pa.int64(), "runs_with": pa.int64(), "count": pa.int64(), "ops": pa.int64(),
+             "unseen_records": pa.int64(), "acked_records": pa.int64()}
+    floats = {"rate", "ci_low", "ci_high", "per_million_ops", "unseen_share", "send_p50_ms", "send_p99_ms",
+              "send_max_ms", "poll_p50_ms", "poll_p99_ms", "poll_max_ms"}
+    schema = pa.schema([(c, types.get(c, pa.float64() if c in floats else pa.string())) for c in columns])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, parquet_path)
+    pacsv.write_csv(table, csv_path)

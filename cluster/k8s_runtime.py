@@ -185,7 +185,25 @@ class K8sRuntime(Runtime):
                     if node != "zookeeper":
                         self.sidecar(node, "partition", *[self._peer(o) for o in other])
 
+    def cut(self, pairs: list[tuple[str, str]]) -> None:
+        """Cut each pair of nodes, both directions, from whichever ends have a sidecar (as DockerRuntime)."""
+        for a, b in pairs:
+            if a == b == "zookeeper":
+                raise K8sRuntimeError("cannot cut zookeeper from itself")
+            for node, other in ((a, b), (b, a)):
+                if node != "zookeeper":
+                    self.sidecar(node, "partition", self._peer(other))
+
     def heal(self) -> None:
         for n in self.info().nodes:
             if n.role != "zookeeper" and n.state == "running":
                 self.sidecar(n.name, "heal")
+
+    def node_state(self, node: str) -> str:
+        try:
+            return next(n.state for n in self.info().nodes if n.name == node)
+        except StopIteration:
+            return "dead"
+
+    def bootstrap_all(self) -> str:
+        return ",".join(n.address for n in self.info().nodes if n.role == "broker")

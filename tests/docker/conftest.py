@@ -1,10 +1,14 @@
 """The compose cluster for the container tests: engine, images and Compose made sure of, then one cluster per module.
 
 Skips (with the reason) only when no Docker engine can run at all: the
-engine script installs and starts one when it can. Missing images are built
-with `make -f mk/docker.mk images` (air-gapped from the wheelhouse). The
-test cluster is its own compose project on its own subnet and bootstrap
-port, so it never touches a cluster someone started with `make cluster-up`.
+engine script installs and starts one when it can (tried three times: the
+engine may be restarting). Images are built for this test session under
+its own tag (eoslab/eoslab:test-<pid>, from this checkout, with the layer
+cache; removed at the end), so another checkout building eoslab/eoslab:dev
+at the same time (CI's clean clone, a developer) cannot swap the code under
+these tests. Each test cluster is its own compose project (eoslab-t<pid>-…)
+with a subnet and bootstrap port nobody else uses, so it never touches a
+cluster someone started with `make cluster-up` or another test run.
 """
 from __future__ import annotations
 
@@ -17,40 +21,76 @@ import time
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROJECT, NET, BOOTSTRAP_PORT = "eoslab-test", "172.28.78", 19192
+DOCKER = "/usr/bin/docker"
+TEST_IMAGE = f"eoslab/eoslab:test-{os.getpid()}"
+PROJECT_PREFIX = f"eoslab-t{os.getpid()}"
 
 
-def _make(target: str, timeout: float) -> None:
-    r = subprocess.run(["make", "--no-print-directory", "-f", "mk/docker.mk", target, f"BIN={os.path.dirname(sys.executable)}"],
+def _make(target: str, timeout: float, **variables: str) -> None:
+    r = subprocess.run(["make", "--no-print-directory", "-f", "mk/docker.mk", target,
+                        f"BIN={os.path.dirname(sys.executable)}", *(f"{k}={v}" for k, v in variables.items())],
                        cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if r.returncode != 0:
         raise AssertionError(f"make {target} failed: {r.stderr.strip()[-1500:]}")
 
 
+def _engine() -> str | None:
+    """None when an engine runs (started if needed), else why not."""
+    why = ""
+    for attempt in range(3):
+        r = subprocess.run(["bash", os.path.join(ROOT, ".ci", "docker-engine.sh")], capture_output=True, text=True,
+                           timeout=900)
+        if r.returncode == 0:
+            return None
+        why = r.stderr.strip() or r.stdout.strip()
+        if "needs root" in why or "failed (is Debian" in why or "install docker.io failed" in why:
+            break                                   # no engine can run here: no point trying again
+        time.sleep(5 * (attempt + 1))
+    return why
+
+
+def _drop_stale_test_tags() -> None:
+    """Tags of earlier sessions whose process is gone (a killed run cannot remove its own)."""
+    r = subprocess.run([DOCKER, "image", "ls", "--format", "{{.Repository}}:{{.Tag}}", "eoslab/eoslab"],
+                       capture_output=True, text=True, timeout=60)
+    for tag in r.stdout.split():
+        pid = tag.rpartition(":test-")[2]
+        if ":test-" in tag and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            subprocess.run([DOCKER, "rmi", tag], capture_output=True, timeout=60)
+
+
 @pytest.fixture(scope="session")
 def docker_engine():
-    r = subprocess.run(["bash", os.path.join(ROOT, ".ci", "docker-engine.sh")], capture_output=True, text=True,
-                       timeout=600)
-    if r.returncode != 0:
-        pytest.skip(f"no Docker engine can run here: {r.stderr.strip()}")
-    pytest.importorskip("docker", reason="the docker SDK is not installed (pip install docker)")
+    why = _engine()
+    if why is not None:
+        pytest.skip(f"no Docker engine can run here: {why}")
+    pytest.importorskip("docker", reason="the docker SDK is not installed (pip install -e '.[docker]')")
+    from cluster.docker_engine import wait_engine
+    wait_engine(120)
+    _drop_stale_test_tags()
     _make("compose", 300)
-    _make("images", 1800)
+    _make("images", 1800, EOSLAB_IMAGE=TEST_IMAGE)
+    yield TEST_IMAGE
+    subprocess.run([DOCKER, "rmi", TEST_IMAGE], capture_output=True, timeout=120)   # untags; layers stay cached
+
+
+def open_cluster(image: str, suffix: str, **kw):
+    from cluster.docker_runtime import DockerRuntime
+    return DockerRuntime(project=f"{PROJECT_PREFIX}-{suffix}", eoslab_image=image, engine_wait=120, **kw)
 
 
 @pytest.fixture(scope="module")
-def docker_cluster(docker_engine):
-    from cluster.docker_runtime import DockerRuntime
-    rt = DockerRuntime(project=PROJECT, net=NET, bootstrap_port=BOOTSTRAP_PORT)
-    rt.down()
-    rt.up(timeout=180)
+def docker_cluster(docker_engine, request):
+    rt = open_cluster(docker_engine, request.module.__name__.rpartition(".")[2].replace("test_", "")[:20]
+                      .replace("_", "-"))
+    rt.up(timeout=240)
     yield rt
     rt.down()
 
 
-def eoslab(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def eoslab(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "eoslab", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def produce(bootstrap: str, topic: str, count: int, *extra: str, timeout: float = 180) -> dict:

@@ -1,0 +1,104 @@
+"""The nemesis on the Docker runtime: every fault package on the compose cluster (the chaos run: test_chaos_run_on_docker.py).
+
+The nemesis only uses the runtime's verbs (info, kill, start, pause, resume,
+cut, heal, wait_ready, node_state, bootstrap_all) and the brokers' fault
+injection (lost ACK). Here each package starts and stops on the compose
+cluster while an idempotent acks=all producer keeps writing; then
+final_heal: every node running, no sidecar rule left, the cluster serving,
+and no acknowledged record lost.
+"""
+from __future__ import annotations
+
+import json
+import random
+import threading
+
+import pytest
+
+from clients.admin import create_topic
+from clients.consumer import KafkaConsumer
+from clients.metadata import ClusterMetadata
+from clients.producer import KafkaProducer, ProducerConfig
+from cluster import nemesis as nem
+from cluster.history import History
+
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
+EXPECT_DEAD = {"kill": "broker", "kill-leader": "broker", "kill-controller": "controller",
+               "kill-zookeeper": "zookeeper"}
+
+
+class Writer(threading.Thread):
+    """Sends numbered records in rounds of 100 until stopped; remembers which were acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        super().__init__(daemon=True)
+        self.producer = KafkaProducer(bootstrap, ProducerConfig.from_props({
+            "acks": "all", "enable.idempotence": "true", "linger.ms": "5", "request.timeout.ms": "3000",
+            "delivery.timeout.ms": "60000"}))
+        self.topic, self.acked, self.sent, self.stop = topic, set(), 0, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            batch = {}
+            for _ in range(100):
+                batch[self.sent] = self.producer.send(self.topic, f"{self.sent}:".encode())
+                self.sent += 1
+            try:
+                self.producer.flush()
+            except Exception:  # noqa: BLE001 - a round may fail mid-fault; its unacked records just do not count
+                pass
+            self.acked |= {i for i, f in batch.items() if f.done() and f.exception() is None}
+
+    def close(self):
+        self.stop.set()
+        self.join(120)
+        self.producer.close()
+
+
+def read_ids(bootstrap: str, topic: str, partitions: int) -> set[int]:
+    c = KafkaConsumer(bootstrap)
+    try:
+        return {int(r.value.split(b":", 1)[0]) for r in c.read_all([(topic, p) for p in range(partitions)],
+                                                                   timeout=60)}
+    finally:
+        c.close()
+
+
+def test_every_fault_package_runs_on_docker_and_heals(docker_cluster, tmp_path):
+    rt = docker_cluster
+    boot = rt.bootstrap_all()
+    md = ClusterMetadata(boot)
+    create_topic(md, "nemesis", 3, configs={"min.insync.replicas": "2"})
+    history = History(str(tmp_path / "history.jsonl"))
+    ctx = nem.Context(rt, history, "nemesis", 3, md, random.Random(7))
+    writer = Writer(boot, "nemesis")
+    writer.start()
+    try:
+        for name in sorted(nem.PACKAGES):
+            pkg = nem.PACKAGES[name]
+            started = pkg.start(ctx)
+            if name in EXPECT_DEAD and started:
+                assert rt.node_state(started) == "dead", (name, started)
+                assert rt.info().node(started).role == EXPECT_DEAD[name]
+            elif name == "pause" and started:
+                assert rt.node_state(started) == "paused"
+            elif name.startswith("partition"):
+                assert any(rt.rules().values()), f"{name} left no rule in force: {started}"
+            elif name == "lost-ack":
+                assert started is None or started["node"].startswith("broker-"), started
+            threading.Event().wait(2.0)
+            pkg.stop(ctx, started)
+            if name.startswith("partition"):
+                assert not any(rt.rules().values())
+        nem.final_heal(ctx, timeout=120)
+    finally:
+        writer.close()
+        md.close()
+        history.close()
+    assert {n.name: n.state for n in rt.info().nodes} == {n.name: "running" for n in rt.info().nodes}
+    assert not any(rt.rules().values())
+    assert len(writer.acked) > 100, "the producer hardly got anything through"
+    lost = writer.acked - read_ids(boot, "nemesis", 3)
+    assert not lost, f"{len(lost)} acknowledged records lost, e.g. {sorted(lost)[:10]}"
+    ops = [json.loads(line) for line in open(tmp_path / "history.jsonl")]
+    assert [o["f"] for o in ops][-1] == "heal" and all(o["process"] == "nemesis" for o in ops)

@@ -2,15 +2,17 @@
 
 Guarantees: DIR/history.jsonl holds every client and nemesis op as it
 happened; DIR/run.json holds the configuration, the seed, the fault schedule
-(a function of the seed) and versions; the verdict comes from `eoslab check
---model kafka` run on the recorded history (the same checker a user runs by
-hand; with --strict-unseen for workloads that ask for it), which writes
-DIR/results.json and DIR/report.html. Faults are always healed and a cluster
-the run started is always torn down, also on error. The workload comes from
-cluster.workloads' registry; a transactional workload gets a cluster with
-transaction coordinators. Bad settings are a ValueError from `validate()`
-before anything starts. Exit status: 0 valid, 1 anomalies, 2 error (3 when
-the checker ran out of time).
+(a function of the seed), versions and what the workload reports beyond the
+history; the verdict comes from `eoslab check --model kafka` run on the
+recorded history (the same checker a user runs by hand; with --strict-unseen
+for workloads that ask for it), which writes DIR/results.json and
+DIR/report.html, before the cluster goes down: an invalid or failed run also
+keeps the nodes' log tails in DIR/logs. Faults are always healed and a
+cluster the run started is always torn down, also on error. The workload
+comes from cluster.workloads' registry; a transactional workload gets a
+cluster with transaction coordinators. Bad settings are a ValueError from
+`validate()` before anything starts. Exit status: 0 valid, 1 anomalies, 2
+error (3 when the checker ran out of time).
 """
 from __future__ import annotations
 
@@ -156,7 +158,7 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
     with open(os.path.join(cfg.out, "run.json"), "w") as f:
         json.dump(meta, f, indent=1)
     history = History(os.path.join(cfg.out, "history.jsonl"))
-    rt, own = None, False
+    rt, own, code = None, False, 2
     try:
         rt, own = make_runtime(cfg, wl_cls, s)
         meta["runtime_used"] = rt.name
@@ -192,17 +194,33 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
         print(f"final reads: {n} records; {history.size} ops recorded", file=log)
         meta.update(nemesis_errors=runner.errors, ops=history.size, **wl.notes())
         md.close()
+        history.close()
+        code = check(cfg.out, log, strict_unseen=wl_cls.strict_unseen)
     except Exception as e:  # noqa: BLE001 - record why, then clean up
         meta["error"] = f"{type(e).__name__}: {e}"
         print(f"run failed: {meta['error']}", file=log)
-        return 2
     finally:
         history.close()
         with open(os.path.join(cfg.out, "run.json"), "w") as f:
             json.dump(meta, f, indent=1)
+        if rt is not None and code != 0:
+            save_logs(rt, cfg.out)
         if own and rt is not None:
             rt.down()
-    return check(cfg.out, log, strict_unseen=wl_cls.strict_unseen)
+    return code
+
+
+def save_logs(rt, out: str, lines: int = 5000) -> None:
+    """The nodes' log tails next to the history, to investigate an invalid or failed run."""
+    try:
+        os.makedirs(os.path.join(out, "logs"), exist_ok=True)
+        for n in rt.info().nodes:
+            with open(os.path.join(out, "logs", f"{n.name}.log"), "w") as f:
+                f.write(rt.logs(n.name, lines))
+    except Exception:  # noqa: BLE001 - best effort: the history is what counts
+        pass
+
+
 
 
 def check(out: str, log=sys.stderr, strict_unseen: bool = False) -> int:

@@ -38,6 +38,13 @@ def outcome(exc: BaseException) -> tuple[str, str]:
     return "info", type(exc).__name__
 
 
+def cause(producer, exc: BaseException) -> str:
+    """The error name to record: for a transaction made abort-only by a failed send, that send's error."""
+    name = outcome(exc)[1]
+    inner = producer.transaction_manager.abortable_error if name == "TRANSACTION_ABORTABLE" else None
+    return f"{name}:{outcome(inner)[1]}" if inner is not None else name
+
+
 def producer_field(pid: int, epoch: int, session: str, transactional_id: str | None) -> dict:
     return {"pid": pid, "epoch": epoch, "session": session, "transactional_id": transactional_id}
 

@@ -206,7 +206,7 @@ class CopierWorkload(Workload):
         try:
             ends = c.end_offsets(tps)
             committed = c.group.committed(tps, timeout=5)
-            return all(committed.get(tp, -1) >= ends[tp] for tp in tps)
+            return all(max(committed.get(tp, -1), 0) >= ends[tp] for tp in tps)   # -1: nothing committed
         except Exception:  # noqa: BLE001 - not yet
             return False
         finally:

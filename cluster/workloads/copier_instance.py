@@ -31,7 +31,7 @@ import time
 from clients.consumer import KafkaConsumer
 from clients.producer import KafkaProducer, ProducerConfig
 from clients.producer import transaction_manager as txm
-from cluster.workloads.base import outcome, producer_field
+from cluster.workloads.base import cause, outcome, producer_field
 
 CHECKPOINTS = ("after-poll", "after-send", "before-commit", "after-commit")
 REJOIN = ("ILLEGAL_GENERATION", "UNKNOWN_MEMBER_ID", "REBALANCE_IN_PROGRESS")
@@ -122,6 +122,7 @@ class CopierInstance:
             raise
         if not recs:
             self.history.complete(p, "ok", "txn", [["poll", {}]])
+            wl.stop_copiers.wait(0.05)         # a member without partitions returns at once: do not spin
             return "ok"
         return self._copy(recs, reads)
 
@@ -148,16 +149,17 @@ class CopierInstance:
         except Exception as e:  # noqa: BLE001 - classified below
             if committing and prod.transaction_manager.state == txm.COMMITTING:
                 return self._after_commit_error(e, reads, sends)
+            err = cause(prod, e)
+            send_failed = prod.transaction_manager.abortable_error is not None
             if prod.transaction_manager.fatal_error is None:
                 try:
                     prod.abort_transaction(timeout=wl.op_timeout)
                 except Exception:  # noqa: BLE001
                     pass
-            err = outcome(e)[1]
             self._complete("fail", reads, sends, error=err)   # EndTxn(commit) never went out
             if err in REJOIN:
                 self._rejoin()
-            self._recover(prod.transaction_manager.state != txm.READY)
+            self._recover(send_failed or prod.transaction_manager.state != txm.READY)   # see txn_ops
             return "fail"
         if wl.options["offsets"] == "consumer":
             try:

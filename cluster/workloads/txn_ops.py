@@ -11,8 +11,9 @@ Guarantees of `transaction(...)`: the returned type is
 The value has one ["send", k, [offset or null, v]] per send (offsets of acked
 sends; an ok op's send acked without an offset is ["send", k, v]) and `seq`
 the sequence number each record got. `healthy` says whether the producer can
-run another transaction (False after a fatal error or an EndTxn that failed:
-the caller makes a new producer with the same transactional.id).
+run another transaction (False after a fatal error, a failed send or an
+EndTxn that failed: the caller makes a new producer with the same
+transactional.id).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 
 from clients.producer import KafkaProducer
 from clients.producer import transaction_manager as txm
-from cluster.workloads.base import outcome
+from cluster.workloads.base import cause, outcome
 
 
 @dataclass
@@ -62,13 +63,16 @@ def transaction(producer: KafkaProducer, topic: str, mops: list, op_timeout: flo
         if committing and tm.state == txm.COMMITTING:
             t, err = outcome(e)                     # EndTxn went out: the table (and retries) decide
             return _result(t, mops, futures, producer, False, error=err)
-        err = outcome(e)[1]
+        err = cause(producer, e)
+        send_failed = tm.abortable_error is not None
         if tm.fatal_error is None:
             try:
                 producer.abort_transaction(timeout=op_timeout)
             except Exception:  # noqa: BLE001
                 pass
-        healthy = tm.fatal_error is None and tm.state == txm.READY
+        # after a failed send the producer's sequences may not match the log's any more: a new
+        # producer (InitProducerId, a new epoch) starts them over, as KIP-360's epoch bump does
+        healthy = tm.fatal_error is None and tm.state == txm.READY and not send_failed
         return _result("fail", mops, futures, producer, healthy, error=err)
     return _result("ok", mops, futures, producer, True)
 

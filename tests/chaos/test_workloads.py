@@ -11,18 +11,23 @@ checker catching a real anomaly once a safety is switched off:
   (G1a); at read_committed the same schedule is valid;
 - pid with ZooKeeper losing its data (no durable storage) and the cluster
   restarted: the controller hands out the first id block again (pid-reuse).
+Plus a regression test for a bug the pid workload found: a transaction
+coordinator cut from ZooKeeper kept serving ids it no longer owned.
 Long set (marker slow, `make chaos`): every fault where it makes sense x 3
 seeds x 30 s, and all of a workload's faults combined, Jepsen style.
 The verdict is always the checker's (`eoslab check --model kafka`).
 """
 import json
 import os
+import random
 import shutil
 import time
 import uuid
 
 import pytest
 
+from clients.metadata import ClusterMetadata
+from cluster import nemesis as nem
 from cluster.history import History
 from cluster.local import LocalRuntime
 from cluster.run import check
@@ -142,6 +147,42 @@ def test_pid_reuse_when_zookeeper_loses_its_data(make_cluster, tmp_path):
     assert set(results["anomalies"]) == {"pid-reuse"}, results["anomalies"]
     w = results["anomalies"]["pid-reuse"][0]
     assert [s["session"].split(":")[0] for s in w["sessions"]] == ["before", "after"]
+
+
+@pytest.mark.integration
+def test_coordinator_cut_from_zookeeper_hands_out_no_older_epoch(shared, tmp_path):
+    """Regression (found by the pid workload under partition-zookeeper): a transaction coordinator cut
+    from ZooKeeper went on serving the ids the controller had moved to the other coordinator, so two
+    owners handed out diverging epochs for one transactional.id (pid-reuse: epochs going backwards)."""
+    rt = LocalRuntime.load(shared.cluster_name)
+    out = tmp_path / "cut"
+    out.mkdir()
+    history = History(str(out / "history.jsonl"))
+    wl = PidWorkload(rt.bootstrap_all(), history, 7, topic=f"cut-{uuid.uuid4().hex[:6]}", concurrency=3,
+                     options={"broker-ratio": "0", "coordinator-ratio": "1.0"})
+    wl.setup()
+    md = ClusterMetadata(rt.bootstrap_all())
+    ctx = nem.Context(rt, history, wl.topic, 3, md, random.Random(7), transactional_ids=wl.transactional_ids)
+    wl.start()
+    try:
+        time.sleep(1)
+        for tid in wl.transactional_ids()[:2]:
+            owner = ctx.coordinator_of(tid)
+            assert owner, f"no coordinator for {tid}"
+            history.nemesis("start-partition-zookeeper", None, owner)
+            rt.cut([(owner, "zookeeper")])
+            time.sleep(5)
+            rt.heal()
+            history.nemesis("stop-partition-zookeeper", None, owner)
+            time.sleep(2)
+    finally:
+        rt.heal()
+        wl.halt()
+        md.close()
+        history.close()
+    assert check(str(out)) == 0, (out / "results.json").read_text()[:3000]
+    results = json.loads((out / "results.json").read_text())
+    assert results["stats"]["by_f"]["init-producer"]["ok"] > 50
 
 
 @pytest.mark.slow

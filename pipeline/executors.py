@@ -85,7 +85,7 @@ def _rows(run: str, path: str) -> Iterator[pa.RecordBatch]:
             c_pos.append(pos)
             c_idx.append(d["index"])
             c_time.append(tm if type(tm) is int else (int(tm) if type(tm) is float else None))
-            c_proc.append(p if type(p) is str else _dumps(p))
+            c_proc.append(p if type(p) is str else (str(p) if type(p) is int else _dumps(p)))
             c_type.append(d["type"])
             c_f.append(d["f"] if type(d["f"]) is str else _dumps(d["f"]))
             c_err.append(e if e is None or type(e) is str else _dumps(e))

@@ -23,7 +23,7 @@ CSS = REPORT_CSS + """
 .hm text{font:11px sans-serif}.hm .v{font:10px sans-serif;text-anchor:middle}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 """
-CELL_W, CELL_H, LEFT_PAD, TOP_PAD = 74, 22, 12, 118
+CELL_W, CELL_H, LEFT_PAD = 74, 22, 12
 
 
 def _e(x) -> str:
@@ -47,16 +47,18 @@ def _color(rate: float) -> str:
 def heatmap(row_labels: list[str], col_labels: list[str], cells: dict, title: str) -> str:
     """cells[(row, col)] = matrix row (runs, runs_with, rate, ci_low, ci_high, count) or absent."""
     label_w = max([len(r) for r in row_labels] + [10]) * 6.4 + LEFT_PAD
-    w = int(label_w + CELL_W * len(col_labels) + 10)
-    h = TOP_PAD + CELL_H * len(row_labels) + 10
+    longest = max([len(c) for c in col_labels] + [4]) * 6.2          # rotated labels: 40 degrees up-right
+    top = int(28 + longest * 0.65)
+    w = int(label_w + CELL_W * len(col_labels) + max(10, longest * 0.77 - CELL_W / 2))
+    h = top + CELL_H * len(row_labels) + 10
     parts = [f'<svg class="hm" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">',
              f'<text x="4" y="14" class="t">{_e(title)}</text>']
     for j, c in enumerate(col_labels):
         x = label_w + CELL_W * j + CELL_W / 2
-        parts.append(f'<text x="{x:.0f}" y="{TOP_PAD - 6}" transform="rotate(-40 {x:.0f} {TOP_PAD - 6})">'
+        parts.append(f'<text x="{x:.0f}" y="{top - 6}" transform="rotate(-40 {x:.0f} {top - 6})">'
                      f'{_e(c)}</text>')
     for i, r in enumerate(row_labels):
-        y = TOP_PAD + CELL_H * i
+        y = top + CELL_H * i
         parts.append(f'<text x="{label_w - 6:.0f}" y="{y + 15}" text-anchor="end">{_e(r)}</text>')
         for j, c in enumerate(col_labels):
             x = label_w + CELL_W * j

@@ -6,7 +6,9 @@ console progress bar off, the JVM's log level at ERROR once it runs,
 partition values kept as strings, and executors running this interpreter
 (PYSPARK_PYTHON, unless already set — on a cluster, the same path must exist
 on the workers: the docker/spark image puts both at /opt/eoslab/bin/python).
-In local mode the driver binds to 127.0.0.1 only. `conf` (KEY=VALUE pairs)
+In local mode the driver binds to 127.0.0.1 only; on a cluster it advertises
+its address on the route to the master (executors connect back to it; a
+container's hostname may not resolve for them). `conf` (KEY=VALUE pairs)
 overrides any of these. Failure to start (no Java, bad master) raises
 `SparkStartError` with one line. With `jvm_log`, the JVM's own stderr (its
 start-up banner, executor and Python worker output) goes to that file, not
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -56,6 +59,10 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
     }
     if local:
         opts.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    elif "spark.driver.host" not in (conf or {}):
+        host = _address_towards(master)
+        if host:
+            opts["spark.driver.host"] = host
     opts.update(conf or {})
     b = SparkSession.builder.master(master).appName(app)
     for k, v in opts.items():
@@ -84,6 +91,19 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
             os.environ["PYTHONWARNINGS"] = prev
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _address_towards(master: str) -> str | None:
+    """This machine's address on the route to the (first) master: what executors can call back.
+    A UDP connect only picks the route; nothing is sent."""
+    hostport = master[len("spark://"):].split(",")[0]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, int(port)))
+            return s.getsockname()[0]
+    except (OSError, ValueError):
+        return None
 
 
 def _first_line(e: BaseException) -> str:

@@ -87,8 +87,11 @@ class ZombieWorkload(Workload):
                 "--value-base", str(n * 10_000_000), "--seed", str(self.seed * 1000 + n),
                 "--max-sends", str(self.options["max-sends"]), "--op-timeout", str(self.op_timeout),
                 "--producer-props", json.dumps(self.producer_props)]
+        home = getattr(self.runtime, "dir", None)          # the local runtime's directory: children log there
+        logs = os.path.join(home, "logs") if home else ""
         c = RemoteClient(self.history, self.new_process(), "cluster.workloads.zombie_child", args, name,
-                         self.new_process, on_checkpoint=self._checkpoint, on_complete=self._completed)
+                         self.new_process, on_checkpoint=self._checkpoint, on_complete=self._completed,
+                         log_path=os.path.join(logs, f"{name}.log") if logs and os.path.isdir(logs) else None)
         c.inited, c.armed, c.cut_off, c.mode, c.rules = threading.Event(), None, threading.Event(), None, False
         if self._can_cut():
             c.placed = netfilter.place(self.runtime.slot, name, c.pid)

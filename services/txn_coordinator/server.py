@@ -7,10 +7,7 @@ is at least 3) once enough brokers are up, and only then registers
 topic that exists; it re-registers after a lost session (a new session
 means new coordinator epochs for whatever it is given); it serves a
 partition only while the controller's assignment names its id, session and
-epoch, and stops serving every partition as soon as its ZooKeeper
-connection is suspended or lost (it cannot learn then that the controller
-moved them; two owners would hand out diverging epochs). Every request is
-answered with a Kafka error code.
+epoch. Every request is answered with a Kafka error code.
 """
 from __future__ import annotations
 
@@ -100,12 +97,7 @@ class TransactionCoordinatorServer:
             time.sleep(0.2)
 
     def _on_zk_state(self, state) -> None:
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
-            # Cut off from ZooKeeper: the controller gives our partitions away once the session expires,
-            # and we would not hear of it. Stop serving them now (NOT_COORDINATOR); they come back, reloaded
-            # from the log, when the assignment names this session again.
-            self.tsm.on_assignment(self.tsm.num_partitions, {})
-        elif state == KazooState.CONNECTED and self.session != -1 and not self._stopping:
+        if state == KazooState.CONNECTED and self.session != -1 and not self._stopping:
             threading.Thread(target=self._register, daemon=True).start()
 
     def _register(self) -> None:

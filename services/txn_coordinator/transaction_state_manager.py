@@ -13,13 +13,24 @@ Guarantees:
 - loading replays the partition from its start to its high watermark: the
   last record of each id wins, records written by an older coordinator epoch
   after a newer one are ignored (a deposed owner's late writes), tombstones
-  remove the id.
+  remove the id;
+- a handover is fenced in the log (the coordinator writes through brokers
+  that know nothing of coordinator epochs, and the old owner hears of the
+  move later than the new one, or not at all while cut from ZooKeeper): a new
+  owner first appends a fence record with its coordinator epoch and loads
+  past it, so it sees every write that landed before the fence; an owner
+  counts its own append only after reading the partition between its last
+  checked offset and that append and finding no fence of a newer epoch —
+  otherwise the append is void (NOT_COORDINATOR, the partition is dropped).
+  So a transition is either in the new owner's state or answered with an
+  error, never both lost and acknowledged.
 """
 from __future__ import annotations
 
 import json
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from clients.consumer import KafkaConsumer
@@ -38,12 +49,17 @@ APPEND_ERRORS = {   # what a failed append becomes for the client (Kafka's Trans
 }
 
 
+FENCE_KEY = b""     # a fence record: value {"fence": true, "coordinator_epoch": E}
+
+
 @dataclass
 class OwnedPartition:
     partition: int
     coordinator_epoch: int
     loading: bool = True
     cache: dict[str, TransactionMetadata] = field(default_factory=dict)
+    checked: int = 0    # offsets below this hold no fence of a newer coordinator epoch
+    check_lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class TransactionStateManager:
@@ -87,8 +103,24 @@ class TransactionStateManager:
         with self.lock:
             return self.owned.get(op.partition) is op
 
+    def _fence(self, op: OwnedPartition) -> int | None:
+        """Append this owner's fence record; its offset (None if the partition was lost meanwhile)."""
+        value = json.dumps({"fence": True, "coordinator_epoch": op.coordinator_epoch}).encode()
+        while self._still_owned(op):
+            try:
+                return self.producer().send(it.TRANSACTION_STATE_TOPIC, value, key=FENCE_KEY,
+                                            partition=op.partition).result(timeout=20).offset
+            except Exception as e:  # noqa: BLE001 - leaderless or not enough replicas for now: try again
+                log.info("fencing __transaction_state-%d failed (%s); retrying", op.partition, e)
+                threading.Event().wait(0.5)
+        return None
+
     def _load(self, op: OwnedPartition) -> None:
         tp = (it.TRANSACTION_STATE_TOPIC, op.partition)
+        fence = self._fence(op)
+        if fence is None:
+            return
+        op.checked = fence + 1
         while self._still_owned(op):
             c = KafkaConsumer(self.bootstrap)
             try:
@@ -113,6 +145,8 @@ class TransactionStateManager:
             if ce < max_epoch:
                 continue   # a deposed owner's late write
             max_epoch = ce
+            if d.get("fence"):
+                continue
             cache[tid] = TransactionMetadata.from_transit(tid, TxnTransitMetadata.from_json(d))
         with self.lock:
             if self.owned.get(op.partition) is not op:
@@ -145,7 +179,7 @@ class TransactionStateManager:
         try:
             fut = self.producer().send(it.TRANSACTION_STATE_TOPIC, value, key=transactional_id.encode(),
                                        partition=op.partition)
-            fut.result(timeout=20)
+            offset = fut.result(timeout=20).offset
         except KafkaError as e:
             log.info("append for %s failed: %s", transactional_id, e)
             return APPEND_ERRORS.get(e.code, E.COORDINATOR_NOT_AVAILABLE)
@@ -153,7 +187,42 @@ class TransactionStateManager:
             return E.COORDINATOR_NOT_AVAILABLE
         if not self._still_owned(op):
             return E.NOT_COORDINATOR
+        if offset < 0 or not self._unfenced_below(op, offset):
+            return E.NOT_COORDINATOR
         return E.NONE
+
+    def _unfenced_below(self, op: OwnedPartition, offset: int) -> bool:
+        """Read [op.checked, offset): no fence of a newer coordinator epoch there. A newer one means the
+        partition moved before this append landed: the append is void and the partition is dropped."""
+        tp = (it.TRANSACTION_STATE_TOPIC, op.partition)
+        with op.check_lock:
+            if op.checked >= offset:
+                return self._still_owned(op)
+            c = KafkaConsumer(self.bootstrap)
+            try:
+                c.assign([tp])
+                c.seek(tp, op.checked)
+                deadline = time.monotonic() + 10
+                while c.positions[tp] < offset:
+                    if time.monotonic() > deadline or not self._still_owned(op):
+                        return False
+                    for r in c.poll(200):
+                        if r.offset >= offset or r.key != FENCE_KEY or r.value is None:
+                            continue
+                        if json.loads(r.value).get("coordinator_epoch", -1) > op.coordinator_epoch:
+                            log.info("__transaction_state-%d was fenced at offset %d by a newer owner",
+                                     op.partition, r.offset)
+                            with self.lock:
+                                if self.owned.get(op.partition) is op:
+                                    del self.owned[op.partition]
+                            return False
+            except Exception as e:  # noqa: BLE001 - cannot tell: the append does not count
+                log.info("checking __transaction_state-%d for fences failed: %s", op.partition, e)
+                return False
+            finally:
+                c.close()
+            op.checked = max(op.checked, offset)
+            return True
 
     def close(self) -> None:
         if self._producer is not None:

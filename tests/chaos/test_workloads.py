@@ -12,7 +12,8 @@ checker catching a real anomaly once a safety is switched off:
 - pid with ZooKeeper losing its data (no durable storage) and the cluster
   restarted: the controller hands out the first id block again (pid-reuse).
 Plus a regression test for a bug the pid workload found: a transaction
-coordinator cut from ZooKeeper kept serving ids it no longer owned.
+coordinator cut from ZooKeeper kept serving ids it no longer owned, and a new
+owner could load __transaction_state before the old owner's last writes.
 Long set (marker slow, `make chaos`): every fault where it makes sense x 3
 seeds x 30 s, and all of a workload's faults combined, Jepsen style.
 The verdict is always the checker's (`eoslab check --model kafka`).
@@ -153,7 +154,8 @@ def test_pid_reuse_when_zookeeper_loses_its_data(make_cluster, tmp_path):
 def test_coordinator_cut_from_zookeeper_hands_out_no_older_epoch(shared, tmp_path):
     """Regression (found by the pid workload under partition-zookeeper): a transaction coordinator cut
     from ZooKeeper went on serving the ids the controller had moved to the other coordinator, so two
-    owners handed out diverging epochs for one transactional.id (pid-reuse: epochs going backwards)."""
+    owners handed out diverging epochs for one transactional.id (pid-reuse: epochs going backwards).
+    Fixed by fencing handovers in __transaction_state (services/txn_coordinator)."""
     rt = LocalRuntime.load(shared.cluster_name)
     out = tmp_path / "cut"
     out.mkdir()

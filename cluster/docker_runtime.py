@@ -2,10 +2,12 @@
 
 Guarantees: the verbs of LocalRuntime with the same meaning, on the same node
 names ("zookeeper", "controller-1", "broker-2", "txn-coordinator-1"):
-`up` returns once compose reports every service healthy and the cluster
-serves as `wait_ready` defines it (an active controller that sees every
-broker, every broker listing every broker, every coordinator answering); a
-failed `up` leaves nothing behind and says which container failed and why;
+`up` returns once every container runs and the cluster serves as
+`wait_ready` defines it, probed from the host (an active controller that
+sees every broker, every broker listing every broker, every coordinator
+answering, every sidecar accepting connections; Docker's own healthchecks
+run the same probes at a slower pace, for `docker ps`); a failed `up`
+leaves nothing behind and says which container failed and why;
 `down` heals, then removes the project's containers, network and volumes;
 kill is SIGKILL of the service's container and returns once it is dead;
 pause is `docker pause` (the cgroup freezer); start starts the container
@@ -25,6 +27,7 @@ import ipaddress
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -99,7 +102,7 @@ class DockerRuntime(SidecarFaults, Runtime):
     def __init__(self, project: str = "eoslab", net: str | None = None, bootstrap_port: int | None = None,
                  eoslab_image: str | None = None, zk_image: str | None = None, brokers: int = 3,
                  controllers: int = 2, txn_coordinators: int = 2, broker_args=(), cluster_name: str | None = None,
-                 engine_wait: float = 0.0, session_timeout_ms: int = 2000):
+                 engine_wait: float = 0.0, session_timeout_ms: int | None = None):
         if not PROJECT_RE.match(project):
             raise DockerRuntimeError(f"invalid compose project name {project!r} (lowercase letters, digits, '-', '_')")
         for role, n, low in (("broker", brokers, 1), ("controller", controllers, 1),
@@ -118,6 +121,11 @@ class DockerRuntime(SidecarFaults, Runtime):
             if not ok:
                 raise DockerRuntimeError(f"net {net!r}: expected the first three octets of a /24 in 172.28.0.0/16")
         self.project, self.cluster_name = project, cluster_name or project
+        if session_timeout_ms is None:      # the services' ZooKeeper session timeout; the lab's default is small
+            env = os.environ.get("EOSLAB_ZK_SESSION_TIMEOUT_MS") or "2000"
+            if not env.isdigit():
+                raise DockerRuntimeError(f"EOSLAB_ZK_SESSION_TIMEOUT_MS={env!r}: expected milliseconds")
+            session_timeout_ms = int(env)
         if session_timeout_ms < 400:
             raise DockerRuntimeError(f"session_timeout_ms must be at least 400, not {session_timeout_ms}")
         self.broker_args, self.session_timeout_ms = list(broker_args), session_timeout_ms
@@ -234,18 +242,16 @@ class DockerRuntime(SidecarFaults, Runtime):
         raise AssertionError("unreachable")
 
     def _up_once(self, timeout: float) -> ClusterInfo:
-        deadline = time.monotonic() + timeout
         services = [s for n in self.nodes() for s in ((n,) if n == "zookeeper" else (f"{n}-net", n, f"{n}-sidecar"))]
         try:
             with eng.alloc_lock():
                 preferred = self.project == "eoslab"
                 self._net = self._net or eng.pick_net(self.client, eng.DEFAULT_NET if preferred else None)
                 self._port = self._port or eng.pick_port(self.client, eng.DEFAULT_PORT if preferred else None)
-                self._compose("up", "-d", "--wait", "--no-build", "--quiet-pull", "--wait-timeout",
-                              str(int(timeout)), *services, timeout=timeout + 60)
-            self.wait_ready(max(5.0, deadline - time.monotonic()))
+                self._compose("up", "-d", "--no-build", "--quiet-pull", *services, timeout=timeout + 60)
+            self._wait(timeout, services)
         except (DockerRuntimeError, eng.EngineUnavailable) as e:
-            detail = self._unhealthy()
+            detail = self._not_running()
             try:
                 self.down()
             except DockerRuntimeError:
@@ -253,31 +259,52 @@ class DockerRuntime(SidecarFaults, Runtime):
             raise DockerRuntimeError(f"{e}{'; ' + detail if detail else ''}") from None
         return self.info()
 
-    def _unhealthy(self) -> str:
-        """The containers that are not running and healthy, with their last log line."""
+    def _not_running(self) -> str:
+        """The containers that are not running, with their last log line."""
         out = []
         try:
             for svc, c in sorted(self._containers().items()):
-                c.reload()
-                health = c.attrs["State"].get("Health", {}).get("Status", "none")
-                if c.status != "running" or health not in ("healthy", "none"):
+                if c.status != "running":
                     last = c.logs(tail=1).decode(errors="replace").strip()
-                    out.append(f"{svc}: {c.status}/{health}" + (f" ({last[-200:]})" if last else ""))
+                    out.append(f"{svc}: {c.status}" + (f" ({last[-200:]})" if last else ""))
         except Exception:  # noqa: BLE001 - only for the message
             pass
         return ", ".join(out)
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until the running nodes serve (cluster.readiness: the meaning of LocalRuntime.wait_ready)."""
+    def _sidecar_problem(self, cs: dict) -> str | None:
+        for node in self.nodes():
+            if self.has_sidecar(node) and self._sidecar_running(node, cs):
+                try:
+                    socket.create_connection((self.host(node), SIDECAR_PORT), timeout=1).close()
+                except OSError:
+                    return f"{node}'s sidecar does not accept connections yet"
+        return None
+
+    def _wait(self, timeout: float, services: list[str] | None = None) -> None:
+        """Until the running nodes and their sidecars serve, probed from the host. With `services`
+        (at start) every one of them must be running: one that exits fails at once, with its last
+        log line, instead of after the timeout."""
         deadline = time.monotonic() + timeout
         while True:
-            why = readiness.problem(self.info())
+            cs = self._containers()
+            for svc in services or ():
+                c = cs.get(svc)
+                if c is None or c.status not in ("running", "created", "restarting"):
+                    last = c.logs(tail=1).decode(errors="replace").strip()[-200:] if c is not None else ""
+                    raise DockerRuntimeError(f"container {svc} {c.status if c else 'is missing'}"
+                                             + (f" ({last})" if last else ""))
+            why = self._sidecar_problem(cs) or readiness.problem(self.info())
             if why is None:
                 return
             if time.monotonic() > deadline:
                 raise DockerRuntimeError(f"the docker cluster {self.cluster_name!r} is not ready after "
                                          f"{timeout:.0f}s: {why}")
             time.sleep(0.2)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until the running nodes serve (cluster.readiness: the meaning of LocalRuntime.wait_ready),
+        and their sidecars accept connections."""
+        self._wait(timeout)
 
     def down(self) -> None:
         try:

@@ -8,7 +8,11 @@ cache; removed at the end), so another checkout building eoslab/eoslab:dev
 at the same time (CI's clean clone, a developer) cannot swap the code under
 these tests. Each test cluster is its own compose project (eoslab-t<pid>-…)
 with a subnet and bootstrap port nobody else uses, so it never touches a
-cluster someone started with `make cluster-up` or another test run.
+cluster someone started with `make cluster-up` or another test run. Test
+clusters use a 6 s ZooKeeper session timeout instead of the lab's 2 s: this
+machine is shared, and at a load of 50 on two cores a 2 s session can
+expire while a service starts, which makes it exit (a failover then takes
+about 6 s, which no test here depends on).
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 DOCKER = "/usr/bin/docker"
 TEST_IMAGE = f"eoslab/eoslab:test-{os.getpid()}"
 PROJECT_PREFIX = f"eoslab-t{os.getpid()}"
+SESSION_TIMEOUT_MS = 6000
 
 
 def _make(target: str, timeout: float, **variables: str) -> None:
@@ -76,7 +81,8 @@ def docker_engine():
 
 def open_cluster(image: str, suffix: str, **kw):
     from cluster.docker_runtime import DockerRuntime
-    return DockerRuntime(project=f"{PROJECT_PREFIX}-{suffix}", eoslab_image=image, engine_wait=120, **kw)
+    return DockerRuntime(project=f"{PROJECT_PREFIX}-{suffix}", eoslab_image=image, engine_wait=120,
+                         session_timeout_ms=SESSION_TIMEOUT_MS, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +112,13 @@ def consume_ids(bootstrap: str, topic: str) -> list[int]:
     return [int(json.loads(ln)["value"].split(":", 1)[0]) for ln in r.stdout.splitlines() if ln.strip()]
 
 
-def wait_healthy(rt, node: str, timeout: float = 60) -> None:
+def wait_healthy(rt, service: str, timeout: float = 60) -> None:
+    """Until Docker's healthcheck of that container says healthy."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        c = rt.container(node)
+        c = rt.container(service)
         c.reload()
         if c.attrs["State"].get("Health", {}).get("Status") == "healthy":
             return
         time.sleep(0.5)
-    raise AssertionError(f"{node} not healthy after {timeout}s: {rt.logs(node, 20)}")
+    raise AssertionError(f"{service} not healthy after {timeout}s: {c.attrs['State'].get('Health')}")

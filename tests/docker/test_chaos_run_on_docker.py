@@ -2,7 +2,8 @@
 
 Its own module, so no other test cluster runs beside the one `eoslab run`
 starts (two clusters at once on two cores is a load test, not this test).
-The run uses this session's image (EOSLAB_IMAGE), starts and stops its own
+The run uses this session's image (EOSLAB_IMAGE) and the test clusters'
+ZooKeeper session timeout (EOSLAB_ZK_SESSION_TIMEOUT_MS), starts and stops its own
 compose project, and must end with the checker's verdict: valid.
 """
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 
 import pytest
 
-from tests.docker.conftest import ROOT, eoslab
+from tests.docker.conftest import ROOT, SESSION_TIMEOUT_MS, eoslab
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1200)]
 
@@ -22,7 +23,7 @@ def test_a_chaos_run_on_docker_is_valid(docker_engine, tmp_path):
         if "open_runtime" not in f.read():
             pytest.skip("cluster/run.py does not open its runtime through cluster.runtimes.open_runtime yet, "
                         "so `eoslab run --runtime docker` is not wired")
-    env = dict(os.environ, EOSLAB_IMAGE=docker_engine)
+    env = dict(os.environ, EOSLAB_IMAGE=docker_engine, EOSLAB_ZK_SESSION_TIMEOUT_MS=str(SESSION_TIMEOUT_MS))
     out = tmp_path / "run"
     r = eoslab("run", "--runtime", "docker", "--workload", "queue", "--nemesis", "kill", "--time-limit", "20",
                "--seed", "3", "--set", "topic.min.insync.replicas=2", "--out", str(out), timeout=900, env=env)

@@ -40,9 +40,9 @@ def test_every_service_is_healthy_and_records_go_through(docker_cluster):
     info = docker_cluster.info()
     assert {n.name: n.state for n in info.nodes} == {n.name: "running" for n in info.nodes}
     assert [n.name for n in info.by_role("txn-coordinator")] == ["txn-coordinator-1", "txn-coordinator-2"]
-    for svc, c in docker_cluster._containers().items():
-        c.reload()
-        assert c.attrs["State"].get("Health", {}).get("Status", "healthy") == "healthy", svc
+    for svc in docker_cluster._containers():      # Docker's healthchecks agree (they run every 2-5 s)
+        if not svc.endswith("-net"):
+            wait_healthy(docker_cluster, svc)
     for n in info.by_role("broker"):
         assert probe("broker", n.address)
     for n in info.by_role("controller"):
@@ -63,7 +63,7 @@ def test_a_killed_broker_loses_no_acknowledged_record(docker_cluster):
     assert rt.node_state("broker-2") == "dead"
     t.join(240)
     rt.start("broker-2")
-    wait_healthy(rt, "broker-2")
+    rt.wait_ready(60)
     assert result, "the producer did not finish"
     assert_no_acked_record_lost(result, consume_ids(rt.bootstrap_all(), "kill"))
 
@@ -80,7 +80,7 @@ def test_a_broker_cut_off_by_its_sidecar_loses_nothing_and_recovers_after_heal(d
                      timeout=240)
     rt.heal()
     assert all(v == [] for v in rt.rules().values())
-    wait_healthy(rt, "broker-3")
+    rt.wait_ready(60)
     after = produce(rt.bootstrap_all(), "cut-after", 1000)
     assert after["acked"] == 1000, after
     assert_no_acked_record_lost(first, consume_ids(rt.bootstrap_all(), "cut"))

@@ -49,10 +49,11 @@ def test_a_socket_nobody_listens_on_means_local_at_once(sock_path):
     assert (kind, took < 0.5) == ("local", True) and "no Docker engine answers" in why
 
 
-def _serve(path: str, answer: bytes | None, stop: threading.Event):
+def _serve(path: str, answer: bytes | None, stop: threading.Event, listening: threading.Event):
     srv = socket.socket(socket.AF_UNIX)
     srv.bind(path)
     srv.listen(4)
+    listening.set()
     srv.settimeout(0.1)
     conns = []
     while not stop.is_set():
@@ -73,11 +74,10 @@ def _serve(path: str, answer: bytes | None, stop: threading.Event):
 @pytest.mark.parametrize("answer, needle", [(None, "did not answer within"), (b"nonsense", "not an HTTP answer"),
                                             (b"HTTP/1.0 500 Oops\r\n\r\n", "HTTP 500")])
 def test_a_hung_or_strange_engine_means_local_within_the_probe_timeout(sock_path, answer, needle):
-    stop = threading.Event()
-    t = threading.Thread(target=_serve, args=(sock_path, answer, stop), daemon=True)
+    stop, listening = threading.Event(), threading.Event()
+    t = threading.Thread(target=_serve, args=(sock_path, answer, stop, listening), daemon=True)
     t.start()
-    while not os.path.exists(sock_path):
-        time.sleep(0.01)
+    assert listening.wait(10)
     try:
         kind, why, took = timed_choice(sock_path)
     finally:

@@ -20,7 +20,7 @@ FAULTS = {
     "pid": ["kill", "kill-controller", "kill-coordinator", "kill-zookeeper", "loss", "partition",
             "partition-zookeeper", "pause"],
 }
-CLUSTER_ARGS = {"controller_args": ["--pid-block-size=20"], "txn_coordinators": 2}
+TXN_CLUSTER = {"controller_args": ["--pid-block-size=20"], "txn_coordinators": 2}   # what `eoslab run` gives them
 
 
 def run_once(out_dir, workload: str, packages: list[str], seed: int, time_limit: float, cluster: str | None = None,

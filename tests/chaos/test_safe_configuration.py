@@ -4,44 +4,33 @@ coordinators (all but kill-coordinator) against the safe configuration must come
 The safe configuration: idempotent producer, acks=all, replication factor 3,
 min.insync.replicas 2, clean leader election. `make test` runs one short
 seed per package (marker integration); `make chaos` adds longer runs over
-several seeds (marker slow). The verdict is the checker's (`eoslab check
---model kafka`), read from results.json. The transactional workloads' suites
-are in test_workloads.py.
+several seeds (marker slow). The runs share one cluster per module (and
+worker), shaped as `eoslab run` shapes a queue run's own cluster (no
+transaction coordinators); tests/integration/test_run.py covers a run that
+starts its own. The verdict is the checker's (`eoslab check --model
+kafka`), read from results.json. The transactional workloads' suites are in
+test_workloads.py.
 """
 import importlib.util
-import json
 
 import pytest
 
-from cluster.run import RunConfig, run
-from tests.chaos.runs import FAULTS, SAFE
+from tests.chaos.runs import FAULTS, assert_valid, run_once
 
+CLUSTER_ARGS = {"txn_coordinators": 0}
 PACKAGES = FAULTS["queue"]
 
 needs_checker = pytest.mark.skipif(importlib.util.find_spec("checker.cli") is None,
                                    reason="the Kafka checker (eoslab check) is not in this build")
 
 
-def _run(tmp_path, package, seed, time_limit):
-    out = tmp_path / f"{package}-{seed}"
-    cfg = RunConfig(workload="queue", nemesis=[package], time_limit=time_limit, seed=seed, out=str(out),
-                    settings=dict(SAFE))
-    code = run(cfg)
-    results = json.loads((out / "results.json").read_text()) if (out / "results.json").exists() else {}
-    meta = json.loads((out / "run.json").read_text())
-    return code, results, meta
-
-
 @needs_checker
 @pytest.mark.integration
 @pytest.mark.parametrize("package", PACKAGES)
-def test_short_run_is_valid(tmp_path, package, monkeypatch, eoslab_home):
-    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
-    code, results, meta = _run(tmp_path, package, seed=1, time_limit=8)
-    assert "error" not in meta, meta.get("error")
+def test_short_run_is_valid(shared, tmp_path, package):
+    code, results, meta = run_once(tmp_path, "queue", [package], seed=1, time_limit=8, cluster=shared.cluster_name)
     assert meta["schedule"], "the nemesis scheduled no fault"
-    assert results.get("valid") is True, results.get("anomalies")
-    assert code == 0
+    assert_valid(code, results, meta, f"queue x {package}")
     assert results["stats"]["records"]["acked"] > 0
 
 
@@ -49,9 +38,7 @@ def test_short_run_is_valid(tmp_path, package, monkeypatch, eoslab_home):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [11, 12, 13])
 @pytest.mark.parametrize("package", PACKAGES)
-def test_long_run_is_valid(tmp_path, package, seed, monkeypatch, eoslab_home):
-    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
-    code, results, meta = _run(tmp_path, package, seed=seed, time_limit=40)
-    assert "error" not in meta, meta.get("error")
-    assert results.get("valid") is True, results.get("anomalies")
-    assert code == 0
+def test_long_run_is_valid(shared, tmp_path, package, seed):
+    code, results, meta = run_once(tmp_path, "queue", [package], seed=seed, time_limit=40,
+                                   cluster=shared.cluster_name)
+    assert_valid(code, results, meta, f"queue x {package} seed {seed}")

@@ -33,35 +33,15 @@ from cluster.history import History
 from cluster.local import LocalRuntime
 from cluster.run import check
 from cluster.workloads.pid import PidWorkload
-from tests.chaos.runs import CLUSTER_ARGS, FAULTS, assert_valid, run_once
-from tests.conftest import _zookeeper_missing
+from tests.chaos.runs import FAULTS, TXN_CLUSTER, assert_valid, run_once
 
+CLUSTER_ARGS = TXN_CLUSTER
 SHORT = {
     "txn": ["kill-coordinator", "loss"],
     "copier": ["kill-coordinator", "kill-leader"],
     "zombie": ["kill-coordinator", "loss"],
     "pid": ["kill-controller", "partition-zookeeper"],
 }
-
-
-@pytest.fixture(scope="module")
-def shared(eoslab_home):
-    """One cluster with transaction coordinators for every run of this module (on this worker)."""
-    missing = _zookeeper_missing()
-    if missing:
-        pytest.fail(f"chaos tests need ZooKeeper and Java: {missing}")
-    old = os.environ.get("EOSLAB_HOME")
-    os.environ["EOSLAB_HOME"] = eoslab_home
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
-    rt = LocalRuntime(f"chaos-{worker}-{uuid.uuid4().hex[:6]}", home=eoslab_home, **CLUSTER_ARGS)
-    rt.up()
-    yield rt
-    # the runs restart nodes through their own LocalRuntime objects: stop what state.json names now
-    LocalRuntime.load(rt.cluster_name, home=eoslab_home).down()
-    if old is None:
-        os.environ.pop("EOSLAB_HOME", None)
-    else:
-        os.environ["EOSLAB_HOME"] = old
 
 
 @pytest.mark.integration

@@ -11,7 +11,9 @@ Guarantees: an invoke is in the history before the child acts on it; a completio
 the child reports it; a child that exits (or dies) with an op open gets an `info` completion (the
 op may have happened) with error "client process exited"; after an `info` the parent gives the
 child a new process number (Jepsen's rule); `halt` makes the child's next invoke or checkpoint a
-"stop"; a paused child only ever blocks the reader thread that belongs to it.
+"stop"; a paused child only ever blocks the reader thread that belongs to it; with a
+`gate`, the child's first invoke is neither recorded nor answered before the gate opens (a
+child started early, its interpreter loaded, acts only when told).
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 class RemoteClient:
     def __init__(self, history, process, module: str, args: list[str], name: str, new_process,
-                 on_checkpoint=None, on_complete=None, log_path: str | None = None):
+                 on_checkpoint=None, on_complete=None, log_path: str | None = None,
+                 gate: threading.Event | None = None):
         self.history, self.process, self.name = history, process, name
+        self.gate = gate                        # set: the child's first invoke waits until it opens
         self.new_process = new_process
         self.on_checkpoint = on_checkpoint or (lambda client, name: None)
         self.on_complete = on_complete or (lambda client, t, f, msg: None)
@@ -63,6 +67,9 @@ class RemoteClient:
                 t = msg.pop("t", None)
                 f, value = msg.pop("f", None), msg.pop("value", None)
                 if t == "invoke":
+                    if self.gate is not None:
+                        self.gate.wait()
+                        self.gate = None
                     if self.halting:
                         self._answer("stop")
                         continue
@@ -97,6 +104,8 @@ class RemoteClient:
 
     def halt(self) -> None:
         self.halting = True
+        if self.gate is not None:
+            self.gate.set()
         self.signal(signal.SIGCONT)
         self._answer("stop")
         try:
@@ -105,6 +114,10 @@ class RemoteClient:
             pass
 
     def kill(self) -> None:
+        """SIGKILL; an op it has open is completed `info` by the reader, none is started any more."""
+        self.halting = True
+        if self.gate is not None:
+            self.gate.set()
         self.signal(signal.SIGCONT)
         self.signal(signal.SIGKILL)
 

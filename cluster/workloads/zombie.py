@@ -79,7 +79,7 @@ class ZombieWorkload(Workload):
     def _can_cut(self) -> bool:
         return hasattr(self.runtime, "slot") and os.geteuid() == 0 and netfilter.cgroup2_root() is not None
 
-    def _instance(self, slot: int, tid: str) -> RemoteClient:
+    def _instance(self, slot: int, tid: str, gated: bool = False) -> RemoteClient:
         n = next(self._spawned)
         name = f"client-zombie-{slot}-{n}"
         args = ["--bootstrap", self.bootstrap, "--transactional-id", tid, "--topic", self.topic,
@@ -91,7 +91,8 @@ class ZombieWorkload(Workload):
         logs = os.path.join(home, "logs") if home else ""
         c = RemoteClient(self.history, self.new_process(), "cluster.workloads.zombie_child", args, name,
                          self.new_process, on_checkpoint=self._checkpoint, on_complete=self._completed,
-                         log_path=os.path.join(logs, f"{name}.log") if logs and os.path.isdir(logs) else None)
+                         log_path=os.path.join(logs, f"{name}.log") if logs and os.path.isdir(logs) else None,
+                         gate=threading.Event() if gated else None)
         c.inited, c.armed, c.cut_off, c.mode, c.rules = threading.Event(), None, threading.Event(), None, False
         if self._can_cut():
             c.placed = netfilter.place(self.runtime.slot, name, c.pid)
@@ -143,13 +144,15 @@ class ZombieWorkload(Workload):
                 mode = rng.choice(("pause", "cut"))
             if mode == "cut" and not (self._can_cut() and current.placed):
                 mode = "pause"
+            successor = self._instance(slot, tid, gated=True)   # starts now, inits once the zombie is cut off
             zombie, current.armed = current, mode
             if not self._wait(zombie.cut_off, 15):     # it never reached a commit (fenced, stopped, dead)
                 zombie.armed = None
+                successor.kill()                       # nothing of it was recorded: its init was gated
                 current = None if zombie.exited.is_set() else zombie
                 continue
             t_cut = time.monotonic()
-            successor = self._instance(slot, tid)
+            successor.gate.set()
             fenced = self._wait(successor.inited, 30)
             if fenced:
                 self.stop.wait(rng.uniform(self.options["overlap"] / 2, self.options["overlap"]))

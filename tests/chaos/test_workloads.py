@@ -86,13 +86,13 @@ def test_copier_with_offsets_outside_the_transaction_duplicates(shared, tmp_path
 @pytest.mark.integration
 def test_zombie_writes_are_hidden_only_at_read_committed(shared, tmp_path):
     pause = {"workload.cutoff": "pause", "workload.slots": "1"}
-    code, results, meta = run_once(tmp_path, "zombie", [], seed=5, time_limit=5, cluster=shared.cluster_name,
+    code, results, meta = run_once(tmp_path, "zombie", [], seed=5, time_limit=7, cluster=shared.cluster_name,
                                    settings=dict(pause, **{"isolation.level": "read_uncommitted"}))
     assert "error" not in meta, meta.get("error")
     assert any(r["fenced"] for r in meta["zombie_rounds"]), meta["zombie_rounds"]
     assert code == 1 and set(results["anomalies"]) == {"G1a"}, results["anomalies"]
     assert "PRODUCER_FENCED" in results["stats"]["errors"]
-    code, results, meta = run_once(tmp_path / "rc", "zombie", [], seed=5, time_limit=5,
+    code, results, meta = run_once(tmp_path / "rc", "zombie", [], seed=5, time_limit=7,
                                    cluster=shared.cluster_name, settings=pause)
     assert any(r["fenced"] for r in meta["zombie_rounds"])
     assert_valid(code, results, meta, "zombie at read_committed")

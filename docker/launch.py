@@ -12,6 +12,14 @@ start overlaps ZooKeeper's JVM start, and the service's first ZooKeeper
 connection meets a server that already serves sessions, instead of a JVM
 still warming up or kazoo's exponential reconnect backoff (0.1 s doubling).
 Without $EOSLAB_WAIT_ZK it runs the service at once.
+
+A service that loses its ZooKeeper connection while it starts exits (its
+start does not retry); on two busy cores a 2 s session can be lost that way.
+So when main() raises kazoo's ConnectionLoss or SessionExpiredError within
+START_WINDOW_S of the launch, the launcher says so on stderr and execs
+itself again (same process, same container), at most MAX_ATTEMPTS times in
+all; any other failure, or one later in the service's life, ends the
+process as before. A SIGKILL (the nemesis) never reaches this path.
 """
 import importlib
 import logging
@@ -19,6 +27,10 @@ import os
 import socket
 import sys
 import time
+
+START_WINDOW_S = 60.0
+MAX_ATTEMPTS = 3
+RETRYABLE = ("ConnectionLoss", "SessionExpiredError")
 
 
 def zk_serves(address: str) -> bool:
@@ -56,6 +68,8 @@ def main() -> int:
         print("usage: eoslab-launch MODULE [ARGS...]", file=sys.stderr)
         return 2
     module, args = sys.argv[1], sys.argv[2:]
+    launched = time.monotonic()
+    attempt = int(os.environ.get("EOSLAB_LAUNCH_ATTEMPT", "1"))
     service = importlib.import_module(f"{module}.__main__")
     kazoo_log, quiet = logging.getLogger("kazoo"), logging.NullHandler()
     kazoo_log.addHandler(quiet)                 # its reconnect chatter while ZooKeeper starts
@@ -71,7 +85,16 @@ def main() -> int:
     kazoo_log.removeHandler(quiet)
     kazoo_log.propagate = True
     sys.argv = [f"python -m {module}", *args]
-    service.main()
+    try:
+        service.main()
+    except Exception as e:  # noqa: BLE001 - only start-time ZooKeeper losses are retried
+        if type(e).__name__ not in RETRYABLE or time.monotonic() - launched > START_WINDOW_S \
+                or attempt >= MAX_ATTEMPTS:
+            raise
+        print(f"eoslab-launch: {module} lost ZooKeeper while starting ({type(e).__name__}); "
+              f"starting it again (attempt {attempt + 1} of {MAX_ATTEMPTS})", file=sys.stderr, flush=True)
+        os.environ["EOSLAB_LAUNCH_ATTEMPT"] = str(attempt + 1)
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), module, *args])
     return 0
 
 

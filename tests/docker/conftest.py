@@ -27,14 +27,17 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCKER = "/usr/bin/docker"
 TEST_IMAGE = f"eoslab/eoslab:test-{os.getpid()}"
+SETUP_TIMES: dict[str, float] = {}       # step -> seconds, shown at the end of the run
 PROJECT_PREFIX = f"eoslab-t{os.getpid()}"
 SESSION_TIMEOUT_MS = 6000
 
 
 def _make(target: str, timeout: float, **variables: str) -> None:
+    t0 = time.monotonic()
     r = subprocess.run(["make", "--no-print-directory", "-f", "mk/docker.mk", target,
                         f"BIN={os.path.dirname(sys.executable)}", *(f"{k}={v}" for k, v in variables.items())],
                        cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    SETUP_TIMES[f"make {target}"] = time.monotonic() - t0
     if r.returncode != 0:
         raise AssertionError(f"make {target} failed: {r.stderr.strip()[-1500:]}")
 
@@ -66,7 +69,9 @@ def _drop_stale_test_tags() -> None:
 
 @pytest.fixture(scope="session")
 def docker_engine():
+    t0 = time.monotonic()
     why = _engine()
+    SETUP_TIMES["docker engine"] = time.monotonic() - t0
     if why is not None:
         pytest.skip(f"no Docker engine can run here: {why}")
     pytest.importorskip("docker", reason="the docker SDK is not installed (pip install -e '.[docker]')")
@@ -79,6 +84,12 @@ def docker_engine():
     subprocess.run([DOCKER, "rmi", TEST_IMAGE], capture_output=True, timeout=120)   # untags; layers stay cached
 
 
+def pytest_terminal_summary(terminalreporter):
+    if SETUP_TIMES:
+        terminalreporter.write_line("container test setup: " + ", ".join(f"{k} {v:.1f} s"
+                                                                        for k, v in SETUP_TIMES.items()))
+
+
 def open_cluster(image: str, suffix: str, **kw):
     from cluster.docker_runtime import DockerRuntime
     return DockerRuntime(project=f"{PROJECT_PREFIX}-{suffix}", eoslab_image=image, engine_wait=120,
@@ -89,7 +100,9 @@ def open_cluster(image: str, suffix: str, **kw):
 def docker_cluster(docker_engine, request):
     rt = open_cluster(docker_engine, request.module.__name__.rpartition(".")[2].replace("test_", "")[:20]
                       .replace("_", "-"))
+    t0 = time.monotonic()
     rt.up(timeout=240)
+    SETUP_TIMES[f"up {rt.project}"] = time.monotonic() - t0
     yield rt
     rt.down()
 

@@ -2,16 +2,19 @@
 
 Guarantees: with the runs `pipeline.store.find_runs` finds under STORE,
 1. convert: executors read each history with the checker's own reader and
-   write DIR/ops/run=<id>/*.parquet (Parquet, partitioned by run; columns
-   in pipeline.executors.OPS_SCHEMA) — runs are dealt to tasks largest
-   first, so tasks get similar work;
-2. check: executors read DIR/ops back, group it by run and apply
-   `check_kafka` to each run (pipeline.executors.check_run): DIR/runs.parquet
-   holds one row per run — its metadata (workload, config, fault, seed,
-   settings, report link) and verdict, counts, latency histograms and the
-   full result `eoslab check` would print;
-3. aggregate: DIR/matrix.parquet and DIR/matrix.csv (pipeline.matrix) and
-   DIR/index.html (pipeline.html).
+   write DIR/ops/run=<id>/part-00000.parquet (Parquet, partitioned by run;
+   columns in pipeline.executors.OPS_ARROW; `spark.read.parquet(DIR/ops)`
+   reads it with the `run` column) — runs are dealt to tasks largest first,
+   so tasks get similar work;
+2. check: executors read each run's Parquet back and apply `check_kafka` to
+   it (pipeline.executors.check_run): DIR/runs.parquet holds one row per
+   run — its metadata (workload, config, fault, seed, settings, report link)
+   and verdict, counts, latency histograms and the full result `eoslab
+   check` would print;
+3. aggregate (Spark SQL over DIR/runs.parquet): DIR/matrix.parquet and
+   DIR/matrix.csv (pipeline.matrix) and DIR/index.html (pipeline.html).
+The ops move from task to filesystem, never through the JVM or a shuffle:
+that is most of the job's cost otherwise (docs/analysis.md has the figures).
 Spark's own JVM output goes to DIR/spark.log when the job starts its session.
 A bad input (see pipeline.store; a malformed history line, named with its
 run and line) raises StoreError before anything but DIR/ops is written.
@@ -28,7 +31,7 @@ import sys
 import time
 
 from pipeline import html, matrix
-from pipeline.executors import OPS_SCHEMA, RESULT_SCHEMA, convert, per_run
+from pipeline.executors import RESULT_SCHEMA, STATUS_SCHEMA, checker_fn, converter
 from pipeline.session import Progress, start
 from pipeline.store import RunInfo, StoreError, find_runs
 
@@ -45,17 +48,6 @@ def deal(runs: list[RunInfo], n: int) -> list[list[tuple[str, str]]]:
         bins[i].append((r.run, r.history))
         load[i] += r.size + 1
     return [b for b in bins if b]
-
-
-def _apply_per_run(df, fn, schema):
-    grouped = df.groupBy("run")
-    if hasattr(grouped, "applyInArrow"):          # Spark 4
-        return grouped.applyInArrow(fn, schema)
-
-    def via_pandas(pdf):                          # Spark 3.5: the same function through pandas
-        import pyarrow as pa
-        return fn(pa.Table.from_pandas(pdf, preserve_index=False)).to_pandas()
-    return grouped.applyInPandas(via_pandas, schema)
 
 
 def _meta_rows(runs: list[RunInfo], out: str, write_reports: bool) -> list[tuple]:
@@ -97,7 +89,7 @@ def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
     sc = spark.sparkContext
     par = max(sc.defaultParallelism, 1)
     n = min(len(runs), max(4 * par, 64))
-    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    spark.conf.set("spark.sql.shuffle.partitions", str(min(n, 8 * par)))
     ops_dir, runs_path = os.path.join(out, "ops"), os.path.join(out, "runs.parquet")
     for p in (ops_dir, runs_path, os.path.join(out, "reports")):
         shutil.rmtree(p, ignore_errors=True)
@@ -105,27 +97,27 @@ def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
     bins = deal(runs, n)
     todo = spark.createDataFrame(sc.parallelize(bins, len(bins)).flatMap(lambda b: b), "run string, history string")
     with Progress(spark, "convert", log, progress):
-        todo.mapInArrow(convert, OPS_SCHEMA).write.mode("overwrite").partitionBy("run").parquet(ops_dir)
-    ops = spark.read.parquet(ops_dir)
-    bad = ops.where(F.col("pos") < 0).select("run", "problem").orderBy("run").limit(1).collect()
+        status = {r["run"]: r for r in todo.mapInArrow(converter(ops_dir), STATUS_SCHEMA).collect()}
+    bad = sorted((r["run"], r["problem"]) for r in status.values() if r["problem"])
     if bad:
-        raise StoreError(f"run {bad[0]['run']}: {bad[0]['problem']}")
+        raise StoreError(f"run {bad[0][0]}: {bad[0][1]}")
+    missing = sorted(set(r.run for r in runs) - set(status))
+    if missing:
+        raise StoreError(f"run {missing[0]}: the convert stage returned nothing for it")
 
     need = frozenset(r.run for r in runs if r.report is None) if write_reports else frozenset()
-    fn = per_run(os.path.join(out, "reports") if write_reports else None, need)
+    fn = checker_fn(os.path.join(out, "reports") if write_reports else None, need)
+    paths = [[(run, status[run]["path"]) for run, _ in b] for b in bins]
+    files = spark.createDataFrame(sc.parallelize(paths, len(paths)).flatMap(lambda b: b), "run string, path string")
     meta = spark.createDataFrame(_meta_rows(runs, out, write_reports), META_SCHEMA)
-    # one row per run with no op, so an empty history still gets its verdict (check_run skips it)
-    sentinels = meta.select("run", F.lit(-2).cast("long").alias("pos"), F.lit(None).cast("string").alias("op"))
-    results = _apply_per_run(ops.where(F.col("pos") >= 0).select("run", "pos", "op").unionByName(sentinels),
-                             fn, RESULT_SCHEMA)
-    joined = meta.join(results.withColumnRenamed("report", "report_written"), "run", "left")
+    results = files.mapInArrow(fn, RESULT_SCHEMA).drop("report")
     with Progress(spark, "check", log, progress):
-        joined.drop("report_written").write.mode("overwrite").parquet(runs_path)
+        meta.join(results, "run", "left").write.mode("overwrite").parquet(runs_path)
     checked = spark.read.parquet(runs_path)
     bad = (checked.where(F.col("problem").isNotNull() | F.col("valid").isNull())
            .select("run", "problem").orderBy("run").limit(1).collect())
     if bad:
-        raise StoreError(f"run {bad[0]['run']}: {bad[0]['problem'] or 'no result (no ops?)'}")
+        raise StoreError(f"run {bad[0]['run']}: {bad[0]['problem'] or 'no result'}")
 
     with Progress(spark, "aggregate", log, progress):
         rows, columns = matrix.aggregate(checked)

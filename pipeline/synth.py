@@ -6,7 +6,8 @@ plus `"synthetic": true` and the injections made), and returns a manifest.
 The history is a function of its arguments: producers send one record per op
 (`producer` and `seq` fields as the queue workload writes them), consumers
 poll every key from their own positions, nemesis start/stop pairs mark
-faults, final polls catch every consumer up. Latencies are drawn from
+faults, final polls catch every consumer up; empty polls (and one nemesis
+op when needed) pad the history to exactly n_ops when it came out shorter. Latencies are drawn from
 `latency_ns` (a fixed value when low == high). Without injections the
 history is valid and has no unseen record. Each injection adds exactly the
 findings listed in EXPECTED (what `check_kafka` reports for it):
@@ -202,6 +203,13 @@ def generate(path: str, *, n_ops: int, seed: int, inject: dict[str, int] | None 
             g.poll_invoke(producers + c, g.t + 1)
             if not g.poll_complete(producers + c, g.t + rng.randint(*g.lat), None, final=True):
                 break
+    target = n_ops - 2 * inject.get("unseen", 0)       # exactly n_ops when there is room: empty polls
+    while g.idx + 2 <= target:
+        g.emit({"process": producers, "type": "invoke", "f": "poll", "value": [["poll"]]}, g.t + 1)
+        g.emit({"process": producers, "type": "ok", "f": "poll", "value": [["poll", {}]],
+                "isolation": "read_committed"}, g.t + rng.randint(*g.lat))
+    if g.idx < target:
+        g.emit({"process": "nemesis", "type": "info", "f": "heal", "value": None}, g.t + 1)
     for _ in range(inject.get("unseen", 0)):
         g.send_invoke(0, g.t + 1)
         g.send_complete(0, g.t + rng.randint(*g.lat), "unseen")

@@ -112,17 +112,20 @@ def test_spark_verdicts_equal_eoslab_check_one_by_one(analyzed, capsys):
     assert json.loads(runs[EMPTY_RUN]["result"])["stats"]["ops"] == 0
 
 
-def test_ops_are_parquet_partitioned_by_run_and_hold_every_op(analyzed):
+def test_ops_are_parquet_partitioned_by_run_and_hold_every_op(analyzed, spark):
+    from pipeline.executors import partition_dir
     root, spec, out, _ = analyzed
     parts = sorted(os.listdir(os.path.join(out, "ops")))
-    assert len([p for p in parts if p.startswith("run=")]) == len(spec) - 1     # the empty run has no rows
+    assert parts == sorted(partition_dir(r) for r in spec)
     rid = "1/partition+lost-ack/seed-1"
-    ops = pq.read_table(os.path.join(out, "ops", "run=" + rid.replace("/", "%2F"))).sort_by("pos").to_pylist()
+    ops = pq.read_table(os.path.join(out, "ops", partition_dir(rid))).sort_by("pos").to_pylist()
     lines = [json.loads(x) for x in Path(root, rid, "history.jsonl").read_text().splitlines()]
     assert [json.loads(o["op"]) for o in ops] == lines
     assert [(o["index"], o["time"], o["type"], o["f"]) for o in ops] == \
         [(d["index"], d["time"], d["type"], d["f"]) for d in lines]
     assert {o["process"] for o in ops} == {str(d["process"]) for d in lines}
+    counts = {r["run"]: r["count"] for r in spark.read.parquet(os.path.join(out, "ops")).groupBy("run").count().collect()}
+    assert counts == {r: len(Path(root, r, "history.jsonl").read_text().splitlines()) for r in spec if r != EMPTY_RUN}
 
 
 def _send_latencies(path: str) -> list[int]:

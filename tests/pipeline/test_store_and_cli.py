@@ -156,3 +156,23 @@ def test_cli_sweep_refused_cell_named_or_left_out(tmp_path, capsys):
     runs = [json.loads(x) for x in cap.out.splitlines()]
     assert len(runs) == 2 * 3 and {r["workload"] for r in runs} == {"queue", "txn"}
     assert cap.err.count("left out (refused)") == 2
+
+
+def test_the_documented_seeds_matrix_plans_as_documented(tmp_path, capsys):
+    """docs/analysis.md's seeds.toml: valid for `eoslab run`, and the run count the page states."""
+    import re
+    from pathlib import Path
+
+    from eoslab.cli import main
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "analysis.md").read_text()
+    toml = re.search(r"```toml\n(.*?)```", doc, re.S).group(1)
+    m = tmp_path / "seeds.toml"
+    m.write_text(toml)
+    rc = main(["sweep", "--workload", "queue", "--workload", "txn", "--nemesis", "kill-leader", "--nemesis",
+               "lost-ack", "--nemesis", "partition", "--settings-matrix", str(m), "--seeds", "5",
+               "--out", str(tmp_path / "st"), "--dry-run"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    runs = cap.out.splitlines()
+    stated = re.search(r"That is (\d+) cells × 2 workloads × 3 fault packages × 5 seeds = ([\d,]+) runs", doc)
+    assert len(runs) == int(stated.group(2).replace(",", "")) == int(stated.group(1)) * 2 * 3 * 5

@@ -115,17 +115,19 @@ def test_build_rows_fills_every_type_and_orders_them():
     assert dup["send_max_ms"] == 2.0 and dup["poll_max_ms"] is None and dup["send_p50_ms"] is None
 
 
-def test_executors_on_arrow_without_spark(tmp_path):
-    pa = pytest.importorskip("pyarrow")
+def test_executors_without_spark(tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
     from checker.kafka import check_kafka
-    from pipeline.executors import check_run, convert
+    from pipeline.executors import check_run, convert_run, partition_dir
     p = tmp_path / "h.jsonl"
     synth.generate(str(p), n_ops=400, seed=3, inject={"duplicate": 1, "g1a": 1}, nemesis=["kill"])
-    batch = pa.RecordBatch.from_pydict({"run": ["r"], "history": [str(p)]})
-    rows = pa.Table.from_batches(list(convert(iter([batch]))))
-    assert rows.num_rows == len(p.read_text().splitlines()) and rows.column("problem").null_count == rows.num_rows
-    shuffled = rows.take(list(reversed(range(rows.num_rows))))           # order comes from pos, not arrival
-    out = check_run(shuffled.select(["run", "pos", "op"])).to_pylist()[0]
+    st = convert_run("a/b=c", str(p), str(tmp_path / "ops"))
+    assert st["problem"] is None and st["ops"] == 400
+    assert st["path"] == str(tmp_path / "ops" / "run=a%2Fb%3Dc" / "part-00000.parquet")
+    assert partition_dir("x%y z") == "run=x%25y z"
+    rows = pq.read_table(st["path"]).to_pylist()
+    assert [json.loads(r["op"]) for r in rows] == [json.loads(x) for x in p.read_text().splitlines()]
+    out = check_run("a/b=c", st["path"])
     want = check_kafka(str(p))
     got = json.loads(out["result"])
     for r in (want, got):
@@ -133,8 +135,9 @@ def test_executors_on_arrow_without_spark(tmp_path):
     assert got == json.loads(json.dumps(want)) and dict(out["anomaly_counts"]) == {"duplicate": 1, "G1a": 1}
     with open(p, "a") as fh:
         fh.write("{not json\n")
-    last = pa.Table.from_batches(list(convert(iter([batch])))).to_pylist()[-1]
-    assert last["pos"] == -1 and "not valid JSON" in last["problem"]
+    st = convert_run("a/b=c", str(p), str(tmp_path / "ops2"))
+    assert st["path"] is None and "line 401: not valid JSON" in st["problem"]
+    assert not any(f.name.endswith(".parquet") for f in (tmp_path / "ops2").rglob("*"))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

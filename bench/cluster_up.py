@@ -8,10 +8,12 @@ container's healthcheck passes and the cluster serves (an active controller
 that sees every broker, every broker listing every broker, both transaction
 coordinators answering): Make, the runtime probe, the checks that the SDK,
 Compose and the images are current, and DockerRuntime.up(). With --direct
-only DockerRuntime.up() is timed. After each round every node must be
-running and every container healthy. Prints one JSON object: every round's
-seconds and the 1-minute load average before it (the machine may be
-shared), the median, and the target (15 s). Uses its own compose project
+only DockerRuntime.up() is timed. `seconds` is when it returned (every
+service answering its probe from the host); `docker_healthy_s` is when
+Docker's own healthchecks (every 2-5 s) reported every container healthy,
+measured from the same start. Prints one JSON object: every round's figures
+and the 1-minute load average before it (the machine may be shared), the
+medians, and the target (15 s). Uses its own compose project
 (eoslab-<name>, its own subnet and port), so it never touches another
 cluster. Images must exist (`make images`); before the rounds (untimed) it
 brings them up to date with the sources (`make docker-prereqs`), so no
@@ -35,15 +37,24 @@ from cluster.docker_runtime import DockerRuntime, project_for  # noqa: E402
 TARGET_S = 15.0
 
 
-def healthy_everywhere(rt: DockerRuntime) -> dict:
+def wait_docker_healthy(rt: DockerRuntime, timeout: float = 120) -> dict:
+    """Until Docker reports every container with a healthcheck healthy (they run every 2-5 s)."""
     states = {n.name: n.state for n in rt.info().nodes}
     assert all(s == "running" for s in states.values()), states
-    containers = rt._containers()
-    for svc, c in containers.items():
-        c.reload()
-        health = c.attrs["State"].get("Health", {}).get("Status", "healthy")
-        assert c.status == "running" and health == "healthy", (svc, c.status, health)
-    return {"services": len(states), "containers": len(containers)}
+    deadline = time.monotonic() + timeout
+    while True:
+        containers = rt._containers()
+        pending = []
+        for svc, c in containers.items():
+            c.reload()
+            health = c.attrs["State"].get("Health", {}).get("Status", "healthy")
+            assert c.status == "running" and health != "unhealthy", (svc, c.status, health)
+            if health != "healthy":
+                pending.append(svc)
+        if not pending:
+            return {"services": len(states), "containers": len(containers)}
+        assert time.monotonic() < deadline, f"not healthy after {timeout}s: {pending}"
+        time.sleep(0.2)
 
 
 def main() -> int:
@@ -74,8 +85,9 @@ def main() -> int:
                     print(f"cluster_up: make cluster-up failed: {r.stderr.strip()[-500:]}", file=sys.stderr)
                     return 1
             seconds = time.monotonic() - t0
-            sizes = healthy_everywhere(DockerRuntime(project_for(a.name), cluster_name=a.name))
-            rounds.append({"seconds": round(seconds, 2), "load1_before": round(load, 1)})
+            sizes = wait_docker_healthy(DockerRuntime(project_for(a.name), cluster_name=a.name))
+            rounds.append({"seconds": round(seconds, 2), "docker_healthy_s": round(time.monotonic() - t0, 2),
+                           "load1_before": round(load, 1)})
     finally:
         DockerRuntime(project_for(a.name), cluster_name=a.name).down()
         try:
@@ -83,8 +95,10 @@ def main() -> int:
         except FileNotFoundError:
             pass
     med = statistics.median(r["seconds"] for r in rounds)
+    med_healthy = statistics.median(r["docker_healthy_s"] for r in rounds)
     print(json.dumps({"bench": "cluster_up", "runtime": "docker", "timed": "DockerRuntime.up()" if a.direct
                       else "make cluster-up RUNTIME=docker", **sizes, "rounds": rounds, "median_s": round(med, 2),
+                      "median_docker_healthy_s": round(med_healthy, 2),
                       "target_s": TARGET_S, "within_target": med <= TARGET_S, "cores": os.cpu_count()}))
     return 0
 

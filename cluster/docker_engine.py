@@ -9,9 +9,12 @@ the first three octets of a /24 inside 172.28.0.0/16 that no Docker network
 and no host route overlaps (the preferred one when it is free), and
 `pick_port()` a port on 127.0.0.1 that binds and that no container
 publishes: a compose project only ever gets addresses nobody else uses, so
-traffic to them reaches only that project's containers. `alloc_lock()` is an
-exclusive lock across processes, held while a project picks addresses and
-comes up, so two projects never pick the same ones.
+traffic to them reaches only that project's containers. Automatic picks
+rotate (the next search starts after the last pick, remembered beside the
+lock), so the subnet and port a project just released are not handed out
+again at once. `alloc_lock()` is an exclusive lock across processes, held
+while a project picks addresses and comes up, so two projects never pick
+the same ones.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ import urllib.parse
 
 SOCKET = os.environ.get("EOSLAB_DOCKER_SOCKET", "/var/run/docker.sock")
 LOCK_PATH = "/run/lock/eoslab-docker-alloc.lock"
+CURSOR_PATH = "/run/lock/eoslab-docker-alloc.last"     # "<third octet> <port>" of the last automatic picks
 NET_RANGE = ipaddress.IPv4Network("172.28.0.0/16")
 DEFAULT_NET, DEFAULT_PORT = "172.28.77", 19092
 FIRST_AUTO_NET, FIRST_AUTO_PORT, LAST_AUTO_PORT = 80, 19100, 19999
@@ -138,12 +142,40 @@ def _docker_subnets(client) -> list[ipaddress.IPv4Network]:
     return out
 
 
+def _cursor() -> tuple[int, int]:
+    try:
+        with open(CURSOR_PATH) as f:
+            octet, port = (int(x) for x in f.read().split())
+        return octet, port
+    except (OSError, ValueError):
+        return FIRST_AUTO_NET - 1, FIRST_AUTO_PORT - 1
+
+
+def _remember(octet: int | None = None, port: int | None = None) -> None:
+    last_octet, last_port = _cursor()
+    try:
+        with open(CURSOR_PATH, "w") as f:
+            f.write(f"{octet if octet is not None else last_octet} {port if port is not None else last_port}\n")
+    except OSError:
+        pass                                   # rotation is a nicety; uniqueness comes from the checks
+
+
+def _rotated(first: int, last: int, after: int) -> list[int]:
+    """first..last, starting just after `after`."""
+    values = list(range(first, last + 1))
+    i = next((k for k, v in enumerate(values) if v > after), 0)
+    return values[i:] + values[:i]
+
+
 def pick_net(client, preferred: str | None = None) -> str:
     taken = _docker_subnets(client) + _host_routes()
-    candidates = ([preferred] if preferred else []) + [f"172.28.{i}" for i in range(FIRST_AUTO_NET, 255)]
+    auto = _rotated(FIRST_AUTO_NET, 254, _cursor()[0])
+    candidates = ([preferred] if preferred else []) + [f"172.28.{i}" for i in auto]
     for c in candidates:
         net = ipaddress.IPv4Network(f"{c}.0/24")
         if net.subnet_of(NET_RANGE) and not any(net.overlaps(t) for t in taken):
+            if c != preferred:
+                _remember(octet=int(c.rsplit(".", 1)[1]))
             return c
     raise EngineUnavailable("no free /24 left in 172.28.0.0/16 for another compose project")
 
@@ -168,9 +200,11 @@ def _binds(port: int) -> bool:
 
 def pick_port(client, preferred: int | None = None) -> int:
     used = _published_ports(client)
-    candidates = ([preferred] if preferred else []) + list(range(FIRST_AUTO_PORT, LAST_AUTO_PORT + 1))
+    candidates = ([preferred] if preferred else []) + _rotated(FIRST_AUTO_PORT, LAST_AUTO_PORT, _cursor()[1])
     for port in candidates:
         if port not in used and _binds(port):
+            if port != preferred:
+                _remember(port=port)
             return port
     raise EngineUnavailable(f"no free port on 127.0.0.1 in {FIRST_AUTO_PORT}-{LAST_AUTO_PORT} for a bootstrap port")
 

@@ -5,9 +5,9 @@ names ("zookeeper", "controller-1", "broker-2", "txn-coordinator-1"):
 `up` returns once every container runs and the cluster serves as
 `wait_ready` defines it, probed from the host (an active controller that
 sees every broker, every broker listing every broker, every coordinator
-answering, every sidecar accepting connections; Docker's own healthchecks
-run the same probes at a slower pace, for `docker ps`); a failed `up`
-leaves nothing behind and says which container failed and why;
+answering, every sidecar and the published bootstrap port answering;
+Docker's healthchecks run the same probes more slowly, for `docker ps`); a
+failed `up` leaves nothing behind and says which container failed and why;
 `down` heals, then removes the project's containers, network and volumes;
 kill is SIGKILL of the service's container and returns once it is dead;
 pause is `docker pause` (the cgroup freezer); start starts the container
@@ -293,13 +293,21 @@ class DockerRuntime(SidecarFaults, Runtime):
                     last = c.logs(tail=1).decode(errors="replace").strip()[-200:] if c is not None else ""
                     raise DockerRuntimeError(f"container {svc} {c.status if c else 'is missing'}"
                                              + (f" ({last})" if last else ""))
-            why = self._sidecar_problem(cs) or readiness.problem(self.info())
+            info = self.info()
+            why = self._sidecar_problem(cs) or readiness.problem(info) or self._bootstrap_problem(info)
             if why is None:
                 return
             if time.monotonic() > deadline:
                 raise DockerRuntimeError(f"the docker cluster {self.cluster_name!r} is not ready after "
                                          f"{timeout:.0f}s: {why}")
             time.sleep(0.2)
+
+    def _bootstrap_problem(self, info: ClusterInfo) -> str | None:
+        """The published bootstrap port (docker-proxy on 127.0.0.1 to broker-1) must answer Metadata too."""
+        from services.probe import probe
+        if info.node("broker-1").state != "running" or probe("broker", info.bootstrap, timeout=2):
+            return None
+        return f"the published bootstrap port {info.bootstrap} does not answer Metadata yet"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until the running nodes serve (cluster.readiness: the meaning of LocalRuntime.wait_ready),

@@ -14,7 +14,8 @@ import pytest
 
 from tests.pipeline.conftest import (EMPTY_RUN, FIXED_LATENCY_NS, FIXED_LATENCY_RUN, WITH_REPORT_RUN)
 
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::FutureWarning")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
+              pytest.mark.filterwarnings("ignore::FutureWarning")]
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 ROOT = Path(__file__).resolve().parents[2]
@@ -192,7 +193,6 @@ def test_bad_history_line_through_the_cli_is_one_line_and_exit_2(spark, tmp_path
     assert not (tmp_path / "out" / "matrix.csv").exists()
 
 
-@pytest.mark.slow
 def test_bad_history_line_in_a_fresh_process(tmp_path):
     store, line = _bad_store(tmp_path)
     out = subprocess.run([sys.executable, "-m", "eoslab", "analyze", str(store), "--out",

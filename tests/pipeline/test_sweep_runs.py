@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::FutureWarning")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1800),
+              pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 
 def _sweep(tmp_path, capsys, acks: list[str]) -> tuple[int, dict, str]:

@@ -7,7 +7,7 @@ lost-write's must-have-committed, pid-reuse, zombie-write — span
 partitions); nothing here re-implements an anomaly rule. Modules:
 
   store      finds the runs under a store (run.json + history.jsonl each)
-  executors  the functions executors run: JSONL -> Arrow rows, rows -> check
+  executors  the functions executors run: JSONL -> Parquet, Parquet -> verdict
   latency    client-op latency histograms that add up across runs
   session    the SparkSession (local or standalone) and the progress line
   matrix     per workload x configuration x fault package: counts, rates,

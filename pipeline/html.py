@@ -21,7 +21,7 @@ from pipeline.matrix import ANY, UNSEEN
 
 CSS = REPORT_CSS + """
 .hm text{font:11px sans-serif}.hm .v{font:10px sans-serif;text-anchor:middle}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums}.scroll{overflow-x:auto}
 """
 CELL_W, CELL_H, LEFT_PAD = 74, 22, 12
 
@@ -51,7 +51,7 @@ def heatmap(row_labels: list[str], col_labels: list[str], cells: dict, title: st
     top = int(28 + longest * 0.65)
     w = int(label_w + CELL_W * len(col_labels) + max(10, longest * 0.77 - CELL_W / 2))
     h = top + CELL_H * len(row_labels) + 10
-    parts = [f'<svg class="hm" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">',
+    parts = [f'<div class="scroll"><svg class="hm" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">',
              f'<text x="4" y="14" class="t">{_e(title)}</text>']
     for j, c in enumerate(col_labels):
         x = label_w + CELL_W * j + CELL_W / 2
@@ -74,7 +74,7 @@ def heatmap(row_labels: list[str], col_labels: list[str], cells: dict, title: st
                          f'fill="{_color(m["rate"])}"><title>{_e(tip)}</title></rect>'
                          f'<text class="v" x="{x + CELL_W / 2 - 1:.0f}" y="{y + 15}" fill="{fg}">'
                          f'{m["runs_with"]}/{m["runs"]}</text>')
-    parts.append("</svg>")
+    parts.append("</svg></div>")
     return "".join(parts)
 
 

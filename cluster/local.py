@@ -283,7 +283,19 @@ class LocalRuntime(Runtime):
                                    f"logs in {os.path.join(self.dir, 'logs')}")
             time.sleep(0.1)
 
+    def _reload(self) -> None:
+        """Take the state on disk when it is this cluster's: another runtime object (the CLI, a nemesis in
+        another process) may have restarted nodes since this one read it, under new pids."""
+        try:
+            with open(self.state_path) as f:
+                disk = json.load(f)
+        except (OSError, ValueError):
+            return
+        if disk.get("slot") == self.state.get("slot"):
+            self.state = disk
+
     def down(self) -> None:
+        self._reload()
         if self.state.get("slot"):
             try:
                 self.heal()
@@ -298,6 +310,7 @@ class LocalRuntime(Runtime):
                 self._signal(name, signal.SIGKILL)
                 self._wait_gone(name, 5.0)
         if self.state.get("slot"):
+            netfilter.kill_cgroups(self.state["slot"])   # anything of this cluster that no state names
             netfilter.remove_cgroups(self.state["slot"])
             slots.release(self.state["slot"])
         shutil.rmtree(self.dir, ignore_errors=True)

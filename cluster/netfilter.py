@@ -21,8 +21,10 @@ import itertools
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import threading
+import time
 
 _LOCK = threading.Lock()     # rule edits of one process never interleave
 
@@ -61,6 +63,42 @@ def place(slot: int, node: str, pid: int) -> bool:
         return True
     except OSError:
         return False
+
+
+def kill_cgroups(slot: int) -> list[int]:
+    """SIGKILL every process still in the slot's node groups; returns their pids."""
+    root = cgroup2_root()
+    base = os.path.join(root, "eoslab", str(slot)) if root else None
+    if base is None or not os.path.isdir(base):
+        return []
+    killed = []
+    for d in os.listdir(base):
+        try:
+            with open(os.path.join(base, d, "cgroup.procs")) as f:
+                pids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            if pid == os.getpid():
+                continue
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    while killed and time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and
+                                                          not _is_zombie(p) for p in killed):
+        time.sleep(0.02)
+    return killed
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 def remove_cgroups(slot: int) -> None:

@@ -60,6 +60,13 @@ class OwnedPartition:
     cache: dict[str, TransactionMetadata] = field(default_factory=dict)
     checked: int = 0    # offsets below this hold no fence of a newer coordinator epoch
     check_lock: threading.Lock = field(default_factory=threading.Lock)
+    checker: KafkaConsumer | None = None    # reads [checked, append) for fences; kept while owned
+
+    def close_checker(self) -> None:
+        with self.check_lock:
+            if self.checker is not None:
+                self.checker.close()
+                self.checker = None
 
 
 class TransactionStateManager:
@@ -92,12 +99,15 @@ class TransactionStateManager:
             for p in list(self.owned):
                 if mine.get(p) != self.owned[p].coordinator_epoch:
                     log.info("lost __transaction_state-%d (epoch %d)", p, self.owned[p].coordinator_epoch)
-                    del self.owned[p]
+                    self._drop(self.owned.pop(p))
             for p, epoch in mine.items():
                 if p not in self.owned:
                     op = self.owned[p] = OwnedPartition(p, epoch)
                     log.info("gained __transaction_state-%d at coordinator epoch %d; loading", p, epoch)
                     threading.Thread(target=self._load, args=(op,), name=f"load-{p}", daemon=True).start()
+
+    def _drop(self, op: OwnedPartition) -> None:
+        threading.Thread(target=op.close_checker, name=f"drop-{op.partition}", daemon=True).start()
 
     def _still_owned(self, op: OwnedPartition) -> bool:
         with self.lock:
@@ -193,15 +203,20 @@ class TransactionStateManager:
 
     def _unfenced_below(self, op: OwnedPartition, offset: int) -> bool:
         """Read [op.checked, offset): no fence of a newer coordinator epoch there. A newer one means the
-        partition moved before this append landed: the append is void and the partition is dropped."""
+        partition moved before this append landed: the append is void and the partition is dropped. Only
+        other writers' records are read: after a check, `checked` is past this append's own record, so a
+        partition only this owner writes costs no read at all."""
         tp = (it.TRANSACTION_STATE_TOPIC, op.partition)
         with op.check_lock:
             if op.checked >= offset:
                 return self._still_owned(op)
-            c = KafkaConsumer(self.bootstrap)
             try:
-                c.assign([tp])
-                c.seek(tp, op.checked)
+                if op.checker is None:
+                    op.checker = KafkaConsumer(self.bootstrap)
+                    op.checker.assign([tp])
+                c = op.checker
+                if c.positions[tp] != op.checked:
+                    c.seek(tp, op.checked)
                 deadline = time.monotonic() + 10
                 while c.positions[tp] < offset:
                     if time.monotonic() > deadline or not self._still_owned(op):
@@ -215,16 +230,23 @@ class TransactionStateManager:
                             with self.lock:
                                 if self.owned.get(op.partition) is op:
                                     del self.owned[op.partition]
+                            c.close()
+                            op.checker = None
                             return False
             except Exception as e:  # noqa: BLE001 - cannot tell: the append does not count
                 log.info("checking __transaction_state-%d for fences failed: %s", op.partition, e)
+                if op.checker is not None:
+                    op.checker.close()
+                    op.checker = None
                 return False
-            finally:
-                c.close()
-            op.checked = max(op.checked, offset)
-            return True
+            op.checked = max(op.checked, offset + 1)   # the record at `offset` is this append, not a fence
+            return self._still_owned(op)
 
     def close(self) -> None:
+        with self.lock:
+            owned, self.owned = list(self.owned.values()), {}
+        for op in owned:
+            op.close_checker()
         if self._producer is not None:
             self._producer.close(5)
         self.metadata.close()

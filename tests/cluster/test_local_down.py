@@ -1,0 +1,50 @@
+"""LocalRuntime.down stops everything of its cluster, even what another runtime object started."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from cluster import netfilter
+from cluster.local import LocalRuntime
+
+pytestmark = pytest.mark.integration
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_down_on_a_stale_object_stops_a_node_restarted_elsewhere(make_cluster, eoslab_home):
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    old = next(n.pid for n in rt.info().nodes if n.name == "broker-1")
+    other = LocalRuntime.load(rt.cluster_name, home=eoslab_home)    # as the CLI or a nemesis would
+    other.kill("broker-1")
+    other.start("broker-1")
+    new = next(n.pid for n in other.info().nodes if n.name == "broker-1")
+    assert new and new != old and _alive(new)
+    rt.down()                                                        # rt still holds the old pid
+    deadline = time.monotonic() + 5
+    while _alive(new) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(new), "the restarted broker outlived cluster down"
+
+
+def test_down_kills_what_is_left_in_the_cluster_cgroups(make_cluster):
+    if os.geteuid() != 0 or netfilter.cgroup2_root() is None:
+        pytest.skip("needs root and a cgroup-v2 hierarchy")
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        assert netfilter.place(rt.slot, "client-stray", stray.pid)
+        rt.down()
+        assert stray.wait(timeout=5) == -9
+    finally:
+        if stray.poll() is None:
+            stray.kill()
+            stray.wait()

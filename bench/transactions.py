@@ -9,7 +9,12 @@ producer sending --records 100-byte records (acks=all, flushed at the end),
 and one transactional producer sending the same number in transactions of N
 records (begin, N sends, commit) for each N in --sizes (at N=10 a tenth of
 the records, so a round stays short). Prints the median records/s of each
-and the cost of transactions relative to the idempotent run of the same round.
+and the cost of transactions relative to the idempotent run of the same round,
+with the fixed cost of one transaction that this implies. It also measures
+the latency of one acks=all write of one record to a replicated partition
+(the unit a transaction is made of: the coordinator's Ongoing, PrepareCommit
+and CompleteCommit records, the markers, the data) and prints the ceiling
+that five such writes in a row put on a single producer's transaction rate.
 """
 from __future__ import annotations
 
@@ -40,6 +45,21 @@ def idempotent(bootstrap: str, topic: str, records: int) -> float:
             p.send(topic, VALUE)
         p.flush()
         return records / (time.perf_counter() - t0)
+    finally:
+        p.close()
+
+
+def replicated_write_ms(bootstrap: str, topic: str, writes: int = 300) -> float:
+    """Median latency of one acks=all write of one record, sent alone (linger 0)."""
+    p = KafkaProducer(bootstrap, ProducerConfig(linger_ms=0))
+    try:
+        p.send(topic, VALUE, partition=0).result(30)
+        lat = []
+        for _ in range(writes):
+            t0 = time.perf_counter()
+            p.send(topic, VALUE, partition=0).result(30)
+            lat.append(time.perf_counter() - t0)
+        return 1000 * statistics.median(lat)
     finally:
         p.close()
 
@@ -83,11 +103,12 @@ def main() -> None:
         md = ClusterMetadata(boot)
         create_topic(md, "bench-txn", a.partitions, a.replication_factor)
         md.close()
-        rows: dict[str, list] = {"idempotent": []}
+        rows: dict[str, list] = {"idempotent": [], "write-ms": []}
         for n in sizes:
             rows[f"txn-{n}"] = []
             rows[f"commit-ms-{n}"] = []
         for r in range(a.rounds):
+            rows["write-ms"].append(replicated_write_ms(boot, "bench-txn"))
             rows["idempotent"].append(idempotent(boot, "bench-txn", a.records))
             for n in sizes:
                 recs = a.records // 10 if n <= 10 else a.records
@@ -96,12 +117,21 @@ def main() -> None:
                 rows[f"commit-ms-{n}"].append(commit_ms)
             print(json.dumps({k: round(v[-1], 1) for k, v in rows.items()}), file=sys.stderr)
         idem = statistics.median(rows["idempotent"])
-        print(f"{'producer':<24}{'records/s':>12}{'cost':>8}{'commit p50 ms':>16}")
-        print(f"{'idempotent':<24}{idem:>12,.0f}{'':>8}{'':>16}")
+        write_ms = statistics.median(rows["write-ms"])
+        print(f"{'producer':<24}{'records/s':>12}{'cost':>8}{'commit p50 ms':>16}{'ms/txn fixed':>14}"
+              f"{'ceiling rec/s':>15}")
+        print(f"{'idempotent':<24}{idem:>12,.0f}")
         for n in sizes:
             rate = statistics.median(rows[f"txn-{n}"])
             cm = statistics.median(rows[f"commit-ms-{n}"])
-            print(f"{f'transactional, {n}/txn':<24}{rate:>12,.0f}{(1 - rate / idem) * 100:>7.0f}%{cm:>16.1f}")
+            fixed = 1000 * n * (1 / rate - 1 / idem)
+            ceiling = n / (5 * write_ms / 1000 + n / idem)
+            print(f"{f'transactional, {n}/txn':<24}{rate:>12,.0f}{(1 - rate / idem) * 100:>7.0f}%{cm:>16.1f}"
+                  f"{fixed:>14.1f}{ceiling:>15,.0f}")
+        print(f"one acks=all write of one record (RF {a.replication_factor}): p50 {write_ms:.2f} ms; a transaction "
+              f"makes at least 5 such writes one after another (Ongoing, data, PrepareCommit, markers, "
+              f"CompleteCommit), so 'ceiling' is the most a single producer can reach; 20% cost at 100/txn "
+              f"needs a fixed cost of {0.25 * 100 / idem * 1000:.2f} ms per transaction")
     finally:
         rt.down()
 

@@ -54,10 +54,10 @@ class CoordinatorClient:
         raise last or KafkaError(E.COORDINATOR_NOT_AVAILABLE, f"no coordinator for {self.key!r}")
 
     def txn_stub(self):
-        return txn_pb2_grpc.TransactionCoordinatorStub(self.metadata.channels.get(self.address))
+        return self.metadata.channels.stub(self.address, txn_pb2_grpc.TransactionCoordinatorStub)
 
     def broker_stub(self):
-        return broker_pb2_grpc.BrokerStub(self.metadata.channels.get(self.address))
+        return self.metadata.channels.stub(self.address, broker_pb2_grpc.BrokerStub)
 
     def call(self, fn, timeout_s: float, error_of=lambda r: r.error):
         """fn(coordinator address) -> response; retried as the module doc says."""

@@ -38,7 +38,7 @@ class ClusterMetadata:
         self._slow: dict[str, float] = {}   # address -> monotonic time until which it is skipped
 
     def stub(self, address: str) -> broker_pb2_grpc.BrokerStub:
-        return broker_pb2_grpc.BrokerStub(self.channels.get(address))
+        return self.channels.stub(address, broker_pb2_grpc.BrokerStub)
 
     def addresses(self) -> list[str]:
         """Every address once: bootstrap then known brokers, rotated by one each call, slow ones last."""

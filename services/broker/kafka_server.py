@@ -164,7 +164,7 @@ class KafkaServer:
         if fc.error != E.NONE:   # retriable for the producer (Kafka also answers NOT_ENOUGH_REPLICAS here)
             return E.NOT_ENOUGH_REPLICAS
         try:
-            r = txn_pb2_grpc.TransactionCoordinatorStub(self.channels.get(f"{fc.host}:{fc.port}")).AddPartitionsToTxn(
+            r = self.channels.stub(f"{fc.host}:{fc.port}", txn_pb2_grpc.TransactionCoordinatorStub).AddPartitionsToTxn(
                 txn_pb2.AddPartitionsToTxnRequest(transactional_id=transactional_id, producer_id=pid,
                                                   producer_epoch=epoch, verify_only=True,
                                                   partitions=[common_pb2.TopicPartition(topic=topic,

@@ -41,7 +41,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     def _stub(self):
         addr = self.manager.broker_address(self.leader_id)
-        return broker_pb2_grpc.BrokerStub(self.manager.channels.get(addr)) if addr else None
+        return self.manager.channels.stub(addr, broker_pb2_grpc.BrokerStub) if addr else None
 
     def run(self) -> None:
         while self.running:

@@ -44,11 +44,24 @@ def channel(address: str) -> grpc.Channel:
 
 
 class ChannelCache:
-    """One channel per address, shared by the threads of one process."""
+    """One channel per address, shared by the threads of one process, and one stub per channel and
+    service (building a stub builds a callable per method: too dear for every request)."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[tuple[str, type], object] = {}
+
+    def stub(self, address: str, stub_class):
+        key = (address, stub_class)
+        st = self._stubs.get(key)
+        if st is None:
+            ch = self.get(address)
+            with self._lock:
+                if self._channels.get(address) is not ch:
+                    return stub_class(ch)       # dropped meanwhile: do not cache a stub of a closed channel
+                st = self._stubs.setdefault(key, stub_class(ch))
+        return st
 
     def get(self, address: str) -> grpc.Channel:
         with self._lock:
@@ -60,12 +73,15 @@ class ChannelCache:
     def drop(self, address: str) -> None:
         with self._lock:
             ch = self._channels.pop(address, None)
+            for key in [k for k in self._stubs if k[0] == address]:
+                del self._stubs[key]
         if ch is not None:
             ch.close()
 
     def close_all(self) -> None:
         with self._lock:
             chans, self._channels = list(self._channels.values()), {}
+            self._stubs.clear()
         for ch in chans:
             ch.close()
 

@@ -7,6 +7,8 @@
 # (docker/build-base-image.sh) and passes it here together with
 # PIP_OFFLINE=1, so Python packages come only from ./wheelhouse (which
 # `make wheelhouse` downloads on the host): the build then needs no network.
+# The image has the `k8s` extra (the kubernetes client): the zombie-fencing
+# Job in k8s/ runs `eoslab run --runtime k8s` from this image.
 ARG BASE_IMAGE=python:3.11-slim
 
 FROM ${BASE_IMAGE} AS build
@@ -24,12 +26,12 @@ RUN set -eu; \
     if [ "$PIP_OFFLINE" = 1 ]; then export PIP_NO_INDEX=1; fi; \
     python -m venv /opt/eoslab; \
     PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
-      /opt/eoslab/bin/pip install -q --find-links /wheelhouse /src; \
+      /opt/eoslab/bin/pip install -q --find-links /wheelhouse "/src[k8s]"; \
     /opt/eoslab/bin/pip uninstall -q -y pip setuptools 2>/dev/null || true; \
     # Bytecode compiled now: healthchecks start Python every second, and
     # compiling grpc/protobuf at each start would take most of the CPU.
     /opt/eoslab/bin/python -m compileall -q -j 0 /opt/eoslab/lib >/dev/null; \
-    /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.txn_coordinator, services.sidecar, services.probe, grpc, kazoo'
+    /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.txn_coordinator, services.sidecar, services.probe, grpc, kazoo, kubernetes'
 
 FROM ${BASE_IMAGE}
 # The fault sidecar needs iptables and tc; Debian-made bases already have them.

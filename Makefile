@@ -25,7 +25,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,docker,spark]'
+	$(BIN)/pip install -q -e '.[dev,docker,k8s,spark]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -63,7 +63,7 @@ test: venv system-deps
 # (compose cluster, sidecars, chaos run on Docker) and the offline manifest checks of tests/k8s.
 # Without an engine that can run, they skip and say why.
 test-docker: venv
-	@$(BIN)/python -c 'import docker, kubernetes_validate' 2>/dev/null || $(BIN)/pip install -q -e '.[dev,docker]'
+	@$(BIN)/python -c 'import docker, kubernetes, kubernetes_validate' 2>/dev/null || $(BIN)/pip install -q -e '.[dev,docker,k8s]'
 	@bash .ci/docker-engine.sh || echo "test-docker: the container tests will skip (no engine)"
 	$(BIN)/python -m pytest -n 0 -p no:cacheprovider -m "docker or fast" tests/docker tests/k8s
 

@@ -51,8 +51,9 @@ def register_run(sub) -> None:
     r.add_argument("--nemesis", default="none", help="fault packages, comma separated (or none)")
     r.add_argument("--time-limit", type=float, default=30.0)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--runtime", default="local")
-    r.add_argument("--cluster", help="use this running local cluster instead of starting one")
+    r.add_argument("--runtime", default="local",
+                   help="local, docker, auto, or k8s (a cluster deployed from k8s/; needs --cluster NAMESPACE)")
+    r.add_argument("--cluster", help="use this running cluster instead of starting one (on k8s: its namespace)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="producer setting (acks=1), broker flag (broker.producer-state-batches=5) "
                         "or topic config (topic.min.insync.replicas=2)")

@@ -10,11 +10,21 @@ pods share one process namespace); partition and heal exec
 `python -m services.sidecar.ctl` in the sidecars, which call their own
 gRPC API with the token from the pod's Secret. `up` applies k8s/ (objects
 that exist are left alone) and waits for every StatefulSet to be ready;
-`down` deletes the namespace. Errors are K8sRuntimeError with one line.
+`wait_ready` waits for every StatefulSet of the namespace; `down` deletes
+the namespace. Configuration: in-cluster (the pod's ServiceAccount) when
+$KUBERNETES_SERVICE_HOST is set and no kubeconfig is given, the kubeconfig
+($KUBECONFIG or ~/.kube/config) otherwise; the constructor then asks the
+API server for its version (within `connect_timeout` seconds), so a missing
+configuration or an API server that does not answer fails at once. Errors
+are K8sRuntimeError with one line.
+
+This is what `open_runtime("k8s", NAMESPACE)` and `eoslab run --runtime k8s
+--cluster NAMESPACE` use (k8s/zombie-fencing-job.yaml runs the latter).
 
 Not exercised on this machine: no Kubernetes API server can run here. The
 manifests are validated offline (tests/k8s/test_manifests.py); this module
-is checked only for importing and for its name mapping.
+is checked for its name mapping and for failing with one line when there is
+no configuration or no API server (tests/k8s/test_k8s_job_command.py).
 """
 from __future__ import annotations
 
@@ -37,6 +47,15 @@ class K8sRuntimeError(RuntimeError):
     pass
 
 
+def _one_line(e: BaseException) -> str:
+    """The gist of a client error on one line (urllib3 nests the cause in a long repr)."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    for marker in ("Connection refused", "Name or service not known", "timed out", "certificate verify failed"):
+        if marker in text:
+            return marker.lower()
+    return text[:300]
+
+
 def pod_name(node: str) -> str:
     """"broker-1" -> "broker-0", "zookeeper" -> "zookeeper-0"."""
     if node == "zookeeper":
@@ -55,19 +74,31 @@ def node_name(pod: str) -> str:
 class K8sRuntime(Runtime):
     name = "k8s"
 
-    def __init__(self, namespace: str = "eoslab", kubeconfig: str | None = None, context: str | None = None):
-        from kubernetes import client, config
+    def __init__(self, namespace: str = "eoslab", kubeconfig: str | None = None, context: str | None = None,
+                 connect_timeout: float = 10.0):
+        try:
+            from kubernetes import client, config
+        except ImportError:
+            raise K8sRuntimeError("the k8s runtime needs the kubernetes client (pip install -e '.[k8s]')") from None
+        cfg = client.Configuration()
         try:
             if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
-                config.load_incluster_config()
+                config.load_incluster_config(client_configuration=cfg)
+                where = "in-cluster"
             else:
-                config.load_kube_config(config_file=kubeconfig, context=context)
-        except Exception as e:
-            raise K8sRuntimeError(f"no Kubernetes configuration: {e}") from None
+                config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+                where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        except Exception as e:  # noqa: BLE001 - ConfigException, a malformed file, ...
+            raise K8sRuntimeError(f"no Kubernetes configuration: {_one_line(e)}") from None
         self.ns = namespace
-        self.api = client.ApiClient()
+        self.api = client.ApiClient(cfg)
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
+        try:
+            client.VersionApi(self.api).get_code(_request_timeout=connect_timeout)
+        except Exception as e:  # noqa: BLE001 - refused, unresolvable, TLS, timeout, 401/403
+            raise K8sRuntimeError(f"no Kubernetes API server answers at {cfg.host} ({where}): "
+                                  f"{_one_line(e)}") from None
 
     # -- life cycle -------------------------------------------------------
     def up(self, timeout: float = 300) -> ClusterInfo:
@@ -84,6 +115,10 @@ class K8sRuntime(Runtime):
                 raise K8sRuntimeError(f"apply k8s/{name}: {e.reason}") from None
         self._wait_ready(timeout)
         return self.info()
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        """Every StatefulSet of the namespace has all its replicas ready (what final_heal waits for)."""
+        self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -135,10 +170,17 @@ class K8sRuntime(Runtime):
 
     def start(self, node: str, timeout: float = 120) -> None:
         """The StatefulSet restarts a killed pod by itself: wait until it is ready again."""
+        from kubernetes.client.rest import ApiException
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            pod = self.core.read_namespaced_pod(pod_name(node), self.ns)
-            if pod.status.phase == "Running" and all(c.ready for c in pod.status.container_statuses or []):
+            try:
+                pod = self.core.read_namespaced_pod(pod_name(node), self.ns)
+            except ApiException as e:
+                if e.status != 404:            # 404: the StatefulSet has not made the replacement yet
+                    raise K8sRuntimeError(f"read pod {pod_name(node)}: {e.reason}") from None
+                pod = None
+            if (pod is not None and pod.metadata.deletion_timestamp is None and pod.status.phase == "Running"
+                    and all(c.ready for c in pod.status.container_statuses or [])):
                 return
             time.sleep(1)
         raise K8sRuntimeError(f"{node} not ready after {timeout:.0f}s")

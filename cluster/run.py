@@ -45,11 +45,11 @@ def _flag(name: str, value: str) -> list[str]:
 
 
 def runtime_kinds() -> tuple[str, ...]:
-    """Runtimes `--runtime` accepts: local always; docker (and auto) once cluster/runtimes.py is built."""
+    """Runtimes `--runtime` accepts: local always; docker, auto and k8s once cluster/runtimes.py is built."""
     if importlib.util.find_spec("cluster.runtimes") is None:
         return ("local",)
-    from cluster.runtimes import KINDS
-    return tuple(KINDS)
+    from cluster.runtimes import RUN_KINDS
+    return tuple(RUN_KINDS)
 
 
 @dataclass
@@ -77,6 +77,9 @@ class RunConfig:
             raise ValueError("--time-limit must be positive")
         if self.runtime not in runtime_kinds():
             raise ValueError(f"runtime {self.runtime!r} is not available (available: {', '.join(runtime_kinds())})")
+        if self.runtime == "k8s" and not self.cluster:
+            raise ValueError("the k8s runtime runs on a cluster deployed with `kubectl apply -k k8s/`: "
+                             "name its namespace with --cluster (e.g. --cluster eoslab)")
         s = self.split_settings()
         if self.runtime != "local" and (s["controller"] or s["coordinator"]):
             raise ValueError("controller.* and coordinator.* settings need the local runtime")

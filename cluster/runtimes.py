@@ -6,6 +6,11 @@ Guarantees: `open_runtime` returns a LocalRuntime or a DockerRuntime for
 the cluster called `name` (not started: call `up()`, or use it as it is when
 that cluster already runs, as `eoslab cluster status/down` and the nemesis
 do); the sizes and broker flags apply when the runtime starts a new cluster.
+`k8s` (RUN_KINDS, not a choice `auto` makes) returns a K8sRuntime on the
+cluster deployed from k8s/ in namespace `name` (in-cluster configuration
+inside a pod, the kubeconfig otherwise; sizes and broker flags are the
+manifests'); with no configuration or no API server answering it raises
+K8sRuntimeError with one line.
 `auto` reopens a cluster of that name on the runtime it already runs on
 (local first); otherwise it chooses docker when a Docker engine answers,
 the docker SDK imports and both images exist, else local. `choose()`
@@ -25,7 +30,8 @@ import sys
 from cluster import docker_engine as eng
 from cluster.runtime import Runtime
 
-KINDS = ("local", "docker", "auto")
+KINDS = ("local", "docker", "auto")          # what `cluster up` and choose() take: runtimes this machine can start
+RUN_KINDS = KINDS + ("k8s",)                 # what open_runtime takes: also a cluster deployed on Kubernetes
 ENGINE_PROBE_S = float(os.environ.get("EOSLAB_ENGINE_PROBE_S", "2"))
 
 
@@ -83,8 +89,11 @@ def open_runtime(kind: str, name: str, *, brokers: int = 3, controllers: int = 2
     if kind == "auto":
         found = existing(name)
         kind = found[0] if found else choose("auto")[0]
-    elif kind not in KINDS:
-        raise RuntimeChoiceError(f"unknown runtime {kind!r} (choose from {', '.join(KINDS)})")
+    elif kind not in RUN_KINDS:
+        raise RuntimeChoiceError(f"unknown runtime {kind!r} (choose from {', '.join(RUN_KINDS)})")
+    if kind == "k8s":
+        from cluster.k8s_runtime import K8sRuntime
+        return K8sRuntime(namespace=name, **extra)
     if kind == "local":
         from cluster.local import LocalRuntime
         return LocalRuntime(name, brokers=brokers, controllers=controllers, txn_coordinators=txn_coordinators,

@@ -29,7 +29,7 @@ COMPOSE_BIN      = $(shell $(DOCKER) compose version >/dev/null 2>&1 && echo "$(
 DOCKER_BUILD     = DOCKER_BUILDKIT=0 $(DOCKER) build -q --build-arg BASE_IMAGE=$(BASE_IMAGE)
 
 # What the images are built from: a change here makes images-current rebuild them.
-IMAGE_SOURCES   := Dockerfile docker/entrypoint.sh docker/healthcheck.py docker/launch.py docker/Dockerfile.zookeeper \
+IMAGE_SOURCES   := Dockerfile docker/build-wheelhouse.sh docker/entrypoint.sh docker/healthcheck.py docker/launch.py docker/Dockerfile.zookeeper \
                    $(wildcard docker/zookeeper/*) pyproject.toml \
                    $(shell find eoslab services clients cluster checker -name '*.py' 2>/dev/null)
 IMAGES_STAMP    := .eoslab/docker/images-$(subst :,_,$(subst /,_,$(EOSLAB_IMAGE)))-$(subst :,_,$(subst /,_,$(ZK_IMAGE))).stamp
@@ -42,7 +42,7 @@ docker-engine:
 base-image: docker-engine
 	@$(DOCKER_TIMED) base-image env DOCKER=$(DOCKER) bash docker/build-base-image.sh $(LOCAL_BASE)
 
-wheelhouse/.stamp: pyproject.toml | $(BIN)/python
+wheelhouse/.stamp: pyproject.toml docker/build-wheelhouse.sh | $(BIN)/python
 	@$(DOCKER_TIMED) wheelhouse bash docker/build-wheelhouse.sh $(BIN)/python
 	@touch $@
 

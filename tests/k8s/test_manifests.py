@@ -104,7 +104,9 @@ def test_zombie_fencing_job_keeps_its_report():
     find("PersistentVolumeClaim", "zombie-fencing-reports")
     mounts = pod["containers"][0]["volumeMounts"]
     assert {"name": "reports", "mountPath": "/reports"} in mounts
-    assert "--out /reports/" in " ".join(pod["containers"][0]["args"])
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["EOSLAB_REPORTS"] == "/reports"                     # the run's --out is under it
+    assert '--out "$$out"' in pod["containers"][0]["command"][2]
     role = find("Role", "zombie-fencing")
     verbs = {(r["resources"][0], v) for r in role["rules"] for v in r["verbs"]}
     assert ("pods", "delete") in verbs and ("pods/exec", "create") in verbs

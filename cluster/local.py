@@ -296,7 +296,10 @@ class LocalRuntime(Runtime):
 
     def down(self) -> None:
         self._reload()
-        if self.state.get("slot"):
+        # only the holder of the slot's lock cleans the slot up: a stale object whose cluster is already
+        # down must not heal, kill or release what another cluster now runs in the same slot
+        owner = bool(self.state.get("slot")) and slots.owned_by(self.state["slot"], self.dir)
+        if owner:
             try:
                 self.heal()
             except Exception:  # noqa: BLE001 - rules may not exist
@@ -309,7 +312,7 @@ class LocalRuntime(Runtime):
             if not self._wait_gone(name, 5.0):
                 self._signal(name, signal.SIGKILL)
                 self._wait_gone(name, 5.0)
-        if self.state.get("slot"):
+        if owner:
             netfilter.kill_cgroups(self.state["slot"])   # anything of this cluster that no state names
             netfilter.remove_cgroups(self.state["slot"])
             slots.release(self.state["slot"])

@@ -4,7 +4,8 @@ Guarantees: slot N owns 127.77.N.0/24; a slot is held by exactly one cluster
 through an O_EXCL lock file under /tmp/eoslab-slots; a slot whose owner's
 state directory is gone, or whose processes are all dead, is reclaimed; a slot
 where something still listens on the ZooKeeper or first broker address (a
-cluster that lost its lock file) is skipped, whatever the lock files say.
+cluster that lost its lock file) is skipped, whatever the lock files say;
+`owned_by` tells whether a slot is still held by a given cluster.
 """
 from __future__ import annotations
 
@@ -84,6 +85,16 @@ def acquire(cluster_dir: str) -> int:
                 break
             return slot
     raise RuntimeError(f"no free loopback slot under {SLOT_DIR} (all {LAST} in use)")
+
+
+def owned_by(slot: int, cluster_dir: str) -> bool:
+    """The slot's lock names this cluster directory (a stale runtime object must not clean up a slot
+    that was released and has since gone to another cluster)."""
+    try:
+        with open(os.path.join(SLOT_DIR, str(slot))) as f:
+            return json.load(f).get("dir") == cluster_dir
+    except (OSError, ValueError):
+        return False
 
 
 def release(slot: int) -> None:

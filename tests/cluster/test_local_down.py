@@ -48,3 +48,20 @@ def test_down_kills_what_is_left_in_the_cluster_cgroups(make_cluster):
         if stray.poll() is None:
             stray.kill()
             stray.wait()
+
+
+def test_down_twice_leaves_the_next_cluster_in_the_slot_alone(make_cluster, eoslab_home):
+    first = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    stale = LocalRuntime.load(first.cluster_name, home=eoslab_home)    # a second handle on the same cluster
+    slot = first.slot
+    first.down()
+    second = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    if second.slot != slot:
+        pytest.skip("the slot went to another worker's cluster meanwhile")
+    before = {n.name: n.pid for n in second.info().nodes}
+    stale.down()                          # its cluster is long gone; the slot is second's now
+    after = {n.name: (n.pid, n.state) for n in second.info().nodes}
+    assert all(after[n][0] == pid and pid for n, pid in before.items()), (before, after)
+    assert all(s == "running" for _, s in after.values()), after
+    from cluster import slots
+    assert slots.owned_by(slot, second.dir)

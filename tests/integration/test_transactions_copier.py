@@ -102,10 +102,18 @@ def test_copier_exactly_once_through_coordinator_broker_and_copier_kills(cluster
         watcher.join(10)
 
     c = KafkaConsumer(boot, isolation_level="read_committed")
+    raw = KafkaConsumer(boot)
     try:
         out = {p: [r.value for r in c.read_all([("out", p)], timeout=60)] for p in (0, 1)}
+        tps = [("out", 0), ("out", 1)]
+        stable, high = c.end_offsets(tps), raw.end_offsets(tps)   # last stable offset vs high watermark
     finally:
         c.close()
+        raw.close()
     for part in (0, 1):
-        assert out[part] == [f"r{i}".encode() for i in range(part, total, 2)]   # exactly once, in order
+        want = [f"r{i}".encode() for i in range(part, total, 2)]
+        assert out[part] == want, (   # exactly once, in order
+            f"out-{part}: {len(out[part])} records, {len(want)} expected; last stable offset "
+            f"{stable[('out', part)]}, high watermark {high[('out', part)]} (a last stable offset that stays "
+            f"below the high watermark is a transaction left open on the partition)")
     assert dup == []

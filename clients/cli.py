@@ -23,6 +23,8 @@ def register(sub) -> None:
     p.add_argument("--acks", choices=["all", "1", "0", "-1"], default="all")
     p.add_argument("--idempotent", action="store_true", help="enable.idempotence=true")
     p.add_argument("--size", type=int, default=100, help="bytes per record value")
+    p.add_argument("--connect-timeout", type=float, default=10.0,
+                   help="seconds to keep trying when no bootstrap address answers yet")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="producer setting by Kafka name, e.g. max.in.flight.requests.per.connection=1")
     p.set_defaults(func=cmd_produce)
@@ -31,6 +33,8 @@ def register(sub) -> None:
     c.add_argument("--topic", required=True)
     c.add_argument("--json", action="store_true", help="one JSON object per record")
     c.add_argument("--timeout", type=float, default=30.0)
+    c.add_argument("--connect-timeout", type=float, default=10.0,
+                   help="seconds to keep trying when no bootstrap address answers yet")
     c.set_defaults(func=cmd_consume)
 
 
@@ -61,7 +65,7 @@ def cmd_produce(args) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
     try:
-        md.refresh()
+        md.wait_for_cluster(args.connect_timeout)
         create_topic(md, args.topic, args.partitions)
     except KafkaError as e:
         raise CliError(f"cannot create topic {args.topic!r}: {e}") from None
@@ -102,7 +106,7 @@ def cmd_consume(args) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
     try:
-        consumer.metadata.refresh([args.topic])
+        consumer.metadata.wait_for_cluster(args.connect_timeout, [args.topic])
         n = consumer.metadata.partitions_for(args.topic)
         if n is None:
             raise CliError(f"topic {args.topic!r} does not exist")

@@ -74,6 +74,20 @@ class ClusterMetadata:
             return resp
         raise KafkaError(E.NETWORK_EXCEPTION, "cannot reach the cluster (" + "; ".join(errors) + ")")
 
+    def wait_for_cluster(self, timeout_s: float = 10.0, topics: list[str] | None = None):
+        """refresh, tried again while no address answers (a broker restarting, a published port not yet
+        forwarding) until timeout_s has passed; then the last error. Other errors are raised at once."""
+        deadline = time.monotonic() + timeout_s
+        delay = 0.1
+        while True:
+            try:
+                return self.refresh(topics)
+            except KafkaError as e:
+                if e.code != E.NETWORK_EXCEPTION or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
     def _apply(self, resp: broker_pb2.MetadataResponse) -> None:
         with self.lock:
             self.brokers = {b.broker_id: f"{b.host}:{b.port}" for b in resp.brokers}

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 
 import pytest
@@ -47,11 +48,13 @@ def test_cluster_up_produce_consume_down(eoslab_home):
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--count", "1"], "cannot"),
+    (["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--count", "1", "--connect-timeout", "1"],
+     "cannot"),
     (["produce", "--bootstrap", "nonsense", "--topic", "t", "--count", "1"], "HOST:PORT"),
     (["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--count", "-4"], "--count"),
     (["produce", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--count", "1", "--set", "acks=7"], "acks"),
-    (["consume", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--json"], "cannot reach"),
+    (["consume", "--bootstrap", "127.0.0.1:1", "--topic", "t", "--json", "--connect-timeout", "1"],
+     "cannot reach"),
     (["cluster", "status", "--name", "no-such-cluster"], "no local cluster"),
     (["cluster", "up", "--brokers", "0"], "between 1 and 9"),
     (["cluster", "down", "--name", "../x"], "invalid cluster name"),
@@ -62,3 +65,20 @@ def test_bad_input_is_one_line_without_traceback(args, needle, eoslab_home):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert needle in lines[0] and "Traceback" not in r.stderr
+
+
+def test_consume_waits_for_a_broker_that_is_still_starting(make_cluster, eoslab_home):
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    boot = rt.bootstrap_all()
+    r = eoslab("produce", "--bootstrap", boot, "--topic", "late", "--count", "20", home=eoslab_home)
+    assert r.returncode == 0, r.stderr
+    rt.kill("broker-1")
+    starter = threading.Timer(2.0, rt.start, args=("broker-1",))
+    starter.start()
+    try:
+        r = eoslab("consume", "--bootstrap", boot, "--topic", "late", "--json", "--connect-timeout", "30",
+                   home=eoslab_home)
+    finally:
+        starter.join()
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 20

@@ -2,7 +2,8 @@
 
 Guarantees: slot N owns 127.77.N.0/24; a slot is held by exactly one cluster
 through an O_EXCL lock file under /tmp/eoslab-slots; a slot whose owner's
-state directory is gone, or whose processes are all dead, is reclaimed; a slot
+state directory is gone, or whose processes are all dead while the process
+that took the slot is gone too (or is the one asking), is reclaimed; a slot
 where something still listens on the ZooKeeper or first broker address (a
 cluster that lost its lock file) is skipped, whatever the lock files say;
 `owned_by` tells whether a slot is still held by a given cluster.
@@ -37,8 +38,14 @@ def _stale(path: str) -> bool:
     except (OSError, ValueError):
         return True
     state = os.path.join(owner.get("dir", ""), "state.json")
+    holder = owner.get("pid", -1)
     if not os.path.exists(state):
-        return not _alive(owner.get("pid", -1))
+        return not _alive(holder)
+    if holder != os.getpid() and _alive(holder):
+        # the process that took the slot still runs, so a runtime there may be in the middle of its
+        # cluster's `down` (nodes dead, the slot's cgroups not yet swept): taking the slot now would put
+        # a new cluster's processes where that sweep kills them
+        return False
     try:
         with open(state) as f:
             pids = [n.get("pid") for n in json.load(f).get("nodes", {}).values() if n.get("pid")]

@@ -1,0 +1,63 @@
+"""cluster.slots: when a slot held by another cluster may be taken over."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cluster import slots
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def slot_dir(tmp_path, monkeypatch):
+    d = tmp_path / "slots"
+    monkeypatch.setattr(slots, "SLOT_DIR", str(d))
+    monkeypatch.setattr(slots, "FIRST", 240)     # slots no local cluster of this machine is likely to use
+    monkeypatch.setattr(slots, "LAST", 245)
+    monkeypatch.setattr(slots, "_listening", lambda slot: False)
+    return d
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _hold(slot_dir, slot: int, cluster_dir, holder: int, node_pids: list[int]) -> None:
+    os.makedirs(slot_dir, exist_ok=True)
+    os.makedirs(cluster_dir, exist_ok=True)
+    with open(os.path.join(cluster_dir, "state.json"), "w") as f:
+        json.dump({"nodes": {f"n{i}": {"pid": p} for i, p in enumerate(node_pids)}}, f)
+    with open(os.path.join(slot_dir, str(slot)), "w") as f:
+        json.dump({"dir": str(cluster_dir), "pid": holder}, f)
+
+
+def test_a_slot_whose_holder_still_runs_is_not_taken_even_with_its_nodes_dead(slot_dir, tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _hold(slot_dir, 240, tmp_path / "a", holder.pid, [_dead_pid()])   # a `down` in progress
+        assert slots.acquire(str(tmp_path / "b")) == 241
+        assert slots.owned_by(240, str(tmp_path / "a"))
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_slot_whose_holder_and_nodes_are_gone_is_taken_over(slot_dir, tmp_path):
+    _hold(slot_dir, 240, tmp_path / "a", _dead_pid(), [_dead_pid()])
+    assert slots.acquire(str(tmp_path / "b")) == 240
+    assert slots.owned_by(240, str(tmp_path / "b")) and not slots.owned_by(240, str(tmp_path / "a"))
+
+
+def test_a_slot_with_a_live_node_is_kept_whoever_took_it(slot_dir, tmp_path):
+    node = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        _hold(slot_dir, 240, tmp_path / "a", _dead_pid(), [node.pid])
+        assert slots.acquire(str(tmp_path / "b")) == 241
+    finally:
+        node.kill()
+        node.wait()

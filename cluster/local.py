@@ -313,7 +313,7 @@ class LocalRuntime(Runtime):
                 self._signal(name, signal.SIGKILL)
                 self._wait_gone(name, 5.0)
         if owner:
-            netfilter.kill_cgroups(self.state["slot"])   # anything of this cluster that no state names
+            netfilter.kill_cgroups(self.state["slot"], cwd=self.dir)   # this cluster's nodes no state names
             netfilter.remove_cgroups(self.state["slot"])
             slots.release(self.state["slot"])
         shutil.rmtree(self.dir, ignore_errors=True)

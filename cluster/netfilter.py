@@ -65,8 +65,9 @@ def place(slot: int, node: str, pid: int) -> bool:
         return False
 
 
-def kill_cgroups(slot: int) -> list[int]:
-    """SIGKILL every process still in the slot's node groups; returns their pids."""
+def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
+    """SIGKILL every process still in the slot's node groups (with `cwd`: only those working in that
+    directory, a cluster's own nodes, never another cluster's that took the slot over); returns their pids."""
     root = cgroup2_root()
     base = os.path.join(root, "eoslab", str(slot)) if root else None
     if base is None or not os.path.isdir(base):
@@ -81,6 +82,12 @@ def kill_cgroups(slot: int) -> list[int]:
         for pid in pids:
             if pid == os.getpid():
                 continue
+            if cwd is not None:
+                try:
+                    if os.readlink(f"/proc/{pid}/cwd") != os.path.realpath(cwd):
+                        continue
+                except OSError:
+                    continue
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)

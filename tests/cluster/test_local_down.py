@@ -35,19 +35,25 @@ def test_down_on_a_stale_object_stops_a_node_restarted_elsewhere(make_cluster, e
     assert not _alive(new), "the restarted broker outlived cluster down"
 
 
-def test_down_kills_what_is_left_in_the_cluster_cgroups(make_cluster):
+def test_down_kills_its_nodes_left_in_the_cluster_cgroups_and_nothing_else(make_cluster):
     if os.geteuid() != 0 or netfilter.cgroup2_root() is None:
         pytest.skip("needs root and a cgroup-v2 hierarchy")
     rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
-    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    slot = rt.slot
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], cwd=rt.dir)   # a node
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])     # not one of its nodes
     try:
         assert netfilter.place(rt.slot, "client-stray", stray.pid)
+        assert netfilter.place(rt.slot, "client-other", other.pid)
         rt.down()
         assert stray.wait(timeout=5) == -9
+        assert other.poll() is None
     finally:
-        if stray.poll() is None:
-            stray.kill()
-            stray.wait()
+        for p in (stray, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        netfilter.remove_cgroups(slot)      # the empty group `other` left (rmdir only removes empty ones)
 
 
 def test_down_twice_leaves_the_next_cluster_in_the_slot_alone(make_cluster, eoslab_home):

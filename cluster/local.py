@@ -38,6 +38,14 @@ class ClusterError(RuntimeError):
     pass
 
 
+class _ZooKeeperLost(ClusterError):
+    """ZooKeeper exited with status 1 while the cluster started (its address was taken)."""
+
+    def __init__(self, msg: str, slot: int):
+        super().__init__(msg)
+        self.slot = slot
+
+
 class LocalRuntime(Runtime):
     name = "local"
 
@@ -195,13 +203,30 @@ class LocalRuntime(Runtime):
 
     # -- Runtime interface --------------------------------------------------------------------------
     def up(self, timeout: float = 60.0) -> ClusterInfo:
+        """Start every node; returns once the cluster serves. A ZooKeeper that cannot keep its address
+        (it exits at start: another process still holds the slot's ZooKeeper port) is retried in
+        another slot, at most twice, saying so on stderr."""
         if self.state.get("slot") and any(self._owned_pid(n) for n in self.state["nodes"]):
             raise ClusterError(f"cluster {self.cluster_name!r} is already running (eoslab cluster down "
                                f"--name {self.cluster_name})")
         zookeeper.find_zookeeper_classpath()
         zookeeper.java_binary()
+        failed: list[int] = []
+        while True:
+            try:
+                return self._up_in_a_slot(timeout, failed)
+            except _ZooKeeperLost as e:
+                failed.append(e.slot)
+                if len(failed) > 2:
+                    raise ClusterError(str(e)) from None
+                print(f"eoslab: {self.cluster_name}: {str(e).splitlines()[0]}; starting again in another "
+                      f"slot", file=sys.stderr)
+                self.state["nodes"] = {}
+                self._procs.clear()
+
+    def _up_in_a_slot(self, timeout: float, avoid: list[int]) -> ClusterInfo:
         os.makedirs(self.dir, exist_ok=True)
-        self.state["slot"] = slots.acquire(self.dir)
+        self.state["slot"] = slots.acquire(self.dir, avoid)
         self._save()
         try:
             self._spawn("zookeeper")
@@ -212,19 +237,38 @@ class LocalRuntime(Runtime):
             self.wait_ready(timeout)
         except BaseException as e:
             tails = {n: self.logs(n, 15) for n in self.state.get("nodes", {})}
+            slot = self.state["slot"]
+            zk_exit = self._exit_status("zookeeper")
             self.down()
             if isinstance(e, ClusterError):
                 detail = "\n".join(f"--- {n} ---\n{t}" for n, t in tails.items() if t.strip())
-                raise ClusterError(f"{e}\n{detail}" if detail else str(e)) from None
+                msg = f"{e}\n{detail}" if detail else str(e)
+                if zk_exit == " (exit code 1)":
+                    raise _ZooKeeperLost(msg, slot) from None
+                raise ClusterError(msg) from None
             raise
         return self.info()
+
+    def _exit_status(self, name: str) -> str:
+        """' (exit code N)' or ' (killed by SIGNAME)' for a node this object started and that ended."""
+        proc = self._procs.get(name)
+        rc = proc.poll() if proc is not None else None
+        if rc is None:
+            return ""
+        if rc < 0:
+            try:
+                return f" (killed by {signal.Signals(-rc).name})"
+            except ValueError:
+                return f" (killed by signal {-rc})"
+        return f" (exit code {rc})"
 
     def _wait_zookeeper(self, timeout: float) -> None:
         from kazoo.client import KazooClient
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._owned_pid("zookeeper") is None:
-                raise ClusterError("ZooKeeper exited at start; see " + os.path.join(self.dir, "logs", "zookeeper.log"))
+                raise ClusterError(f"ZooKeeper exited at start{self._exit_status('zookeeper')}; see "
+                                   + os.path.join(self.dir, "logs", "zookeeper.log"))
             zk = KazooClient(hosts=self._zk_address(), timeout=2)
             try:
                 zk.start(timeout=1)
@@ -277,7 +321,8 @@ class LocalRuntime(Runtime):
                 return
             for n in specs:
                 if n in self._procs and self._procs[n].poll() is not None:
-                    raise ClusterError(f"{n} exited at start; see {os.path.join(self.dir, 'logs', n + '.log')}")
+                    raise ClusterError(f"{n} exited at start{self._exit_status(n)}; see "
+                                       f"{os.path.join(self.dir, 'logs', n + '.log')}")
             if time.monotonic() > deadline:
                 raise ClusterError(f"cluster {self.cluster_name!r} not ready after {timeout:.0f}s; "
                                    f"logs in {os.path.join(self.dir, 'logs')}")

@@ -70,9 +70,12 @@ def _listening(slot: int) -> bool:
     return False
 
 
-def acquire(cluster_dir: str) -> int:
+def acquire(cluster_dir: str, avoid=()) -> int:
+    """A free slot, held by cluster_dir from now on; never one of `avoid`."""
     os.makedirs(SLOT_DIR, exist_ok=True)
     for slot in range(FIRST, LAST + 1):
+        if slot in avoid:
+            continue
         path = os.path.join(SLOT_DIR, str(slot))
         for _ in range(2):
             try:

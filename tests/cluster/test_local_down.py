@@ -71,3 +71,25 @@ def test_down_twice_leaves_the_next_cluster_in_the_slot_alone(make_cluster, eosl
     assert all(s == "running" for _, s in after.values()), after
     from cluster import slots
     assert slots.owned_by(slot, second.dir)
+
+
+def test_up_moves_to_another_slot_when_zookeepers_address_is_taken(eoslab_home, monkeypatch, capsys):
+    import socket
+
+    from cluster import slots
+    probe = slots.acquire(os.path.join(eoslab_home, "probe"))     # the slot `up` will be given next
+    slots.release(probe)
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind((slots.address(probe, 1), 12181))              # as a ZooKeeper still shutting down would
+    squatter.listen()
+    monkeypatch.setattr(slots, "_listening", lambda slot: False)   # the probe at acquire missed it
+    rt = LocalRuntime(f"squat-{os.getpid()}", home=eoslab_home, brokers=1, controllers=1, txn_coordinators=0)
+    try:
+        rt.up()
+        assert rt.slot != probe
+        assert all(n.state == "running" for n in rt.info().nodes)
+        assert "starting again in another slot" in capsys.readouterr().err
+    finally:
+        rt.down()
+        squatter.close()

@@ -61,3 +61,7 @@ def test_a_slot_with_a_live_node_is_kept_whoever_took_it(slot_dir, tmp_path):
     finally:
         node.kill()
         node.wait()
+
+
+def test_acquire_never_gives_a_slot_it_was_told_to_avoid(slot_dir, tmp_path):
+    assert slots.acquire(str(tmp_path / "a"), avoid=[240, 241]) == 242

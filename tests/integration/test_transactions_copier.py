@@ -101,17 +101,27 @@ def test_copier_exactly_once_through_coordinator_broker_and_copier_kills(cluster
         stop.set()
         watcher.join(10)
 
-    c = KafkaConsumer(boot, isolation_level="read_committed")
-    raw = KafkaConsumer(boot)
-    try:
-        out = {p: [r.value for r in c.read_all([("out", p)], timeout=60)] for p in (0, 1)}
-        tps = [("out", 0), ("out", 1)]
-        stable, high = c.end_offsets(tps), raw.end_offsets(tps)   # last stable offset vs high watermark
-    finally:
-        c.close()
-        raw.close()
+    # Read what is visible at read_committed until all of it is there (or a minute passed): right after
+    # the leader of out-0 was killed, the new leader's high watermark (and so the last stable offset)
+    # waits until the other follower has fetched from it or has left the ISR, so the last commit
+    # marker can stay invisible for a few seconds.
+    wants = {part: [f"r{i}".encode() for i in range(part, total, 2)] for part in (0, 1)}
+    tps = [("out", 0), ("out", 1)]
+    deadline = time.monotonic() + 60
+    while True:
+        c = KafkaConsumer(boot, isolation_level="read_committed")
+        raw = KafkaConsumer(boot)
+        try:
+            out = {p: [r.value for r in c.read_all([("out", p)], timeout=60)] for p in (0, 1)}
+            stable, high = c.end_offsets(tps), raw.end_offsets(tps)   # last stable offset vs high watermark
+        finally:
+            c.close()
+            raw.close()
+        if all(len(out[p]) >= len(wants[p]) for p in (0, 1)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     for part in (0, 1):
-        want = [f"r{i}".encode() for i in range(part, total, 2)]
+        want = wants[part]
         assert out[part] == want, (   # exactly once, in order
             f"out-{part}: {len(out[part])} records, {len(want)} expected; last stable offset "
             f"{stable[('out', part)]}, high watermark {high[('out', part)]} (a last stable offset that stays "

@@ -238,12 +238,13 @@ class LocalRuntime(Runtime):
         except BaseException as e:
             tails = {n: self.logs(n, 15) for n in self.state.get("nodes", {})}
             slot = self.state["slot"]
-            zk_exit = self._exit_status("zookeeper")
+            zk = self._procs.get("zookeeper")
+            zk_rc = zk.poll() if zk is not None else None
             self.down()
             if isinstance(e, ClusterError):
                 detail = "\n".join(f"--- {n} ---\n{t}" for n, t in tails.items() if t.strip())
                 msg = f"{e}\n{detail}" if detail else str(e)
-                if zk_exit == " (exit code 1)":
+                if zk_rc == 1:
                     raise _ZooKeeperLost(msg, slot) from None
                 raise ClusterError(msg) from None
             raise

@@ -94,13 +94,13 @@ def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + 5
-    while killed and time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") and
-                                                          not _is_zombie(p) for p in killed):
+    while killed and time.monotonic() < deadline and not all(_gone(p) for p in killed):
         time.sleep(0.02)
     return killed
 
 
-def _is_zombie(pid: int) -> bool:
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for its parent."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"

@@ -31,6 +31,8 @@ def register(subparsers) -> None:
     p.add_argument("--initial", metavar="VALUE", help="initial state as a JSON literal (linearizability models)")
     p.add_argument("--out", metavar="DIR", help="also write DIR/results.json and DIR/report.html")
     p.add_argument("--time-limit", type=float, metavar="S", help="give up after S seconds (verdict unknown)")
+    p.add_argument("--no-partition", action="store_true",
+                   help="linearizability: search the history whole instead of per key (same verdict, slower)")
     p.add_argument("--strict-unseen", action="store_true",
                    help="kafka: count acknowledged records no poll returned as an anomaly (Jepsen's rule)")
     p.set_defaults(func=run)
@@ -50,7 +52,7 @@ def _initial(text: str | None):
         raise _error(f"--initial: not a JSON literal ({e.msg}): {text!r}") from None
 
 
-def _linear(path: str, fmt: str, model: str, initial, time_limit, series) -> dict:
+def _linear(path: str, fmt: str, model: str, initial, time_limit, series, partition=True) -> dict:
     try:
         from checker.linear import check_linearizable
     except ImportError:
@@ -66,7 +68,7 @@ def _linear(path: str, fmt: str, model: str, initial, time_limit, series) -> dic
         ops = read_jsonl(stream)
     if series is not None:
         ops = series.tee(ops)
-    return check_linearizable(ops, model, initial=initial, time_limit=time_limit)
+    return check_linearizable(ops, model, initial=initial, time_limit=time_limit, partition=partition)
 
 
 def run(args) -> int:
@@ -87,7 +89,8 @@ def run(args) -> int:
             result = check_kafka(args.history, args.format, time_limit=args.time_limit,
                                  series=series, strict_unseen=args.strict_unseen)
         else:
-            result = _linear(args.history, args.format, args.model, initial, args.time_limit, series)
+            result = _linear(args.history, args.format, args.model, initial, args.time_limit, series,
+                             partition=not args.no_partition)
     except HistoryError as e:
         raise _error(e) from None
     except ValueError as e:          # unknown model / initial value the model rejects

@@ -5,8 +5,9 @@ pairs them (checker.formats.pairs: fail ops did not happen; info ops and
 invokes that never complete may take effect at any time after the invoke, or
 never), lets the model drop the ops that constrain nothing and split the
 history into independent partitions (P-compositionality: a history is
-linearizable iff every partition is), and runs the exact search of
-checker.linear.search on each, smallest first, under one shared deadline.
+linearizable iff every partition is; `partition=False` keeps it whole), and
+runs the exact search of checker.linear.search on each, smallest first, under
+one shared deadline.
 
 Returns `{"valid": True | False | "unknown", "anomalies": {...}, "stats": {...}}`.
 "unknown" only when the time limit ran out before every partition was decided
@@ -70,15 +71,16 @@ def _witness(model: Model, key: Any, keyed: bool, calls: list[Call], res) -> dic
 
 
 def check_linearizable(ops: Iterable[Op], model: str | Model, initial: Any = None,
-                       time_limit: float | None = None) -> dict:
-    """Decide linearizability of `ops` against `model` starting from `initial`."""
+                       time_limit: float | None = None, partition: bool = True) -> dict:
+    """Decide linearizability of `ops` against `model` starting from `initial`;
+    `partition=False` searches the whole history as one (same verdict, more work)."""
     t0 = time.monotonic()
     deadline = t0 + time_limit if time_limit is not None else None
     m = get_model(model)
     counted = _Counted(ops)
     calls = pair_calls(counted)
     try:
-        groups = m.partition(calls)
+        groups = m.partition(calls) if partition else None
     except ValueError as e:
         raise HistoryError(str(e)) from None
     keyed = groups is not None

@@ -3,15 +3,23 @@
 Guarantees:
 - The key comes from `Op.key` (Jepsen `:key`), or from a Jepsen independent
   tuple: then the op's value is `[key value]`.
-- The state is the map, frozen; it starts at `initial` (a dict, default
-  empty); an absent key reads as null.
+- Porcupine's kv model (anishathalye/porcupine, porcupine_test.go) is the
+  specification: a key that was never written holds the empty string, so a
+  get of it returns "". A get that returns null is read as "" too (a JSON
+  writer's way of saying "nothing there"), and a key holding "" is not kept
+  in the state, so "never written" and "holds the empty string" are one
+  state, as in Porcupine.
+- The state is the map, frozen; it starts at `initial` (a dict of strings,
+  default empty).
 - `put k v` sets the value. `append k s` concatenates the string s to the
-  current value (an absent key counts as ""). `get k v` succeeds only when the
-  value equals v exactly (null only for an absent key). A get whose result is
-  unknown constrains nothing and is dropped. Values of put/append must be
-  strings.
-- P-compositionality: the history always splits per key; a partition starts
-  from `initial` restricted to its key.
+  current value. `get k v` succeeds only when the value equals v exactly. A
+  get whose result is unknown constrains nothing and is dropped. Values of
+  put/append must be strings.
+- P-compositionality: the history splits per key (Porcupine's kvModel) unless
+  the caller asks for one partition (Porcupine's kvNoPartitionModel: the
+  whole map is the state); the verdict is the same either way, only the
+  search's cost differs. A partition starts from `initial` restricted to its
+  key.
 """
 from __future__ import annotations
 
@@ -32,7 +40,10 @@ class KV(Model):
             initial = {}
         if not isinstance(initial, dict):
             raise ValueError(f"a kv store starts from a map, got {initial!r}")
-        return freeze(initial)
+        for k, v in initial.items():
+            if not isinstance(v, str):
+                raise ValueError(f"a kv store holds strings, got {v!r} at key {k!r}")
+        return freeze({k: v for k, v in initial.items() if v != ""})
 
     def prepare(self, f: Any, value: Any, result: Any = UNKNOWN, key: Any = None,
                 nil_unknown: bool = False) -> Any:
@@ -46,7 +57,11 @@ class KV(Model):
         if f == "get":
             if result is UNKNOWN:
                 return None
-            return ("g", key, freeze(result))
+            if result is None:
+                result = ""
+            if not isinstance(result, str):
+                raise ValueError(f"kv get returns a string, got {result!r}")
+            return ("g", key, result)
         v = value if result is UNKNOWN or result is None else result
         if not isinstance(v, str):
             raise ValueError(f"kv {f} needs a string value, got {v!r}")
@@ -54,12 +69,17 @@ class KV(Model):
 
     def step(self, state: FrozenMap, op: tuple) -> tuple[bool, Any]:
         kind, k, v = op
-        cur = state.get(k)
+        cur = state.get(k, "")
         if kind == "g":
             return cur == v, state
-        new = v if kind == "p" else (cur or "") + v
+        new = v if kind == "p" else cur + v
+        if new == cur:
+            return True, state
         d = dict(state)
-        d[k] = new
+        if new:
+            d[k] = new
+        else:
+            del d[k]
         return True, FrozenMap(sorted(d.items(), key=lambda kv: _sort_key(kv[0])))
 
     def partition(self, calls: list) -> dict[Any, list] | None:

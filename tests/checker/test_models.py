@@ -219,10 +219,18 @@ def test_kv_append_concatenates_and_an_absent_key_counts_as_empty():
     assert m.describe(s) == {"k": "abc"}
 
 
-def test_kv_get_of_an_absent_key_is_null():
+def test_kv_get_of_a_never_written_key_is_the_empty_string_as_in_porcupine():
     m = get_model("kv")
-    assert step(m, m.init(), "get", None, None, key="k")[0] is True
-    assert step(m, m.init({"k": "x"}), "get", None, None, key="k")[0] is False
+    assert step(m, m.init(), "get", None, "", key="k")[0] is True
+    assert step(m, m.init(), "get", None, None, key="k")[0] is True      # null reads as ""
+    assert step(m, m.init({"k": "x"}), "get", None, "", key="k")[0] is False
+    assert step(m, m.init(), "get", None, "x", key="k")[0] is False
+
+
+def test_kv_a_key_holding_the_empty_string_is_the_never_written_state():
+    m = get_model("kv")
+    ok, s = step(m, m.init({"k": "x"}), "put", "", key="k")
+    assert ok and s == m.init() and m.describe(s) == {}
 
 
 def test_kv_get_with_unknown_result_constrains_nothing():

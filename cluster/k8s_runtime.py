@@ -9,7 +9,9 @@ SIGSTOP / SIGCONT to the service's processes from the pod's sidecar (the
 pods share one process namespace); partition and heal exec
 `python -m services.sidecar.ctl` in the sidecars, which call their own
 gRPC API with the token from the pod's Secret. `up` applies k8s/ (objects
-that exist are left alone) and waits for every StatefulSet to be ready;
+that exist are left alone), after making the Secret `eoslab-cluster` (a new
+random cluster secret, unless it exists) that the services read for their
+internal RPCs, and waits for every StatefulSet to be ready;
 `wait_ready` waits for every StatefulSet of the namespace; `down` deletes
 the namespace. Configuration: in-cluster (the pod's ServiceAccount) when
 $KUBERNETES_SERVICE_HOST is set and no kubeconfig is given, the kubeconfig
@@ -113,8 +115,25 @@ class K8sRuntime(Runtime):
                     raise K8sRuntimeError(f"apply k8s/{name}: {real[0].reason}") from None
             except ApiException as e:
                 raise K8sRuntimeError(f"apply k8s/{name}: {e.reason}") from None
+            if name == "namespace.yaml":
+                self._ensure_cluster_secret()
         self._wait_ready(timeout)
         return self.info()
+
+    def _ensure_cluster_secret(self) -> None:
+        """The Secret the services' internal RPCs carry (services.common.auth); an existing one is kept."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        from services.common import auth
+        body = client.V1Secret(metadata=client.V1ObjectMeta(name="eoslab-cluster", namespace=self.ns,
+                                                            labels={"app.kubernetes.io/part-of": "eoslab"}),
+                               string_data={"secret": auth.new_secret()}, type="Opaque")
+        try:
+            self.core.create_namespaced_secret(self.ns, body)
+        except ApiException as e:
+            if e.status != 409:
+                raise K8sRuntimeError(f"create Secret eoslab-cluster: {e.reason}") from None
 
     def wait_ready(self, timeout: float = 120) -> None:
         """Every StatefulSet of the namespace has all its replicas ready (what final_heal waits for)."""

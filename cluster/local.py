@@ -7,7 +7,12 @@ lists every broker; `down` stops every process it started (SIGTERM, then
 SIGKILL), removes its network rules and its data, and frees the slot; a
 process is only ever signalled after checking that its command line belongs
 to this cluster (no stray pid is hit). Network partitions use iptables rules
-on the cluster's loopback addresses and need root.
+on the cluster's loopback addresses and need root. Each `up` makes a new
+cluster secret (file `cluster-secret` in the cluster's directory, owner-only),
+hands it to every service ($EOSLAB_CLUSTER_SECRET_FILE) and registers it for
+the cluster's hosts in this process, so the harness (fault injection) is a
+member and nobody else is. Service logs (logs/NAME.log) rotate; what a
+service prints outside its logging goes to logs/NAME.out.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ import time
 
 from cluster import netfilter, slots, zookeeper
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
+from services.common import auth
 
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 logging.getLogger("kazoo").propagate = False
@@ -72,6 +78,7 @@ class LocalRuntime(Runtime):
                           "session_timeout_ms": session_timeout_ms, "slot": None, "nodes": {},
                           "txn_coordinators": txn_coordinators,
                           "txn_coordinator_args": txn_coordinator_args or []}
+        self._register_secret()
 
     # -- state ----------------------------------------------------------------------------------
     @classmethod
@@ -80,6 +87,20 @@ class LocalRuntime(Runtime):
         if not rt.state.get("slot"):
             raise ClusterError(f"no local cluster named {cluster_name!r} (looked in {rt.dir})")
         return rt
+
+    @property
+    def secret_path(self) -> str:
+        return os.path.join(self.dir, auth.SECRET_FILE_NAME)
+
+    def _register_secret(self) -> None:
+        """Make this process a member of the cluster: its calls to the cluster's hosts carry the secret."""
+        if not self.state.get("slot") or not os.path.exists(self.secret_path):
+            return
+        try:
+            secret = auth.read_secret_file(self.secret_path)
+        except (OSError, auth.NoSecret):
+            return
+        auth.register([s["host"] for s in self._node_specs().values()], secret)
 
     def _save(self) -> None:
         os.makedirs(self.dir, exist_ok=True)
@@ -136,7 +157,13 @@ class LocalRuntime(Runtime):
         env = dict(os.environ)
         env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         env.setdefault("PYTHONUNBUFFERED", "1")
-        log = open(os.path.join(self.dir, "logs", f"{name}.log"), "ab")
+        env[auth.SECRET_FILE_ENV] = self.secret_path
+        env.pop(auth.SECRET_ENV, None)
+        if spec["role"] == "zookeeper":
+            log = open(os.path.join(self.dir, "logs", f"{name}.log"), "ab")
+        else:   # the service writes (and rotates) NAME.log itself; stray prints and crashes go to NAME.out
+            env["EOSLAB_LOG_FILE"] = os.path.join(self.dir, "logs", f"{name}.log")
+            log = open(os.path.join(self.dir, "logs", f"{name}.out"), "ab")
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=self.dir)
         log.close()
@@ -228,6 +255,8 @@ class LocalRuntime(Runtime):
         os.makedirs(self.dir, exist_ok=True)
         self.state["slot"] = slots.acquire(self.dir, avoid)
         self._save()
+        auth.write_secret_file(self.secret_path)
+        self._register_secret()
         try:
             self._spawn("zookeeper")
             self._wait_zookeeper(timeout)
@@ -430,9 +459,11 @@ class LocalRuntime(Runtime):
 
     def logs(self, node: str, tail: int = 200) -> str:
         self._check_node(node)
-        path = os.path.join(self.dir, "logs", f"{node}.log")
-        try:
-            with open(path, errors="replace") as f:
-                return "".join(f.readlines()[-tail:])
-        except FileNotFoundError:
-            return ""
+        out = []
+        for ext in ("log", "out"):   # NAME.out: what the service printed outside its logging (a crash)
+            try:
+                with open(os.path.join(self.dir, "logs", f"{node}.{ext}"), errors="replace") as f:
+                    out.extend(f.readlines()[-tail:])
+            except FileNotFoundError:
+                pass
+        return "".join(out[-tail:])

@@ -2,11 +2,16 @@
 
 Guarantees: every server accepts messages large enough that an oversize batch
 reaches the broker and gets Kafka's MESSAGE_TOO_LARGE rather than a transport
-error; channels are reused per address and closed on `close_all`.
+error; every service server checks the cluster's secret on internal RPCs and
+answers undecodable requests INVALID_ARGUMENT (services.common.auth); every
+channel sends the secret of the cluster it leads to, when this process knows
+one; channels are reused per address and closed on `close_all`; a service's
+log file ($EOSLAB_LOG_FILE) rotates at $EOSLAB_LOG_MAX_BYTES (10 MB), 3 kept.
 """
 from __future__ import annotations
 
 import logging
+import logging.handlers
 import os
 import signal
 import sys
@@ -14,6 +19,8 @@ import threading
 from concurrent import futures
 
 import grpc
+
+from services.common import auth
 
 MAX_MESSAGE = 64 * 1024 * 1024
 CHANNEL_OPTIONS = [
@@ -27,8 +34,13 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def make_server(max_workers: int = 64) -> grpc.Server:
-    return grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers),
+def make_server(max_workers: int = 64, secret: str | None = None) -> grpc.Server:
+    """A service's server; refuses to exist without the cluster's secret (the process's by default)."""
+    try:
+        guard = auth.ServerGuard(secret or auth.require_process_secret())
+    except auth.NoSecret as e:
+        raise SystemExit(str(e)) from None
+    return grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=[guard],
                        options=CHANNEL_OPTIONS + [("grpc.so_reuseport", 0)])
 
 
@@ -40,7 +52,9 @@ def bind(server: grpc.Server, listen: str) -> int:
 
 
 def channel(address: str) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    ch = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+    secret = auth.secret_for(address)
+    return grpc.intercept_channel(ch, auth.SecretClientInterceptor(secret)) if secret else ch
 
 
 class ChannelCache:
@@ -88,8 +102,16 @@ class ChannelCache:
 
 def setup_logging(name: str) -> None:
     level = os.environ.get("EOSLAB_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(stream=sys.stderr, level=level,
-                        format=f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s")
+    fmt = f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s"
+    path = os.environ.get("EOSLAB_LOG_FILE")
+    if path:
+        size = int(os.environ.get("EOSLAB_LOG_MAX_BYTES", str(10 << 20)))
+        handler: logging.Handler = logging.handlers.RotatingFileHandler(path, maxBytes=max(size, 4096),
+                                                                        backupCount=3)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt))
+    logging.basicConfig(level=level, handlers=[handler])
     logging.getLogger("kazoo").setLevel(logging.WARNING)
 
 

@@ -110,3 +110,10 @@ def test_zombie_fencing_job_keeps_its_report():
     role = find("Role", "zombie-fencing")
     verbs = {(r["resources"][0], v) for r in role["rules"] for v in r["verbs"]}
     assert ("pods", "delete") in verbs and ("pods/exec", "create") in verbs
+
+
+@pytest.mark.parametrize("name", ["broker", "controller", "txn-coordinator"])
+def test_services_read_the_cluster_secret_from_its_secret(name):
+    env = containers(find("StatefulSet", name))[name]["env"]
+    secret = [e for e in env if e["name"] == "EOSLAB_CLUSTER_SECRET"]
+    assert secret and secret[0]["valueFrom"]["secretKeyRef"] == {"name": "eoslab-cluster", "key": "secret"}

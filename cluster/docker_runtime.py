@@ -13,7 +13,10 @@ kill is SIGKILL of the service's container and returns once it is dead;
 pause is `docker pause` (the cgroup freezer); start starts the container
 with its volume; a node keeps its address and its sidecar's rules because a
 holder container (<name>-net) owns the network namespace, as a pod's
-sandbox does. partition, cut and heal go through the fault sidecars' gRPC
+sandbox does. Each `up` makes a new cluster secret
+(.eoslab/docker/PROJECT.cluster-secret, owner-only) that compose hands to
+every service ($EOSLAB_CLUSTER_SECRET); this process sends it to the
+project's hosts. partition, cut and heal go through the fault sidecars' gRPC
 API with the shared token, and only sidecar containers of this project that
 are running are ever called. Every verb is idempotent (killing a dead node
 is not an error). A project gets a subnet and bootstrap port nobody else
@@ -96,6 +99,18 @@ def sidecar_token() -> str:
         return f.read().strip()
 
 
+def cluster_secret(project: str, new: bool = False) -> str:
+    """The project's cluster secret (made if absent, or anew when `new`: at every `up`)."""
+    from services.common import auth
+    path = os.path.join(os.path.dirname(TOKEN_FILE), f"{project}.{auth.SECRET_FILE_NAME}")
+    if not new:
+        try:
+            return auth.read_secret_file(path)
+        except (OSError, auth.NoSecret):
+            pass
+    return auth.write_secret_file(path)
+
+
 class DockerRuntime(SidecarFaults, Runtime):
     name = "docker"
 
@@ -133,6 +148,7 @@ class DockerRuntime(SidecarFaults, Runtime):
         self.images = (eoslab_image or os.environ.get("EOSLAB_IMAGE", "eoslab/eoslab:dev"),
                        zk_image or os.environ.get("ZK_IMAGE", "eoslab/zookeeper:dev"))
         self.token = sidecar_token()
+        self.secret = cluster_secret(project)
         self._net, self._port = net, bootstrap_port
         self._sidecars: dict[str, object] = {}
         try:
@@ -189,9 +205,13 @@ class DockerRuntime(SidecarFaults, Runtime):
                 if role == "zookeeper" or nid <= self.counts[role]]
 
     def _env(self) -> dict[str, str]:
+        from services.common import auth
         brokers = self.counts["broker"]
+        if self._net:     # this process is a member: its calls to the project's hosts carry the secret
+            auth.register([f"{self._net}.{TOPOLOGY[n][2]}" for n in self.nodes()], self.secret)
         return dict(os.environ, COMPOSE_PROJECT_NAME=self.project, EOSLAB_NET=self._net or eng.DEFAULT_NET,
                     EOSLAB_BOOTSTRAP_PORT=str(self.bootstrap_port), EOSLAB_SIDECAR_TOKEN=self.token,
+                    EOSLAB_CLUSTER_SECRET=self.secret,
                     EOSLAB_IMAGE=self.images[0], ZK_IMAGE=self.images[1],
                     EOSLAB_BROKER_ARGS=" ".join(self.broker_args), EOSLAB_TXN_STATE_RF=str(min(3, brokers)),
                     EOSLAB_ZK_SESSION_TIMEOUT_MS=str(self.session_timeout_ms),
@@ -231,6 +251,7 @@ class DockerRuntime(SidecarFaults, Runtime):
                                      f"running (eoslab cluster down --name {self.cluster_name})")
         if cs:
             self._compose("down", "-v", "--remove-orphans", "--timeout", "1")   # what a crashed run left
+        self.secret = cluster_secret(self.project, new=True)
         for attempt in range(1, attempts + 1):
             try:
                 return self._up_once(timeout)

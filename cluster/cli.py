@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 
+from eoslab import kafka_version
 from eoslab.cli import CliError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -30,6 +31,9 @@ def register(sub) -> None:
     up.add_argument("--txn-coordinators", type=int, default=2)
     up.add_argument("--session-timeout-ms", type=int, default=2000,
                     help="ZooKeeper session timeout of brokers and controllers (the lab's default is small)")
+    up.add_argument("--kafka-version", default=None, metavar="V",
+                    help=f"behave as this Kafka release: {', '.join(kafka_version.names())} "
+                         f"(default {kafka_version.DEFAULT}); see docs/kafka-versions.md")
     up.add_argument("--broker-arg", action="append", default=[], metavar="ARG",
                     help="extra flag for every broker, e.g. --broker-arg=--producer-state-batches=5")
     up.set_defaults(func=cmd_up)
@@ -58,6 +62,8 @@ def register_run(sub) -> None:
                    help="producer setting (acks=1), broker flag (broker.producer-state-batches=5) "
                         "or topic config (topic.min.insync.replicas=2)")
     r.add_argument("--concurrency", type=int, default=4)
+    r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
+                   help=f"cluster and clients behave as this Kafka release: {', '.join(kafka_version.names())}")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
 
@@ -72,7 +78,8 @@ def cmd_run(args) -> int:
         settings[k.strip()] = v.strip()
     cfg = RunConfig(workload=args.workload, nemesis=[n.strip() for n in args.nemesis.split(",") if n.strip()],
                     time_limit=args.time_limit, seed=args.seed, out=args.out, runtime=args.runtime,
-                    cluster=args.cluster, settings=settings, concurrency=args.concurrency)
+                    cluster=args.cluster, settings=settings, concurrency=args.concurrency,
+                    kafka_version=args.kafka_version)
     try:
         cfg.validate()
         if args.cluster:
@@ -128,6 +135,11 @@ def cmd_up(args) -> int:
         raise CliError("--brokers and --controllers must be between 1 and 9, --txn-coordinators between 0 and 9")
     if args.session_timeout_ms < 400:
         raise CliError("--session-timeout-ms must be at least 400")
+    version = args.kafka_version or kafka_version.DEFAULT
+    try:
+        kafka_version.get(version)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     kind = args.runtime
     try:
         kind, why = choose(args.runtime)
@@ -135,11 +147,12 @@ def cmd_up(args) -> int:
             print(f"runtime: {kind} ({why})", file=sys.stderr)
         rt = open_runtime(kind, args.name, brokers=args.brokers, controllers=args.controllers,
                           txn_coordinators=args.txn_coordinators, broker_args=args.broker_arg,
-                          session_timeout_ms=args.session_timeout_ms)
+                          session_timeout_ms=args.session_timeout_ms, kafka_version=version)
         info = rt.up()
     except _errors() as e:
         raise CliError(str(e) if kind == "local" else str(e).splitlines()[0]) from None
     d = info.to_dict()
+    d["kafka_version"] = version
     d["bootstrap_all"] = rt.bootstrap_all()
     d["stop"] = f"eoslab cluster down --name {args.name}" + (" --runtime docker" if kind == "docker" else "")
     print(json.dumps(d))

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 
+from eoslab import kafka_version as kv
 from cluster import docker_engine as eng
 from cluster import readiness
 from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
@@ -117,7 +118,7 @@ class DockerRuntime(SidecarFaults, Runtime):
     def __init__(self, project: str = "eoslab", net: str | None = None, bootstrap_port: int | None = None,
                  eoslab_image: str | None = None, zk_image: str | None = None, brokers: int = 3,
                  controllers: int = 2, txn_coordinators: int = 2, broker_args=(), cluster_name: str | None = None,
-                 engine_wait: float = 0.0, session_timeout_ms: int | None = None):
+                 engine_wait: float = 0.0, session_timeout_ms: int | None = None, kafka_version: str | None = None):
         if not PROJECT_RE.match(project):
             raise DockerRuntimeError(f"invalid compose project name {project!r} (lowercase letters, digits, '-', '_')")
         for role, n, low in (("broker", brokers, 1), ("controller", controllers, 1),
@@ -144,6 +145,8 @@ class DockerRuntime(SidecarFaults, Runtime):
         if session_timeout_ms < 400:
             raise DockerRuntimeError(f"session_timeout_ms must be at least 400, not {session_timeout_ms}")
         self.broker_args, self.session_timeout_ms = list(broker_args), session_timeout_ms
+        self.kafka_version = kafka_version or os.environ.get("EOSLAB_KAFKA_VERSION") or kv.DEFAULT
+        kv.get(self.kafka_version)
         self.counts = {"broker": brokers, "controller": controllers, "txn-coordinator": txn_coordinators}
         self.images = (eoslab_image or os.environ.get("EOSLAB_IMAGE", "eoslab/eoslab:dev"),
                        zk_image or os.environ.get("ZK_IMAGE", "eoslab/zookeeper:dev"))
@@ -215,6 +218,7 @@ class DockerRuntime(SidecarFaults, Runtime):
                     EOSLAB_IMAGE=self.images[0], ZK_IMAGE=self.images[1],
                     EOSLAB_BROKER_ARGS=" ".join(self.broker_args), EOSLAB_TXN_STATE_RF=str(min(3, brokers)),
                     EOSLAB_ZK_SESSION_TIMEOUT_MS=str(self.session_timeout_ms),
+                    EOSLAB_KAFKA_VERSION=self.kafka_version,
                     EOSLAB_TXN_BOOTSTRAP=",".join(f"broker-{i}:9092" for i in range(1, brokers + 1)),
                     DOCKER_HOST=f"unix://{eng.SOCKET}")
 

@@ -85,7 +85,12 @@ def existing(name: str) -> list[str]:
 
 def open_runtime(kind: str, name: str, *, brokers: int = 3, controllers: int = 2, txn_coordinators: int = 2,
                  broker_args=(), **extra) -> Runtime:
-    """A runtime for cluster `name`; `extra` goes to the runtime's constructor (e.g. home= for local)."""
+    """A runtime for cluster `name`; `extra` goes to the runtime's constructor (e.g. home= for local).
+
+    `kafka_version` (in extra) makes every broker and transaction coordinator behave as that Kafka
+    release: a flag on the local runtime (before the other flags, so they override it), an
+    environment variable of every container on Docker."""
+    version = extra.pop("kafka_version", None)
     if kind == "auto":
         found = existing(name)
         kind = found[0] if found else choose("auto")[0]
@@ -96,9 +101,15 @@ def open_runtime(kind: str, name: str, *, brokers: int = 3, controllers: int = 2
         return K8sRuntime(namespace=name, **extra)
     if kind == "local":
         from cluster.local import LocalRuntime
+        if version:
+            flag = [f"--kafka-version={version}"]
+            broker_args = flag + list(broker_args)
+            extra["txn_coordinator_args"] = flag + list(extra.get("txn_coordinator_args") or [])
         return LocalRuntime(name, brokers=brokers, controllers=controllers, txn_coordinators=txn_coordinators,
                             broker_args=list(broker_args), **extra)
     from cluster.docker_runtime import DockerRuntime, project_for
+    if version:
+        extra["kafka_version"] = version
     return DockerRuntime(project_for(name), cluster_name=name, brokers=brokers, controllers=controllers,
                          txn_coordinators=txn_coordinators, broker_args=tuple(broker_args), **extra)
 

@@ -53,6 +53,8 @@ class LogConfig:
     # transaction, the leader asks the transaction coordinator whether this
     # partition was added to it (verify(transactional_id, pid, epoch, tp) -> error code)
     transaction_verification: bool = False
+    # a non-zero first sequence from a producer with no state here: an error name or "accept" (KIP-360)
+    unknown_producer: str = "accept"
     extra: dict = field(default_factory=dict)
 
 
@@ -88,7 +90,7 @@ class Partition:
         self.txn_index = TransactionIndex(self.dir)
         self.producer_state = ProducerStateManager(
             self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known,
-            self.txn_index)
+            self.txn_index, config.unknown_producer)
         self.producer_state.load(self.log)
         self.unstable_completed: list[tuple[int, int]] = []   # (txn first offset, marker offset) not yet stable
         self.verify_txn = None   # KIP-890 part 1: set by the ReplicaManager
@@ -161,14 +163,25 @@ class Partition:
             return AppendResult(bad.code, message=bad.message)
         pid = batch.producer_id
         transactional = bool(batch.attributes & rb.TRANSACTIONAL_FLAG)
+        guard = None
         if transactional and self.config.transaction_verification and self.verify_txn is not None:
-            entry = self.producer_state.last_entry(pid)
-            if entry is None or entry.current_txn_first_offset is None or entry.producer_epoch != batch.producer_epoch:
+            with self.lock:
+                entry = self.producer_state.last_entry(pid)
+                needed = entry is None or entry.current_txn_first_offset is None or \
+                    entry.producer_epoch != batch.producer_epoch
+                if needed:
+                    guard = self.producer_state.verification_guard(pid)
+            if guard is not None:
                 err = self.verify_txn(transactional_id, pid, batch.producer_epoch, self.topic, self.partition)
                 if err != E.NONE:
                     return AppendResult(err, message="the transaction coordinator does not know this partition "
                                                      "in the producer's ongoing transaction (KIP-890)")
         with self.lock:
+            if guard is not None and not self.producer_state.verification_still_valid(pid, guard):
+                entry = self.producer_state.last_entry(pid)
+                if entry is None or entry.current_txn_first_offset is None:
+                    return AppendResult(E.INVALID_TXN_STATE, message="the transaction ended between its "
+                                        "verification and this append (KIP-890 verification guard)")
             if not self.is_leader:
                 return AppendResult(E.NOT_LEADER_OR_FOLLOWER, message=f"broker {self.broker_id} is not the leader")
             if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
@@ -183,7 +196,8 @@ class Partition:
                     if dup is not None:
                         return AppendResult(E.NONE, dup.first_offset, dup.last_offset, duplicate=True)
                 try:
-                    psm.prepare_update(pid).check(batch.producer_epoch, batch.base_sequence, batch.record_count)
+                    psm.prepare_update(pid).check(batch.producer_epoch, batch.base_sequence, batch.record_count,
+                                                  transactional)
                 except ProducerStateError as e:
                     return AppendResult(e.code, message=str(e))
             stored = StoredBatch(self.log.log_end_offset, self.leader_epoch, batch.crc, batch.attributes, pid,

@@ -7,8 +7,19 @@ Guarantees, per partition and producer id:
   INVALID_PRODUCER_EPOCH; a new epoch must start at sequence 0), then the
   sequence check (a gap is OUT_OF_ORDER_SEQUENCE_NUMBER; a duplicate older
   than the cache is DUPLICATE_SEQUENCE_NUMBER, or OUT_OF_ORDER_SEQUENCE_NUMBER
-  as modern Kafka answers, by setting); an unknown producer id with a
-  sequence other than 0 is UNKNOWN_PRODUCER_ID;
+  as modern Kafka answers, by setting); a producer whose entry holds no
+  batch (a marker at a new epoch cleared it) restarts at sequence 0;
+- a producer the partition has no state for may start at a sequence other
+  than 0 as its Kafka generation says (`unknown_producer`):
+  OUT_OF_ORDER_SEQUENCE_NUMBER (0.11), UNKNOWN_PRODUCER_ID (1.0 to 2.4) or
+  accepted (KIP-360, 2.5 and later);
+- a non-transactional batch from a producer with an open transaction on
+  the partition is INVALID_TXN_STATE (Kafka's ProducerAppendInfo);
+- KIP-890 part 1: a verification guard taken before the leader asks the
+  coordinator is cleared by the producer's next marker or transactional
+  append; the append after the verification goes ahead only while the same
+  guard is still in place, so a marker that lands in between cannot be
+  followed by a batch that reopens a finished transaction;
 - transactions (KIP-98): a transactional batch opens the producer's
   transaction on this partition (`current_txn_first_offset`) unless one is
   open; a COMMIT/ABORT control batch closes it, raises the entry's epoch to
@@ -124,13 +135,13 @@ class ProducerAppendInfo:
         self.producer_id = producer_id
         self.current = current
 
-    def check(self, producer_epoch: int, first_seq: int, record_count: int) -> None:
+    def check(self, producer_epoch: int, first_seq: int, record_count: int, transactional: bool = False) -> None:
         cur = self.current
         if cur is None:
-            if first_seq != 0:
+            if first_seq != 0 and self.manager.unknown_producer != "accept":
+                code = E.Value(self.manager.unknown_producer)
                 raise ProducerStateError(
-                    E.UNKNOWN_PRODUCER_ID,
-                    f"producer {self.producer_id} is unknown to this partition and sent sequence {first_seq}")
+                    code, f"producer {self.producer_id} is unknown to this partition and sent sequence {first_seq}")
             if not self.manager.producer_id_known(self.producer_id):
                 raise ProducerStateError(
                     E.UNKNOWN_PRODUCER_ID, f"producer id {self.producer_id} was never issued")
@@ -145,9 +156,11 @@ class ProducerAppendInfo:
                     E.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"new epoch {producer_epoch} of producer {self.producer_id} must start at sequence 0, "
                     f"got {first_seq}")
+            self._check_txn(cur, transactional)
             return
+        self._check_txn(cur, transactional)
         last = cur.last_seq
-        if last == rb.NO_SEQUENCE or _in_sequence(last, first_seq):
+        if _in_sequence(last, first_seq):    # no batch cached (NO_SEQUENCE, -1): only sequence 0 follows
             return
         if first_seq <= last:
             code = self.manager.duplicate_beyond_cache_error
@@ -159,13 +172,23 @@ class ProducerAppendInfo:
             f"out of order sequence for producer {self.producer_id}: {first_seq} (incoming), {last} (current end)")
 
 
+    def _check_txn(self, cur: ProducerStateEntry, transactional: bool) -> None:
+        if not transactional and cur.current_txn_first_offset is not None:
+            raise ProducerStateError(
+                E.INVALID_TXN_STATE, f"producer {self.producer_id} has an open transaction on this partition "
+                                     f"(from offset {cur.current_txn_first_offset}): a non-transactional write")
+
+
 class ProducerStateManager:
     """The producer states of one partition, rebuilt from the log and snapshotted beside it."""
 
     def __init__(self, directory: str, retain: int = NUM_BATCHES_TO_RETAIN,
                  duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER,
-                 producer_id_known=None, txn_index_: "txn_index.TransactionIndex | None" = None):
+                 producer_id_known=None, txn_index_: "txn_index.TransactionIndex | None" = None,
+                 unknown_producer: str = "accept"):
         self.dir = directory
+        self.unknown_producer = unknown_producer
+        self.verification_guards: dict[int, object] = {}   # KIP-890 part 1
         self.txn_index = txn_index_
         self.retain = retain
         self.duplicate_beyond_cache_error = duplicate_beyond_cache_error
@@ -180,6 +203,13 @@ class ProducerStateManager:
     def last_entry(self, pid: int) -> ProducerStateEntry | None:
         return self.producers.get(pid)
 
+    def verification_guard(self, pid: int) -> object:
+        """KIP-890 part 1: the guard for a verification about to be asked (kept while one is in place)."""
+        return self.verification_guards.setdefault(pid, object())
+
+    def verification_still_valid(self, pid: int, guard: object) -> bool:
+        return self.verification_guards.get(pid) is guard
+
     def prepare_update(self, pid: int) -> ProducerAppendInfo:
         return ProducerAppendInfo(self, pid, self.producers.get(pid))
 
@@ -190,6 +220,8 @@ class ProducerStateManager:
         completed = None
         pid = batch.producer_id
         if pid != rb.NO_PRODUCER_ID:
+            if batch.is_control or batch.is_transactional:
+                self.verification_guards.pop(pid, None)
             e = self.producers.get(pid)
             if e is None:
                 e = ProducerStateEntry(pid, batch.producer_epoch, self.retain)

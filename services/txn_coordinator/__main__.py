@@ -1,5 +1,8 @@
 """`python -m services.txn_coordinator`: one transaction coordinator process."""
 import argparse
+import os
+
+from eoslab import kafka_version
 
 from services.common import internal_topics as it
 from services.common import rpc
@@ -20,9 +23,18 @@ def main() -> None:
     p.add_argument("--transactional-id-expiration-ms", type=int, default=604800000)
     p.add_argument("--transaction-check-interval-ms", type=int, default=500,
                    help="how often timed-out transactions and idle ids are looked for (Kafka: 10000 and 3600000)")
-    p.add_argument("--epoch-bump-per-transaction", action="store_true",
-                   help="KIP-890 part 2: bump the producer epoch at every commit and abort")
+    p.add_argument("--kafka-version", default=os.environ.get("EOSLAB_KAFKA_VERSION") or kafka_version.DEFAULT,
+                   choices=kafka_version.names(),
+                   help="behave as this Kafka release (default: $EOSLAB_KAFKA_VERSION, else 4.0); "
+                        "the switches below override it")
+    p.add_argument("--epoch-bump-per-transaction", action=argparse.BooleanOptionalAction, default=None,
+                   help="KIP-890 part 2: bump the producer epoch at every commit and abort (default: by version)")
+    p.add_argument("--init-with-producer-id", action=argparse.BooleanOptionalAction, default=None,
+                   help="KIP-360: InitProducerId may carry (producer id, epoch) (default: by version)")
     a = p.parse_args()
+    v = kafka_version.get(a.kafka_version)
+    bump = v.epoch_bump_per_transaction if a.epoch_bump_per_transaction is None else a.epoch_bump_per_transaction
+    kip360 = v.init_with_producer_id if a.init_with_producer_id is None else a.init_with_producer_id
     for name in ("transaction_state_partitions", "transaction_state_replication_factor",
                  "transaction_max_timeout_ms", "transactional_id_expiration_ms", "transaction_check_interval_ms"):
         if getattr(a, name) <= 0:
@@ -32,7 +44,8 @@ def main() -> None:
         a.coordinator_id, a.listen, a.advertise or a.listen, a.zookeeper, a.bootstrap, a.zk_session_timeout_ms,
         a.transaction_state_partitions, a.transaction_state_replication_factor,
         max_timeout_ms=a.transaction_max_timeout_ms, expiration_ms=a.transactional_id_expiration_ms,
-        check_interval_ms=a.transaction_check_interval_ms, epoch_bump_per_txn=a.epoch_bump_per_transaction)
+        check_interval_ms=a.transaction_check_interval_ms, epoch_bump_per_txn=bump,
+        init_with_producer_id=kip360)
     server.start()
     rpc.wait_for_termination()
     server.stop()

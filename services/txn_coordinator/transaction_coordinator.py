@@ -33,8 +33,9 @@ import time
 from clients.errors import E
 from eoslab.v1 import broker_pb2, txn_pb2
 from services.common import internal_topics as it
-from services.txn_coordinator.transaction_metadata import (IllegalTransition, TransactionMetadata,
-                                                           TransactionState, now_ms)
+from services.broker.record_batch import MAX_PRODUCER_EPOCH
+from services.txn_coordinator.transaction_metadata import (IllegalTransition, ProducerFenced,
+                                                           TransactionMetadata, TransactionState, now_ms)
 
 S = TransactionState
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 class TransactionCoordinator:
     def __init__(self, state_manager, marker_manager, pid_manager, max_timeout_ms: int = 900000,
                  expiration_ms: int = 604800000, check_interval_ms: int = 1000, epoch_bump_per_txn: bool = False,
-                 offsets_partitions=None):
+                 offsets_partitions=None, init_with_producer_id: bool = True):
         self.tsm = state_manager
         self.markers = marker_manager
         self.pids = pid_manager
@@ -51,6 +52,7 @@ class TransactionCoordinator:
         self.expiration_ms = expiration_ms
         self.check_interval = check_interval_ms / 1000.0
         self.epoch_bump_per_txn = epoch_bump_per_txn
+        self.init_with_producer_id = init_with_producer_id     # KIP-360 (2.5); 0.11's requests carry no pair
         self.offsets_partitions = offsets_partitions   # () -> number of __consumer_offsets partitions
         self.tsm.on_loaded = self._on_loaded
         self._stopping = threading.Event()
@@ -94,20 +96,13 @@ class TransactionCoordinator:
             if err != E.NONE:
                 return fail(err)
             md = op.cache.setdefault(tid, TransactionMetadata(tid, pid, -1, -1, -1, timeout, S.EMPTY))
+        expected = (req.producer_id, req.producer_epoch) if self.init_with_producer_id and req.producer_id >= 0 \
+            else None
         with md.lock:
             if md.pending_state is not None:
                 return fail(E.CONCURRENT_TRANSACTIONS)
-            if req.producer_id >= 0:   # KIP-360: the producer says which (pid, epoch) it had
-                if (req.producer_id, req.producer_epoch) == (md.last_producer_id, md.last_producer_epoch) \
-                        and md.state == S.EMPTY and md.last_producer_id >= 0 and md.last_producer_id != md.producer_id:
-                    return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=md.producer_id,
-                                                             producer_epoch=md.producer_epoch)
-                if req.producer_id != md.producer_id or req.producer_epoch != md.producer_epoch:
-                    if not (req.producer_id == md.producer_id and req.producer_epoch == md.last_producer_epoch
-                            and md.state == S.EMPTY):
-                        return fail(E.PRODUCER_FENCED)
-                    return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=md.producer_id,
-                                                             producer_epoch=md.producer_epoch)   # a retry
+            if expected is not None and not self._valid_expected_producer(md, *expected):
+                return fail(E.PRODUCER_FENCED)
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.PREPARE_EPOCH_FENCE, S.DEAD):
                 return fail(E.CONCURRENT_TRANSACTIONS)
             if md.state == S.ONGOING:
@@ -116,11 +111,16 @@ class TransactionCoordinator:
             else:
                 fence = False
                 new_pid = None
-                if md.epoch_exhausted:
+                if md.epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
                     err, new_pid = self._new_pid()
                     if err != E.NONE:
                         return fail(err)
-                transit = md.prepare_increment_producer_epoch(timeout, new_pid)
+                try:
+                    transit = md.prepare_increment_producer_epoch(timeout, new_pid,
+                                                                  None if expected is None else expected[1])
+                except ProducerFenced as e:
+                    log.info("%s", e)
+                    return fail(E.PRODUCER_FENCED)
         if fence:
             log.info("%s: InitProducerId during an open transaction: fencing epoch %d and aborting",
                      tid, md.producer_epoch)
@@ -132,15 +132,30 @@ class TransactionCoordinator:
         return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=md.producer_id,
                                                  producer_epoch=md.producer_epoch)
 
+    @staticmethod
+    def _valid_expected_producer(md: TransactionMetadata, pid: int, epoch: int) -> bool:
+        """KIP-360: whom an init carrying (pid, epoch) may come from (Kafka's isValidProducerId): a
+        metadata just created, the current producer id, or the previous one with an exhausted epoch
+        (a retry of the init that rotated the id). The epoch is judged by the bump itself."""
+        return md.producer_epoch == -1 or pid == md.producer_id or \
+            (pid == md.last_producer_id and epoch >= MAX_PRODUCER_EPOCH - 1)
+
     # -- partitions ------------------------------------------------------------------------------
     def _check_producer(self, md: TransactionMetadata, pid: int, epoch: int) -> int:
-        if md is None or pid != md.producer_id:
+        """Kafka's order: producer id, then epoch, then a pending transition or Prepare* state. An
+        epoch fence in progress is pending (its epoch is not yet the current one): the producer
+        gets CONCURRENT_TRANSACTIONS and learns it is fenced when it retries after the abort."""
+        if md is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        in_flight = md.pending_state is not None or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT,
+                                                                  S.PREPARE_EPOCH_FENCE)
+        if pid != md.producer_id:
+            if pid == md.next_producer_id >= 0 and epoch == 0 and in_flight:
+                return E.CONCURRENT_TRANSACTIONS     # KIP-890: the id the EndTxn returned, not yet in place
             return E.INVALID_PRODUCER_ID_MAPPING
         if epoch != md.producer_epoch:
             return E.PRODUCER_FENCED
-        if md.pending_state == S.PREPARE_EPOCH_FENCE or md.state == S.PREPARE_EPOCH_FENCE:
-            return E.PRODUCER_FENCED
-        if md.pending_state is not None or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        if in_flight:
             return E.CONCURRENT_TRANSACTIONS
         return E.NONE
 
@@ -178,7 +193,9 @@ class TransactionCoordinator:
         def answer(err, md=None):
             if md is None or err != E.NONE:
                 return txn_pb2.EndTxnResponse(error=err, producer_id=-1, producer_epoch=-1)
-            return txn_pb2.EndTxnResponse(error=err, producer_id=md.producer_id, producer_epoch=md.producer_epoch)
+            with md.lock:
+                pid, epoch = md.next_pid_and_epoch()
+            return txn_pb2.EndTxnResponse(error=err, producer_id=pid, producer_epoch=epoch)
         tid = req.transactional_id
         err, op = self.tsm.owner_of(tid)
         if err != E.NONE:
@@ -189,16 +206,17 @@ class TransactionCoordinator:
         with md.lock:
             done = S.COMPLETE_COMMIT if req.committed else S.COMPLETE_ABORT
             prepared = S.PREPARE_COMMIT if req.committed else S.PREPARE_ABORT
-            retry_of_last = self.epoch_bump_per_txn and (req.producer_id, req.producer_epoch) in (
-                (md.producer_id, md.last_producer_epoch), (md.last_producer_id, md.last_producer_epoch))
+            retry_of_last = self.epoch_bump_per_txn and (
+                (req.producer_id, req.producer_epoch) in ((md.producer_id, md.last_producer_epoch),
+                                                          (md.last_producer_id, md.last_producer_epoch))
+                or (req.producer_id == md.last_producer_id and req.producer_epoch == MAX_PRODUCER_EPOCH - 1
+                    and md.producer_epoch == 0))      # a retry across the id rotation
             if retry_of_last and md.state in (done, prepared):
                 return answer(E.NONE if md.state == done else E.CONCURRENT_TRANSACTIONS, md)
             if req.producer_id != md.producer_id or req.producer_epoch != md.producer_epoch:
                 return answer(E.PRODUCER_FENCED)
-            if md.pending_state == S.PREPARE_EPOCH_FENCE or md.state == S.PREPARE_EPOCH_FENCE:
-                return answer(E.PRODUCER_FENCED)
-            if md.pending_state is not None:
-                return answer(E.CONCURRENT_TRANSACTIONS)
+            if md.pending_state is not None or md.state == S.PREPARE_EPOCH_FENCE:
+                return answer(E.CONCURRENT_TRANSACTIONS)      # a fence in progress is a pending transition
             if md.state == S.ONGOING:
                 pass
             elif md.state == done:
@@ -213,9 +231,16 @@ class TransactionCoordinator:
     def _end_transaction(self, op, md: TransactionMetadata, committed: bool, fence: bool) -> int:
         """Write Prepare*, then send markers and write Complete* in the background."""
         with md.lock:
+            next_pid = None
+            if self.epoch_bump_per_txn and not fence and md.epoch_exhausted:
+                err, next_pid = self._new_pid()       # KIP-890: the client gets it with the EndTxn answer
+                if err != E.NONE:
+                    md.abort_transition()
+                    return err
             try:
                 transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
-                                                     bump_epoch=fence or self.epoch_bump_per_txn)
+                                                     bump_epoch=self.epoch_bump_per_txn, fence=fence,
+                                                     next_producer_id=next_pid)
             except IllegalTransition as e:
                 log.info("%s", e)
                 md.abort_transition()
@@ -238,13 +263,8 @@ class TransactionCoordinator:
             return
         while not self._stopping.is_set():
             with md.lock:
-                new_pid = None
-                if self.epoch_bump_per_txn and md.epoch_exhausted:
-                    e, new_pid = self._new_pid()
-                    if e != E.NONE:
-                        new_pid = None
                 try:
-                    transit = md.prepare_complete(new_pid)
+                    transit = md.prepare_complete()
                 except IllegalTransition as e:
                     log.warning("%s", e)
                     return

@@ -11,7 +11,14 @@ Guarantees:
   answered CONCURRENT_TRANSACTIONS;
 - the producer epoch never goes down for a producer id; on exhaustion a new
   producer id starts at epoch 0 (the previous one is kept as last_producer_id
-  so a retried request can be recognised, KIP-360).
+  so a retried request can be recognised, KIP-360);
+- `last_producer_epoch` is recorded only where Kafka records it: a KIP-360
+  bump (the init carried the current epoch) and the KIP-890 bump at EndTxn;
+  a plain InitProducerId and an epoch fence set it to -1, so a producer
+  holding an older epoch can never pass for a retry (zombie fencing);
+- with the KIP-890 bump on an exhausted epoch, the next producer id is
+  chosen when EndTxn is prepared (`next_producer_id`), returned to the
+  client at once, and takes over when the transaction completes.
 """
 from __future__ import annotations
 
@@ -51,6 +58,10 @@ class IllegalTransition(Exception):
     pass
 
 
+class ProducerFenced(Exception):
+    """The (producer id, epoch) an InitProducerId carried is neither the current nor a retried one."""
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -66,18 +77,20 @@ class TxnTransitMetadata:
     partitions: frozenset[tuple[str, int]]
     txn_start_ms: int
     txn_last_update_ms: int
+    next_producer_id: int = -1
 
     def to_json(self, coordinator_epoch: int) -> dict:
         return {"pid": self.producer_id, "last_pid": self.last_producer_id, "epoch": self.producer_epoch,
                 "last_epoch": self.last_producer_epoch, "timeout_ms": self.txn_timeout_ms,
                 "state": self.state.value, "partitions": sorted([t, p] for t, p in self.partitions),
                 "start_ms": self.txn_start_ms, "update_ms": self.txn_last_update_ms,
-                "coordinator_epoch": coordinator_epoch}
+                "coordinator_epoch": coordinator_epoch, "next_pid": self.next_producer_id}
 
     @classmethod
     def from_json(cls, d: dict) -> "TxnTransitMetadata":
         return cls(d["pid"], d["last_pid"], d["epoch"], d["last_epoch"], d["timeout_ms"], S(d["state"]),
-                   frozenset((t, p) for t, p in d["partitions"]), d["start_ms"], d["update_ms"])
+                   frozenset((t, p) for t, p in d["partitions"]), d["start_ms"], d["update_ms"],
+                   d.get("next_pid", -1))
 
 
 @dataclass
@@ -92,13 +105,15 @@ class TransactionMetadata:
     partitions: set[tuple[str, int]] = field(default_factory=set)
     txn_start_ms: int = -1
     txn_last_update_ms: int = -1
+    next_producer_id: int = -1
     pending_state: TransactionState | None = None
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     @classmethod
     def from_transit(cls, tid: str, t: TxnTransitMetadata) -> "TransactionMetadata":
         return cls(tid, t.producer_id, t.last_producer_id, t.producer_epoch, t.last_producer_epoch,
-                   t.txn_timeout_ms, t.state, set(t.partitions), t.txn_start_ms, t.txn_last_update_ms)
+                   t.txn_timeout_ms, t.state, set(t.partitions), t.txn_start_ms, t.txn_last_update_ms,
+                   t.next_producer_id)
 
     def _transit(self, state: TransactionState, **kw) -> TxnTransitMetadata:
         if self.pending_state is not None:
@@ -108,7 +123,8 @@ class TransactionMetadata:
         base = dict(producer_id=self.producer_id, last_producer_id=self.last_producer_id,
                     producer_epoch=self.producer_epoch, last_producer_epoch=self.last_producer_epoch,
                     txn_timeout_ms=self.txn_timeout_ms, state=state, partitions=frozenset(self.partitions),
-                    txn_start_ms=self.txn_start_ms, txn_last_update_ms=now_ms())
+                    txn_start_ms=self.txn_start_ms, txn_last_update_ms=now_ms(),
+                    next_producer_id=self.next_producer_id)
         base.update(kw)
         self.pending_state = state
         return TxnTransitMetadata(**base)
@@ -117,15 +133,33 @@ class TransactionMetadata:
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= MAX_PRODUCER_EPOCH - 1
 
-    def prepare_increment_producer_epoch(self, timeout_ms: int, new_producer_id: int | None) -> TxnTransitMetadata:
-        """InitProducerId: Empty with epoch + 1, or a new producer id at epoch 0 when exhausted."""
+    def prepare_increment_producer_epoch(self, timeout_ms: int, new_producer_id: int | None,
+                                         expected_epoch: int | None = None) -> TxnTransitMetadata:
+        """InitProducerId: Empty with epoch + 1, or a new producer id at epoch 0 when exhausted.
+
+        `expected_epoch` is the epoch a KIP-360 init carried (None: a plain init). As Kafka's
+        TransactionMetadata.prepareIncrementProducerEpoch: a plain init records no last epoch;
+        the current epoch (or none yet) is bumped and remembered as the last one; the last
+        epoch is a retry of that bump and gets the current epoch again; anything else is
+        ProducerFenced.
+        """
         if new_producer_id is not None:
             return self._transit(S.EMPTY, producer_id=new_producer_id, last_producer_id=self.producer_id,
-                                 producer_epoch=0, last_producer_epoch=self.producer_epoch,
-                                 txn_timeout_ms=timeout_ms, partitions=frozenset(), txn_start_ms=-1)
-        return self._transit(S.EMPTY, producer_epoch=self.producer_epoch + 1,
-                             last_producer_epoch=self.producer_epoch, txn_timeout_ms=timeout_ms,
-                             partitions=frozenset(), txn_start_ms=-1)
+                                 producer_epoch=0,
+                                 last_producer_epoch=self.producer_epoch if expected_epoch is not None else -1,
+                                 txn_timeout_ms=timeout_ms, partitions=frozenset(), txn_start_ms=-1,
+                                 next_producer_id=-1)
+        if expected_epoch is None:
+            epoch, last = self.producer_epoch + 1, -1
+        elif self.producer_epoch == -1 or expected_epoch == self.producer_epoch:
+            epoch, last = self.producer_epoch + 1, self.producer_epoch
+        elif expected_epoch == self.last_producer_epoch:
+            epoch, last = self.producer_epoch, self.last_producer_epoch      # a retry of a bump that succeeded
+        else:
+            raise ProducerFenced(f"{self.transactional_id}: epoch {expected_epoch} is neither the current "
+                                 f"{self.producer_epoch} nor the last {self.last_producer_epoch}")
+        return self._transit(S.EMPTY, producer_epoch=epoch, last_producer_epoch=last, txn_timeout_ms=timeout_ms,
+                             partitions=frozenset(), txn_start_ms=-1, next_producer_id=-1)
 
     def prepare_add_partitions(self, partitions: set[tuple[str, int]]) -> TxnTransitMetadata:
         start = self.txn_start_ms if self.state == S.ONGOING else now_ms()
@@ -136,24 +170,42 @@ class TransactionMetadata:
         """Timeout or a new InitProducerId during a transaction: mark it, the abort bumps the epoch."""
         self._transit(S.PREPARE_EPOCH_FENCE)
 
-    def prepare_abort_or_commit(self, state: TransactionState, bump_epoch: bool,
-                                new_producer_id: int | None = None) -> TxnTransitMetadata:
-        """PrepareCommit / PrepareAbort; bump_epoch: the fence after a timeout, or KIP-890 part 2."""
-        if self.pending_state == S.PREPARE_EPOCH_FENCE and state == S.PREPARE_ABORT:
-            self.pending_state = None
-            self.state = S.PREPARE_EPOCH_FENCE
-        kw = {}
-        if bump_epoch:
-            kw = dict(producer_epoch=self.producer_epoch + 1, last_producer_epoch=self.producer_epoch)
+    def prepare_abort_or_commit(self, state: TransactionState, bump_epoch: bool, fence: bool = False,
+                                next_producer_id: int | None = None) -> TxnTransitMetadata:
+        """PrepareCommit / PrepareAbort.
+
+        fence: the abort of an epoch fence (timeout, or an init during the transaction): the epoch
+        goes up by one and no last epoch is kept, as Kafka's endTransaction does for a fence.
+        bump_epoch: KIP-890 part 2, the epoch goes up by one more and the old one is the last;
+        with `next_producer_id` (an exhausted epoch) that id takes over at Complete*.
+        """
+        epoch, last = self.producer_epoch, self.last_producer_epoch
+        if fence:
+            if self.pending_state == S.PREPARE_EPOCH_FENCE and state == S.PREPARE_ABORT:
+                self.pending_state = None
+                self.state = S.PREPARE_EPOCH_FENCE
+            epoch, last = epoch + 1, -1
+        if bump_epoch and epoch < MAX_PRODUCER_EPOCH:
+            epoch, last = epoch + 1, epoch
+        kw = dict(producer_epoch=epoch, last_producer_epoch=last)
+        if next_producer_id is not None:
+            kw["next_producer_id"] = next_producer_id
         return self._transit(state, **kw)
 
-    def prepare_complete(self, next_producer_id: int | None = None) -> TxnTransitMetadata:
+    def prepare_complete(self) -> TxnTransitMetadata:
         target = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         kw = {}
-        if next_producer_id is not None:
-            kw = dict(producer_id=next_producer_id, last_producer_id=self.producer_id, producer_epoch=0,
-                      last_producer_epoch=self.producer_epoch)
+        if self.next_producer_id >= 0:
+            kw = dict(producer_id=self.next_producer_id, last_producer_id=self.producer_id, producer_epoch=0,
+                      last_producer_epoch=self.producer_epoch, next_producer_id=-1)
         return self._transit(target, partitions=frozenset(), **kw)
+
+    def next_pid_and_epoch(self) -> tuple[int, int]:
+        """What the producer uses after this transaction: the next producer id at epoch 0 once one
+        is chosen, else the current pair."""
+        if self.next_producer_id >= 0:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     def prepare_dead(self) -> TxnTransitMetadata:
         return self._transit(S.DEAD, partitions=frozenset())
@@ -166,6 +218,7 @@ class TransactionMetadata:
         self.producer_epoch, self.last_producer_epoch = t.producer_epoch, t.last_producer_epoch
         self.txn_timeout_ms, self.state, self.partitions = t.txn_timeout_ms, t.state, set(t.partitions)
         self.txn_start_ms, self.txn_last_update_ms = t.txn_start_ms, t.txn_last_update_ms
+        self.next_producer_id = t.next_producer_id
         self.pending_state = None
 
     def abort_transition(self) -> None:

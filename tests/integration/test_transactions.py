@@ -274,6 +274,7 @@ def test_coordinator_and_marker_rules_on_the_wire(cluster):
     assert first.error == E.NONE and first.producer_epoch == 0
     again = init()
     assert (again.producer_id, again.producer_epoch) == (first.producer_id, 1)          # every init bumps
+    assert init(first.producer_id, 0).error == E.PRODUCER_FENCED     # the replaced instance cannot come back
     kip360 = init(first.producer_id, 1)
     assert kip360.error == E.NONE and kip360.producer_epoch == 2                         # KIP-360: current pair
     retry = init(first.producer_id, 1)

@@ -58,15 +58,71 @@ def test_epoch_and_sequence_rules(tmp_path, epoch, seq, code):
     assert ei.value.code == code
 
 
-def test_unknown_producer(tmp_path):
-    psm = ProducerStateManager(str(tmp_path), producer_id_known=lambda pid: pid < 100)
+@pytest.mark.parametrize("mode,code", [
+    ("OUT_OF_ORDER_SEQUENCE_NUMBER", E.OUT_OF_ORDER_SEQUENCE_NUMBER),   # 0.11
+    ("UNKNOWN_PRODUCER_ID", E.UNKNOWN_PRODUCER_ID),                     # 1.0 to 2.4
+    ("accept", None),                                                    # KIP-360, 2.5 and later
+])
+def test_unknown_producer_by_generation(tmp_path, mode, code):
+    psm = ProducerStateManager(str(tmp_path), producer_id_known=lambda pid: pid < 100, unknown_producer=mode)
     _check(psm, 5, 0, 0)
+    if code is None:
+        _check(psm, 5, 0, 3)                        # no state here: any sequence starts the producer
+    else:
+        with pytest.raises(ProducerStateError) as ei:
+            _check(psm, 5, 0, 3)
+        assert ei.value.code == code
     with pytest.raises(ProducerStateError) as ei:
-        _check(psm, 5, 0, 3)
+        _check(psm, 500, 0, 0)                      # an id no controller block ever held
     assert ei.value.code == E.UNKNOWN_PRODUCER_ID
+
+
+def _marker(log, psm, pid, epoch, committed=True):
+    from services.broker.txn_index import control_record
+    key, value = control_record(committed, 0)
+    b = StoredBatch.from_proto(rb.build_batch([(key, value, 0)], producer_id=pid, producer_epoch=epoch,
+                                              base_sequence=rb.NO_SEQUENCE, transactional=True, control=True))
+    b.base_offset = log.log_end_offset
+    log.append(b)
+    psm.update(b)
+
+
+def test_after_a_marker_cleared_the_cache_the_producer_restarts_at_zero(tmp_path):
+    log, psm = UnifiedLog(str(tmp_path)), ProducerStateManager(str(tmp_path))
+    b = StoredBatch.from_proto(rb.build_batch([(None, b"x", 0)] * 3, producer_id=7, producer_epoch=0,
+                                              base_sequence=0, transactional=True))
+    b.base_offset = log.log_end_offset
+    log.append(b)
+    psm.update(b)
+    _marker(log, psm, 7, 1)                         # KIP-890 part 2: the marker carries the next epoch
+    assert psm.last_entry(7).producer_epoch == 1 and not psm.last_entry(7).batch_metadata
     with pytest.raises(ProducerStateError) as ei:
-        _check(psm, 500, 0, 0)
-    assert ei.value.code == E.UNKNOWN_PRODUCER_ID
+        _check(psm, 7, 1, 3)                        # the old sequences do not go on in the new epoch
+    assert ei.value.code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    _check(psm, 7, 1, 0)
+
+
+def test_non_transactional_write_during_an_open_transaction_is_invalid_txn_state(tmp_path):
+    log, psm = UnifiedLog(str(tmp_path)), ProducerStateManager(str(tmp_path))
+    b = StoredBatch.from_proto(rb.build_batch([(None, b"x", 0)], producer_id=7, producer_epoch=0,
+                                              base_sequence=0, transactional=True))
+    b.base_offset = log.log_end_offset
+    log.append(b)
+    psm.update(b)
+    with pytest.raises(ProducerStateError) as ei:
+        psm.prepare_update(7).check(0, 1, 1, transactional=False)
+    assert ei.value.code == E.INVALID_TXN_STATE
+    psm.prepare_update(7).check(0, 1, 1, transactional=True)
+    _marker(log, psm, 7, 0, committed=False)
+    psm.prepare_update(7).check(0, 1, 1, transactional=False)      # closed: a plain write is fine again
+
+
+def test_verification_guard_is_cleared_by_a_marker(tmp_path):
+    log, psm = UnifiedLog(str(tmp_path)), ProducerStateManager(str(tmp_path))
+    g = psm.verification_guard(7)
+    assert psm.verification_guard(7) is g and psm.verification_still_valid(7, g)
+    _marker(log, psm, 7, 0, committed=False)        # the transaction ended while the leader asked
+    assert not psm.verification_still_valid(7, g)
 
 
 def test_state_rebuilt_from_snapshot_plus_log_and_from_log_alone(tmp_path):

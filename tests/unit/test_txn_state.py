@@ -44,20 +44,49 @@ def test_two_phase_transitions():
     assert m.state == S.COMPLETE_COMMIT and m.partitions == set() and m.producer_epoch == 0
 
 
-def test_fence_bumps_epoch_and_aborts():
+def test_fence_bumps_epoch_and_aborts_keeping_no_last_epoch():
     m = md(S.ONGOING, epoch=3)
     m.prepare_fence_producer_epoch()
-    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=True)
-    assert t.producer_epoch == 4 and t.last_producer_epoch == 3
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=False, fence=True)
+    assert t.producer_epoch == 4 and t.last_producer_epoch == -1      # Kafka: a fence records no last epoch
     m.complete_transition(t)
     assert m.state == S.PREPARE_ABORT and m.producer_epoch == 4
+
+
+def test_fence_with_kip890_bumps_twice():
+    m = md(S.ONGOING, epoch=3)
+    m.prepare_fence_producer_epoch()
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=True, fence=True)
+    assert (t.producer_epoch, t.last_producer_epoch) == (5, 4)
+
+
+def test_plain_init_records_no_last_epoch_so_an_old_epoch_is_fenced():
+    from services.txn_coordinator.transaction_metadata import ProducerFenced
+    m = md(S.EMPTY, epoch=0)
+    m.complete_transition(m.prepare_increment_producer_epoch(60000, None))             # a second plain init
+    assert (m.producer_epoch, m.last_producer_epoch) == (1, -1)
+    with pytest.raises(ProducerFenced):
+        m.prepare_increment_producer_epoch(60000, None, expected_epoch=0)            # the zombie's epoch
+    m.complete_transition(m.prepare_increment_producer_epoch(60000, None, expected_epoch=1))   # KIP-360 bump
+    assert (m.producer_epoch, m.last_producer_epoch) == (2, 1)
+    t = m.prepare_increment_producer_epoch(60000, None, expected_epoch=1)            # its retry
+    assert (t.producer_epoch, t.last_producer_epoch) == (2, 1)
+
+
+def test_kip890_rotation_happens_at_complete_with_the_id_chosen_at_prepare():
+    m = md(S.ONGOING, epoch=rb.MAX_PRODUCER_EPOCH - 1)
+    m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=True, next_producer_id=99))
+    assert (m.producer_id, m.producer_epoch) == (7, rb.MAX_PRODUCER_EPOCH)     # markers go out with these
+    assert m.next_pid_and_epoch() == (99, 0)                                   # what EndTxn answers
+    m.complete_transition(m.prepare_complete())
+    assert (m.producer_id, m.producer_epoch, m.last_producer_id, m.next_producer_id) == (99, 0, 7, -1)
 
 
 def test_epoch_exhaustion_gives_a_new_producer_id():
     m = md(S.COMPLETE_ABORT, epoch=rb.MAX_PRODUCER_EPOCH - 1)
     assert m.epoch_exhausted
     m.complete_transition(m.prepare_increment_producer_epoch(60000, new_producer_id=99))
-    assert (m.producer_id, m.producer_epoch, m.last_producer_id) == (99, 0, 7)
+    assert (m.producer_id, m.producer_epoch, m.last_producer_id, m.last_producer_epoch) == (99, 0, 7, -1)
 
 
 def test_transaction_index_collect_truncate_reopen(tmp_path):

@@ -61,7 +61,8 @@ def main() -> None:
                     duplicate_beyond_cache_error=common_pb2.ErrorCode.Value(a.duplicate_beyond_cache_error),
                     snapshot_interval_batches=a.snapshot_interval_batches,
                     replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas,
-                    transaction_verification=a.transaction_verification, unknown_producer=a.unknown_producer)
+                    transaction_verification=a.transaction_verification, unknown_producer=a.unknown_producer,
+                    txn_offset_commit_member_check=v.txn_offset_commit_member_check)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
                          kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise)

@@ -11,9 +11,12 @@ Guarantees:
   becomes visible only when the COMMIT marker for that producer lands on the
   partition; an ABORT drops it; OffsetFetch with require_stable answers
   UNSTABLE_OFFSET_COMMIT for a partition with such a pending commit (KIP-447);
-- membership (membership.py) checks generation and member id on commits
-  (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID); generation -1 with no member id is
-  a standalone commit and skips them, as in Kafka.
+- membership (membership.py) checks commits as Kafka's validateOffsetCommit:
+  generation -1 to an empty group is a standalone commit; otherwise the
+  member and generation must be current (UNKNOWN_MEMBER_ID,
+  ILLEGAL_GENERATION), a memberless commit to a group with members is
+  UNKNOWN_MEMBER_ID, and CompletingRebalance answers REBALANCE_IN_PROGRESS;
+  TxnOffsetCommit checks member and generation from KIP-447 (2.5) on.
 
 Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"}.
 """
@@ -79,8 +82,9 @@ class OffsetsPartitionState:
 
 
 class GroupCoordinator:
-    def __init__(self, replica_manager, metadata):
+    def __init__(self, replica_manager, metadata, txn_offset_commit_member_check: bool = True):
         self.rm = replica_manager
+        self.txn_offset_commit_member_check = txn_offset_commit_member_check
         self.metadata = metadata
         self.lock = threading.RLock()
         self.states: dict[int, OffsetsPartitionState] = {}
@@ -137,10 +141,10 @@ class GroupCoordinator:
                 st.complete(producer_id, committed)
 
     # -- commits -----------------------------------------------------------------------------
-    def _check_member(self, group: str, generation: int, member_id: str) -> int:
-        if generation < 0 and not member_id:
-            return E.NONE
-        return self.membership.check_commit(group, generation, member_id)
+    def _check_member(self, group: str, generation: int, member_id: str, transactional: bool = False) -> int:
+        if transactional and not self.txn_offset_commit_member_check:
+            return E.NONE          # before KIP-447 (2.5) TxnOffsetCommit carries no member or generation
+        return self.membership.check_commit(group, generation, member_id, transactional)
 
     def _append(self, p, records, pid=-1, epoch=-1, transactional=False) -> int:
         r = p.append_internal(records, pid, epoch, transactional)
@@ -167,7 +171,7 @@ class GroupCoordinator:
     def txn_offset_commit(self, req) -> broker_pb2.TxnOffsetCommitResponse:
         err, p, st = self._state(req.group_id)
         if err == E.NONE:
-            err = self._check_member(req.group_id, req.generation_id, req.member_id)
+            err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True)
         if err == E.NONE:
             records = [(_key(req.group_id, o.topic, o.partition), _value(o.offset, o.metadata), 0)
                        for o in req.partitions]

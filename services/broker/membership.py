@@ -12,6 +12,11 @@ Guarantees, per group:
 - a member that sends no heartbeat for its session timeout is removed and a
   rebalance starts, so a stalled consumer loses its partitions and its
   generation (its later commits are refused: KIP-447 relies on this).
+- a session timeout outside [GROUP_MIN_SESSION_TIMEOUT_MS,
+  GROUP_MAX_SESSION_TIMEOUT_MS] is refused with INVALID_SESSION_TIMEOUT, as
+  Kafka's group.min/max.session.timeout.ms do (the lab's minimum is 1 s, not
+  Kafka's 6 s, so that fault runs stay short); a rebalance timeout is held to
+  the same maximum, so no JoinGroup waits longer than 30 minutes.
 Membership lives in the coordinator's memory only (not in __consumer_offsets):
 after a coordinator move members rejoin from scratch.
 """
@@ -26,6 +31,8 @@ from eoslab.v1 import broker_pb2, common_pb2
 
 E = common_pb2.ErrorCode
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+GROUP_MIN_SESSION_TIMEOUT_MS = 1000      # Kafka: 6000
+GROUP_MAX_SESSION_TIMEOUT_MS = 1800000   # Kafka: 1800000
 
 
 @dataclass
@@ -100,6 +107,9 @@ class GroupMembership:
                 self._maybe_complete(g, now)
 
     def join(self, req) -> broker_pb2.JoinGroupResponse:
+        if not GROUP_MIN_SESSION_TIMEOUT_MS <= req.session_timeout_ms <= GROUP_MAX_SESSION_TIMEOUT_MS or \
+                req.rebalance_timeout_ms > GROUP_MAX_SESSION_TIMEOUT_MS:
+            return broker_pb2.JoinGroupResponse(error=E.INVALID_SESSION_TIMEOUT, generation_id=-1)
         now = time.monotonic()
         with self.cond:
             g = self.groups.setdefault(req.group_id, Group(req.group_id))
@@ -190,12 +200,27 @@ class GroupMembership:
                 g.generation += 1
             return broker_pb2.LeaveGroupResponse(error=E.NONE)
 
-    def check_commit(self, group: str, generation: int, member_id: str) -> int:
-        """KIP-447: a commit with a member id and generation must come from a current member."""
+    def check_commit(self, group: str, generation: int, member_id: str, transactional: bool = False) -> int:
+        """Who may commit offsets, as Kafka's GroupCoordinator.validateOffsetCommit: generation -1 to an
+        empty (or unknown) group is a standalone commit; a commit naming a member or a generation must
+        come from a current member of that generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION); a plain
+        OffsetCommit with neither to a group that has members is UNKNOWN_MEMBER_ID, and one during
+        CompletingRebalance is REBALANCE_IN_PROGRESS. TxnOffsetCommit skips the last two (its older
+        versions carry no member, KIP-447)."""
         with self.cond:
             g = self.groups.get(group)
-            if g is None or member_id not in g.members:
+            if generation < 0 and (g is None or g.state == EMPTY):
+                return E.NONE
+            if generation >= 0 or member_id:
+                if g is None and generation >= 0 and not transactional:
+                    return E.ILLEGAL_GENERATION
+                if g is None or member_id not in g.members:
+                    return E.UNKNOWN_MEMBER_ID
+                if generation != g.generation:
+                    return E.ILLEGAL_GENERATION
+                if not transactional and g.state == COMPLETING:
+                    return E.REBALANCE_IN_PROGRESS
+                return E.NONE
+            if not transactional and g.state != EMPTY:
                 return E.UNKNOWN_MEMBER_ID
-            if generation != g.generation:
-                return E.ILLEGAL_GENERATION
             return E.NONE

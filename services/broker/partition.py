@@ -55,6 +55,7 @@ class LogConfig:
     transaction_verification: bool = False
     # a non-zero first sequence from a producer with no state here: an error name or "accept" (KIP-360)
     unknown_producer: str = "accept"
+    txn_offset_commit_member_check: bool = True   # KIP-447 (2.5)
     extra: dict = field(default_factory=dict)
 
 

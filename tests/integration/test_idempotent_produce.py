@@ -83,9 +83,10 @@ def test_six_in_flight_first_ack_lost_with_epoch_bump_duplicates(make_cluster):
     assert values[:10] == first and values[60:] == first   # batch A twice: the seed's duplicate
 
 
-def test_six_in_flight_first_ack_lost_kip98_broker_no_duplicate(cluster):
-    """The same schedule against the default broker answer (DUPLICATE_SEQUENCE_NUMBER): no duplicate,
+def test_six_in_flight_first_ack_lost_kip98_broker_no_duplicate(make_cluster):
+    """The same schedule against KIP-98's broker answer (DUPLICATE_SEQUENCE_NUMBER): no duplicate,
     and the producer reports the batch as written without an offset."""
+    cluster = make_cluster(broker_args=["--duplicate-beyond-cache-error=DUPLICATE_SEQUENCE_NUMBER"])
     boot = cluster.info().bootstrap
     md = h.new_topic(boot, "window6b")
     leader = h.leader_address(md, "window6b")
@@ -101,7 +102,11 @@ def test_six_in_flight_first_ack_lost_kip98_broker_no_duplicate(cluster):
     assert len(h.read_partition(boot, "window6b")) == 60
 
 
-def test_sequence_rules_on_the_wire(cluster):
+@pytest.mark.parametrize("unknown", ["UNKNOWN_PRODUCER_ID", "accept"])
+def test_sequence_rules_on_the_wire(make_cluster, unknown):
+    """Kafka 1.0 to 2.4 answer UNKNOWN_PRODUCER_ID to a producer the partition has no state for that
+    does not start at 0; from 2.5 (KIP-360, the default 4.0 here) the broker accepts it."""
+    cluster = make_cluster(broker_args=[] if unknown == "accept" else [f"--unknown-producer={unknown}"])
     boot = cluster.info().bootstrap
     md = h.new_topic(boot, "seq")
     leader = h.leader_address(md, "seq")
@@ -122,13 +127,18 @@ def test_sequence_rules_on_the_wire(cluster):
     assert h.produce_raw(leader, "seq", h.batch(pid, epoch, 5, 1)).error == E.INVALID_PRODUCER_EPOCH
     # an id this partition never saw, not starting at 0
     other, _ = h.init_pid(leader)
-    assert h.produce_raw(leader, "seq", h.batch(other, 0, 7, 1)).error == E.UNKNOWN_PRODUCER_ID
+    r = h.produce_raw(leader, "seq", h.batch(other, 0, 7, 1, start=6))
+    assert r.error == (E.NONE if unknown == "accept" else E.UNKNOWN_PRODUCER_ID)
     # an id the cluster never issued
     assert h.produce_raw(leader, "seq", h.batch(10**12, 0, 0, 1)).error == E.UNKNOWN_PRODUCER_ID
-    assert [r.value for r in h.read_partition(boot, "seq")] == [b"v0", b"v1", b"v2", b"v3", b"v4", b"v5"]
+    want = [b"v0", b"v1", b"v2", b"v3", b"v4", b"v5"] + ([b"v6"] if unknown == "accept" else [])
+    assert [r.value for r in h.read_partition(boot, "seq")] == want
 
 
-def test_duplicate_older_than_the_cache(cluster):
+@pytest.mark.parametrize("version,answer", [("0.11", E.DUPLICATE_SEQUENCE_NUMBER),
+                                            ("4.0", E.OUT_OF_ORDER_SEQUENCE_NUMBER)])
+def test_duplicate_older_than_the_cache(make_cluster, version, answer):
+    cluster = make_cluster(broker_args=[f"--kafka-version={version}", "--producer-state-batches=5"])
     boot = cluster.info().bootstrap
     md = h.new_topic(boot, "old-dup")
     leader = h.leader_address(md, "old-dup")
@@ -136,7 +146,7 @@ def test_duplicate_older_than_the_cache(cluster):
     for i in range(6):
         assert h.produce_raw(leader, "old-dup", h.batch(pid, epoch, i, 1, start=i)).error == E.NONE
     r = h.produce_raw(leader, "old-dup", h.batch(pid, epoch, 0, 1))   # fell out of the last 5
-    assert r.error == E.DUPLICATE_SEQUENCE_NUMBER
+    assert r.error == answer
     r = h.produce_raw(leader, "old-dup", h.batch(pid, epoch, 1, 1, start=1))  # still cached
     assert (r.error, r.base_offset) == (E.NONE, 1)
     assert len(h.read_partition(boot, "old-dup")) == 6

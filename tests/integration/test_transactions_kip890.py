@@ -44,8 +44,8 @@ def _settle(boot, topic, seconds=2.0):
 
 @pytest.mark.parametrize("kip890", [False, True], ids=["kip890-off", "kip890-on"])
 def test_kafka_17754_delayed_end_txn(make_cluster, kip890):
-    rt = make_cluster(broker_args=["--transaction-verification"] if kip890 else [],
-                      txn_coordinator_args=["--epoch-bump-per-transaction"] if kip890 else [])
+    v = "--kafka-version=4.0" if kip890 else "--kafka-version=3.0"       # KIP-890 parts 1 and 2, or neither
+    rt = make_cluster(broker_args=[v], txn_coordinator_args=[v])
     boot = rt.bootstrap_all()
     h.new_topic(boot, "k890")
     p = KafkaProducer(boot, ProducerConfig(transactional_id="k890-1", linger_ms=0, request_timeout_ms=3000))
@@ -85,7 +85,8 @@ def test_kafka_17754_delayed_end_txn(make_cluster, kip890):
 
 @pytest.mark.parametrize("verify", [False, True], ids=["part1-off", "part1-on"])
 def test_late_produce_after_commit_is_refused_with_verification(make_cluster, verify):
-    rt = make_cluster(broker_args=["--transaction-verification"] if verify else [])
+    rt = make_cluster(broker_args=["--kafka-version=3.6" if verify else "--kafka-version=3.0"],
+                      txn_coordinator_args=["--kafka-version=3.6" if verify else "--kafka-version=3.0"])
     boot = rt.bootstrap_all()
     md = h.new_topic(boot, "late")
     p = KafkaProducer(boot, ProducerConfig(transactional_id="late-1", linger_ms=0))

@@ -168,7 +168,8 @@ def cmd_status(args) -> int:
         if args.json:
             print(json.dumps(info.to_dict()))
         else:
-            print(f"cluster {info.name} ({info.runtime}), bootstrap {info.bootstrap}")
+            print(f"cluster {info.name} ({info.runtime}), bootstrap {info.bootstrap}"
+                  + (f", kafka_bootstrap {info.kafka_bootstrap}" if info.kafka_bootstrap else ""))
             for n in info.nodes:
                 print(f"  {n.name:<18} {n.address:<22} {n.state:<8} pid {n.pid or '-'}")
     return 0

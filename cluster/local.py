@@ -33,6 +33,7 @@ logging.getLogger("kazoo").addHandler(logging.NullHandler())
 logging.getLogger("kazoo").propagate = False
 
 ZK_PORT, CONTROLLER_PORT, BROKER_PORT, TXN_COORDINATOR_PORT = 12181, 19093, 19092, 19094
+KAFKA_PORT = 19192  # Kafka's binary protocol on every broker's and coordinator's own address
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -133,6 +134,7 @@ class LocalRuntime(Runtime):
                                     "args": ["-m", "services.broker", "--broker-id", str(i),
                                              "--listen", f"{host}:{BROKER_PORT}", "--zookeeper", zk,
                                              "--data-dir", data, "--zk-session-timeout-ms", st,
+                                             "--kafka-listen", f"{host}:{KAFKA_PORT}",
                                              "--enable-fault-injection", *self.state["broker_args"]]}
         bootstrap = ",".join(f"{slots.address(s, 20 + i)}:{BROKER_PORT}" for i in range(1, self.state["brokers"] + 1))
         for i in range(1, self.state.get("txn_coordinators", 0) + 1):
@@ -141,6 +143,7 @@ class LocalRuntime(Runtime):
                 "role": "txn-coordinator", "id": i, "host": host, "port": TXN_COORDINATOR_PORT,
                 "args": ["-m", "services.txn_coordinator", "--coordinator-id", str(i),
                          "--listen", f"{host}:{TXN_COORDINATOR_PORT}", "--zookeeper", zk, "--bootstrap", bootstrap,
+                         "--kafka-listen", f"{host}:{KAFKA_PORT}",
                          "--zk-session-timeout-ms", st, "--transaction-state-replication-factor",
                          str(min(3, self.state["brokers"])), *self.state.get("txn_coordinator_args", [])]}
         return specs
@@ -402,7 +405,8 @@ class LocalRuntime(Runtime):
         first = next(n for n in nodes if n.role == "broker")
         bootstrap = ",".join(n.address for n in nodes if n.role == "broker")
         return ClusterInfo(self.cluster_name, "local", bootstrap.split(",")[0] if first else "",
-                           self._zk_address(), nodes)
+                           self._zk_address(), nodes,
+                           kafka_bootstrap=",".join(f"{n.host}:{KAFKA_PORT}" for n in nodes if n.role == "broker"))
 
     def bootstrap_all(self) -> str:
         return ",".join(n.address for n in self.info().nodes if n.role == "broker")

@@ -36,6 +36,7 @@ class ClusterInfo:
     bootstrap: str                      # host:port of a broker
     zookeeper: str                      # host:port
     nodes: list[NodeInfo] = field(default_factory=list)
+    kafka_bootstrap: str = ""           # host:port,... of the brokers' Kafka listeners (real Kafka clients)
 
     def node(self, name: str) -> NodeInfo:
         for n in self.nodes:
@@ -48,6 +49,7 @@ class ClusterInfo:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "runtime": self.runtime, "bootstrap": self.bootstrap,
+                "kafka_bootstrap": self.kafka_bootstrap,
                 "zookeeper": self.zookeeper,
                 "nodes": [dict(vars(n), address=n.address) for n in self.nodes]}
 

@@ -32,9 +32,13 @@ log = logging.getLogger(__name__)
 
 class KafkaServer:
     def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
-                 session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False):
+                 session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False,
+                 kafka_listen: str | None = None, kafka_advertise: str | None = None):
         self.broker_id = broker_id
         self.listen = listen
+        self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)
+        self.kafka_advertise = kafka_advertise or kafka_listen
+        self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
         hosts, chroot = zk_paths.split_hosts(zk_connect)
         self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
@@ -60,6 +64,12 @@ class KafkaServer:
     def start(self) -> None:
         rpc.bind(self.server, self.listen)
         self.server.start()
+        if self.kafka_listen:
+            from services.kafka_protocol.broker_apis import BrokerApis
+            from services.kafka_protocol.listener import KafkaListener
+            self.kafka_listener = KafkaListener(self.kafka_listen, BrokerApis(self, BrokerService(self)),
+                                                name=f"broker-{self.broker_id}-kafka")
+            self.kafka_listener.start()
         self.zk.add_listener(self._on_zk_state)
         self.zk.start(timeout=30)
         self.zk.ensure_path(zk_paths.BROKER_IDS)
@@ -73,8 +83,12 @@ class KafkaServer:
 
     def _register(self) -> None:
         path = zk_paths.broker_path(self.broker_id)
-        data = zk_paths.encode({"version": 5, "host": self.host, "port": self.port,
-                                "timestamp": str(int(time.time() * 1000))})
+        reg = {"version": 5, "host": self.host, "port": self.port, "timestamp": str(int(time.time() * 1000))}
+        if self.kafka_advertise:
+            from services.kafka_protocol.endpoints import registration_entry
+            host, port = rpc.split_address(self.kafka_advertise)
+            reg.update(registration_entry(host, port or self.kafka_listener.port))
+        data = zk_paths.encode(reg)
         while not self._stopping:
             try:
                 self.zk.create(path, data, ephemeral=True)
@@ -219,6 +233,8 @@ class KafkaServer:
             self.zk.close()
         except Exception:  # noqa: BLE001
             pass
+        if self.kafka_listener is not None:
+            self.kafka_listener.stop()
         self.server.stop(1).wait()
         self.group_coordinator.shutdown()
         self.replica_manager.shutdown()

@@ -35,9 +35,13 @@ PID_MANAGER_ID_BASE = 1000   # coordinators claim producer-id blocks as "broker"
 class TransactionCoordinatorServer:
     def __init__(self, coordinator_id: int, listen: str, advertise: str, zk_connect: str, bootstrap: str,
                  session_timeout_ms: int = 2000, num_partitions: int = it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
-                 replication_factor: int = 3, **coordinator_kw):
+                 replication_factor: int = 3, kafka_listen: str | None = None, kafka_advertise: str | None = None,
+                 **coordinator_kw):
         self.coordinator_id = coordinator_id
         self.listen = listen
+        self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)
+        self.kafka_advertise = kafka_advertise or kafka_listen
+        self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
         hosts, chroot = zk_paths.split_hosts(zk_connect)
         self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
@@ -71,6 +75,13 @@ class TransactionCoordinatorServer:
     def start(self) -> None:
         rpc.bind(self.server, self.listen)
         self.server.start()
+        if self.kafka_listen:
+            from services.kafka_protocol.coordinator_apis import CoordinatorApis
+            from services.kafka_protocol.listener import KafkaListener
+            self.kafka_listener = KafkaListener(self.kafka_listen,
+                                                CoordinatorApis(self, TransactionCoordinatorService(self)),
+                                                name=f"txn-coordinator-{self.coordinator_id}-kafka")
+            self.kafka_listener.start()
         self.zk.add_listener(self._on_zk_state)
         self.zk.start(timeout=30)
         self.zk.ensure_path(zk_paths.TXN_COORDINATORS)
@@ -102,7 +113,12 @@ class TransactionCoordinatorServer:
 
     def _register(self) -> None:
         path = zk_paths.txn_coordinator_path(self.coordinator_id)
-        data = zk_paths.encode({"host": self.host, "port": self.port})
+        reg = {"host": self.host, "port": self.port}
+        if self.kafka_advertise:
+            from services.kafka_protocol.endpoints import registration_entry
+            host, port = rpc.split_address(self.kafka_advertise)
+            reg.update(registration_entry(host, port or self.kafka_listener.port))
+        data = zk_paths.encode(reg)
         while not self._stopping:
             try:
                 self.zk.create(path, data, ephemeral=True)
@@ -149,6 +165,8 @@ class TransactionCoordinatorServer:
             self.zk.close()
         except Exception:  # noqa: BLE001
             pass
+        if self.kafka_listener is not None:
+            self.kafka_listener.stop()
         self.server.stop(1).wait()
         self.tsm.close()
         self.markers.close()

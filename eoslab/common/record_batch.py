@@ -1,0 +1,198 @@
+"""Record batches (shared by clients and services): the byte layout of records, the batch body the CRC covers, and validation.
+
+Guarantees: `encode_records` and `iter_records` are inverse; `batch_crc` is
+CRC-32C over exactly the fields Kafka's v2 format covers (attributes onward:
+producer id, producer epoch, base sequence, record count, max timestamp, the
+records), never over base offset or partition leader epoch, which the leader
+assigns. `validate_batch` returns Kafka's error code for a malformed or
+hostile batch and never raises on bad input.
+
+Record layout (big-endian), repeated record_count times:
+    timestamp i64 | key_len i32 (-1 = null) | key | value_len i32 (-1 = null) | value
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+import crc32c as _crc32c
+
+from eoslab.v1 import common_pb2
+
+E = common_pb2.ErrorCode
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+MAX_PRODUCER_EPOCH = 32767          # Kafka's epoch is an int16
+MAX_SEQUENCE = 2**31 - 1            # sequences wrap to 0 after this
+TRANSACTIONAL_FLAG = 1 << 4
+CONTROL_FLAG = 1 << 5
+
+_REC_HEAD = struct.Struct(">qi")
+_LEN = struct.Struct(">i")
+_BODY_HEAD = struct.Struct(">hqiiiq")  # attributes, pid, epoch, base seq, count, max ts
+
+
+def encode_records(records: list[tuple[bytes | None, bytes | None, int]]) -> bytes:
+    """Encode (key, value, timestamp_ms) triples."""
+    out = bytearray()
+    for key, value, ts in records:
+        out += _REC_HEAD.pack(ts, -1 if key is None else len(key))
+        if key is not None:
+            out += key
+        out += _LEN.pack(-1 if value is None else len(value))
+        if value is not None:
+            out += value
+    return bytes(out)
+
+
+def iter_records(data: bytes) -> Iterator[tuple[bytes | None, bytes | None, int]]:
+    """Yield (key, value, timestamp_ms); raises ValueError on a torn or malformed record set."""
+    pos, end = 0, len(data)
+    while pos < end:
+        if pos + 12 > end:
+            raise ValueError("truncated record header")
+        ts, klen = _REC_HEAD.unpack_from(data, pos)
+        pos += 12
+        key = None
+        if klen >= 0:
+            if pos + klen > end:
+                raise ValueError("truncated key")
+            key = data[pos:pos + klen]
+            pos += klen
+        elif klen != -1:
+            raise ValueError("negative key length")
+        if pos + 4 > end:
+            raise ValueError("truncated value length")
+        (vlen,) = _LEN.unpack_from(data, pos)
+        pos += 4
+        value = None
+        if vlen >= 0:
+            if pos + vlen > end:
+                raise ValueError("truncated value")
+            value = data[pos:pos + vlen]
+            pos += vlen
+        elif vlen != -1:
+            raise ValueError("negative value length")
+        yield key, value, ts
+
+
+def encode_record(out: bytearray, key: bytes | None, value: bytes | None, ts: int) -> None:
+    """Append one encoded record to `out` (the producer's batch builder)."""
+    out += _REC_HEAD.pack(ts, -1 if key is None else len(key))
+    if key is not None:
+        out += key
+    out += _LEN.pack(-1 if value is None else len(value))
+    if value is not None:
+        out += value
+
+
+def count_records(data: bytes) -> int:
+    """Number of well-formed records in `data`; ValueError when malformed. Copies nothing."""
+    n, pos, end = 0, 0, len(data)
+    head, length = _REC_HEAD.unpack_from, _LEN.unpack_from
+    while pos < end:
+        if pos + 16 > end:
+            raise ValueError("truncated record")
+        klen = head(data, pos)[1]
+        if klen < -1:
+            raise ValueError("negative key length")
+        pos += 12 + max(klen, 0)
+        if pos + 4 > end:
+            raise ValueError("truncated value length")
+        vlen = length(data, pos)[0]
+        if vlen < -1:
+            raise ValueError("negative value length")
+        pos += 4 + max(vlen, 0)
+        if pos > end:
+            raise ValueError("truncated value")
+        n += 1
+    return n
+
+
+def batch_body(attributes: int, producer_id: int, producer_epoch: int, base_sequence: int,
+               record_count: int, max_timestamp: int, records: bytes) -> bytes:
+    return _BODY_HEAD.pack(attributes, producer_id, producer_epoch, base_sequence,
+                           record_count, max_timestamp) + records
+
+
+def batch_crc(attributes: int, producer_id: int, producer_epoch: int, base_sequence: int,
+              record_count: int, max_timestamp: int, records: bytes) -> int:
+    head = _BODY_HEAD.pack(attributes, producer_id, producer_epoch, base_sequence,
+                           record_count, max_timestamp)
+    return _crc32c.crc32c(records, _crc32c.crc32c(head))
+
+
+def crc_of(batch: common_pb2.RecordBatch) -> int:
+    return batch_crc(batch.attributes, batch.producer_id, batch.producer_epoch,
+                     batch.base_sequence, batch.record_count, batch.max_timestamp, batch.records)
+
+
+def build_batch(records: list[tuple[bytes | None, bytes | None, int]], **kw) -> common_pb2.RecordBatch:
+    """A producer-side batch with its CRC set (base offset and leader epoch left for the leader)."""
+    return batch_from_encoded(encode_records(records), len(records),
+                              max((r[2] for r in records), default=-1), **kw)
+
+
+def batch_from_encoded(data: bytes, record_count: int, max_timestamp: int, *, producer_id: int = NO_PRODUCER_ID,
+                       producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+                       transactional: bool = False, control: bool = False) -> common_pb2.RecordBatch:
+    attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
+    b = common_pb2.RecordBatch(base_offset=0, partition_leader_epoch=-1, producer_id=producer_id,
+                               producer_epoch=producer_epoch, base_sequence=base_sequence,
+                               record_count=record_count, attributes=attributes,
+                               max_timestamp=max_timestamp, records=data)
+    b.crc = crc_of(b)
+    return b
+
+
+def last_sequence(base_sequence: int, record_count: int) -> int:
+    """Sequence of the batch's last record, wrapping at MAX_SEQUENCE as Kafka does."""
+    if base_sequence == NO_SEQUENCE:
+        return NO_SEQUENCE
+    s = base_sequence + record_count - 1
+    return s - MAX_SEQUENCE - 1 if s > MAX_SEQUENCE else s
+
+
+@dataclass(frozen=True)
+class BatchError:
+    code: int
+    message: str
+
+
+def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int) -> BatchError | None:
+    """Check a produced batch before anything is appended. None means valid."""
+    size = len(batch.records) + 61  # Kafka's v2 batch header is 61 bytes
+    if size > max_message_bytes:
+        return BatchError(E.MESSAGE_TOO_LARGE,
+                          f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+    if batch.attributes & CONTROL_FLAG:
+        return BatchError(E.INVALID_RECORD, "clients may not produce control batches")
+    if batch.attributes & ~(TRANSACTIONAL_FLAG | CONTROL_FLAG):
+        return BatchError(E.INVALID_RECORD, f"unknown attribute bits {batch.attributes:#x}")
+    if batch.record_count <= 0:
+        return BatchError(E.INVALID_RECORD, f"record count must be positive, got {batch.record_count}")
+    if batch.producer_id < NO_PRODUCER_ID:
+        return BatchError(E.INVALID_RECORD, f"invalid producer id {batch.producer_id}")
+    if batch.producer_id == NO_PRODUCER_ID:
+        if batch.producer_epoch != NO_PRODUCER_EPOCH or batch.base_sequence != NO_SEQUENCE:
+            return BatchError(E.INVALID_RECORD, "producer epoch and sequence need a producer id")
+        if batch.attributes & TRANSACTIONAL_FLAG:
+            return BatchError(E.INVALID_RECORD, "a transactional batch needs a producer id")
+    else:
+        if not 0 <= batch.producer_epoch <= MAX_PRODUCER_EPOCH:
+            return BatchError(E.INVALID_REQUEST,
+                              f"producer epoch {batch.producer_epoch} outside 0..{MAX_PRODUCER_EPOCH}")
+        if batch.base_sequence < 0:
+            return BatchError(E.INVALID_RECORD, f"negative base sequence {batch.base_sequence}")
+    if crc_of(batch) != batch.crc:
+        return BatchError(E.CORRUPT_MESSAGE, "CRC-32C of the batch does not match its contents")
+    try:
+        n = count_records(batch.records)
+    except ValueError as e:
+        return BatchError(E.CORRUPT_MESSAGE, f"malformed records: {e}")
+    if n != batch.record_count:
+        return BatchError(E.INVALID_RECORD, f"record count {batch.record_count} does not match the {n} records")
+    return None

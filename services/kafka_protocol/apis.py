@@ -1,0 +1,156 @@
+"""ApiHandlers: dispatch of Kafka requests to per-API functions, ApiVersions, and Kafka's answer to
+what is not served; Metadata and FindCoordinator answers shared by brokers and coordinators.
+
+Guarantees: ApiVersions lists exactly the (API, version range) pairs that
+have a handler, and every request outside them is answered as Kafka does:
+ApiVersions at a version not served gets a v0 response with
+UNSUPPORTED_VERSION and the served list (the client then retries with a
+version it finds there); another API at a version kio knows gets that
+version's response with UNSUPPORTED_VERSION in its top-level error code
+and nothing else; a request kio cannot describe closes the connection.
+Addresses in Metadata and FindCoordinator answers are Kafka listeners, never
+gRPC ports; a node without a known Kafka listener is left out (Metadata) or
+answered COORDINATOR_NOT_AVAILABLE (FindCoordinator).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from eoslab.v1 import broker_pb2, common_pb2
+from services.kafka_protocol import codec
+from services.kafka_protocol.codec import MalformedRequest, UnsupportedVersion
+from services.kafka_protocol.endpoints import COORDINATOR_NODE_BASE
+from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
+
+E = common_pb2.ErrorCode
+log = logging.getLogger(__name__)
+UNSUPPORTED_VERSION = 35
+CLUSTER_ID = "eoslab-cluster-0000000"   # 22 characters like Kafka's base64 UUIDs
+
+API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
+
+
+class Dropped:
+    """A handler's result whose response is lost on the connection (the lost-ACK fault)."""
+
+    def __init__(self, values):
+        self.values = values
+
+
+def ms(value) -> int:
+    """Milliseconds of a kio duration field (a timedelta) or a plain int."""
+    return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def int_error(code) -> int:
+    return int(code.value) if hasattr(code, "value") else int(code)
+
+
+class ApiHandlers:
+    def __init__(self):
+        self.handlers: dict[int, tuple[int, int, object]] = {API_VERSIONS: (0, 3, self.api_versions)}
+
+    def register(self, api_key: int, min_version: int, max_version: int, fn) -> None:
+        self.handlers[api_key] = (min_version, max_version, fn)
+
+    @property
+    def served(self) -> dict[int, tuple[int, int]]:
+        return {k: (lo, hi) for k, (lo, hi, _) in self.handlers.items()}
+
+    def __call__(self, frame: bytes):
+        try:
+            header, req = codec.parse_request(frame, self.served)
+        except UnsupportedVersion as u:
+            return self.unsupported(u)
+        fn = self.handlers[header.api_key][2]
+        result = fn(header, req)
+        if result is NO_RESPONSE:
+            return NO_RESPONSE
+        dropped = isinstance(result, Dropped)
+        if dropped:
+            result = result.values
+        if isinstance(result, dict):
+            result = codec.make(codec.response_class(header.api_key, header.api_version), result)
+        out = codec.encode_response(header.api_key, header.api_version, header.correlation_id, result)
+        return DROP_RESPONSE if dropped else out
+
+    def api_versions(self, header, req) -> dict:
+        return {"error_code": E.NONE, "api_keys": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.served.items())]}
+
+    def unsupported(self, u: UnsupportedVersion):
+        log.info("API %d v%d is not served (correlation id %d)", u.api_key, u.api_version, u.correlation_id)
+        if u.api_key == API_VERSIONS:
+            values = self.api_versions(None, None)
+            values["error_code"] = UNSUPPORTED_VERSION
+            resp = codec.make(codec.response_class(API_VERSIONS, 0), values)
+            return codec.encode_response(API_VERSIONS, 0, u.correlation_id, resp)
+        try:
+            cls = codec.response_class(u.api_key, u.api_version)
+        except Exception:  # noqa: BLE001 - an API or version nobody can describe: Kafka closes too
+            raise MalformedRequest(f"unknown API {u.api_key} version {u.api_version}") from None
+        names = {f.name for f in dataclasses.fields(cls)}
+        resp = codec.make(cls, {"error_code": UNSUPPORTED_VERSION} if "error_code" in names else {})
+        return codec.encode_response(u.api_key, u.api_version, u.correlation_id, resp)
+
+
+# -- answers shared by brokers and transaction coordinators ------------------------------------------
+def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id: int) -> dict:
+    """A Kafka Metadata response from the lab's, with every broker at its Kafka listener."""
+    brokers = []
+    for b in resp.brokers:
+        ep = endpoints.broker(b.broker_id)
+        if ep is not None:
+            brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": None})
+    topics = []
+    for t in resp.topics:
+        topics.append({"error_code": t.error, "name": t.name, "topic_id": codec.ZERO_UUID,
+                       "is_internal": t.name.startswith("__"),
+                       "partitions": [{"error_code": p.error, "partition_index": p.partition, "leader_id": p.leader,
+                                       "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
+                                       "isr_nodes": list(p.isr), "offline_replicas": []}
+                                      for p in t.partitions]})
+    return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": controller_id, "topics": topics}
+
+
+def metadata_topics(header, req) -> list[str] | None:
+    """The topics asked for: None for all (v0 with an empty list, v1+ with null)."""
+    if req.topics is None:
+        return None
+    names = [t.name for t in req.topics]
+    if not names and header.api_version == 0:
+        return None
+    return names
+
+
+def coordinator_answer(fc: broker_pb2.FindCoordinatorResponse, key_type: int, endpoints) -> dict:
+    """Kafka's fields for one key from the lab's FindCoordinator answer."""
+    if fc.error != E.NONE:
+        return {"error_code": fc.error, "error_message": fc.error_message or None, "node_id": -1, "host": "",
+                "port": -1}
+    if key_type == 1:
+        ep, node = endpoints.coordinator(fc.node_id), COORDINATOR_NODE_BASE + fc.node_id
+    else:
+        ep, node = endpoints.broker(fc.node_id), fc.node_id
+    if ep is None:
+        return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "error_message": "the coordinator has no Kafka listener",
+                "node_id": -1, "host": "", "port": -1}
+    return {"error_code": E.NONE, "error_message": None, "node_id": node, "host": ep[0], "port": ep[1]}
+
+
+def find_coordinator(header, req, find, endpoints) -> dict:
+    """FindCoordinator v0-v4; `find(FindCoordinatorRequest) -> FindCoordinatorResponse` is the lab's."""
+    key_type = int(getattr(req, "key_type", 0))
+    if key_type not in (0, 1):
+        err = {"error_code": E.INVALID_REQUEST, "error_message": f"key type {key_type} is not served",
+               "node_id": -1, "host": "", "port": -1}
+        keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
+        return {"coordinators": [dict(err, key=k) for k in keys]} if header.api_version >= 4 else err
+    pb_type = broker_pb2.TRANSACTION if key_type == 1 else broker_pb2.GROUP
+    if header.api_version >= 4:
+        return {"coordinators": [
+            dict(coordinator_answer(find(broker_pb2.FindCoordinatorRequest(key_type=pb_type, key=k)), key_type,
+                                    endpoints), key=k) for k in req.coordinator_keys]}
+    return coordinator_answer(find(broker_pb2.FindCoordinatorRequest(key_type=pb_type, key=req.key)), key_type,
+                              endpoints)

@@ -1,0 +1,176 @@
+"""BrokerApis: a broker's Kafka requests, each translated to the call its gRPC servicer makes.
+
+Guarantees: Produce and Fetch carry Kafka's v2 record batches, converted to
+and from the lab's batches in one place (eoslab.common.kafka_records); a
+partition whose batch does not decode gets Kafka's error for that partition
+(CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE) and the
+rest of the request proceeds; Produce v3+ takes exactly one batch per
+partition as Kafka does. acks=0 gets no response; the broker's lost-ACK
+fault drops the response after the append, as on gRPC. Fetch honours the
+isolation level: read_committed stops at the last stable offset and carries
+the aborted transactions of the range. Fetch sessions are not created
+(session id 0): clients send full fetch requests.
+"""
+from __future__ import annotations
+
+import logging
+
+from eoslab.common import kafka_records as kr
+from eoslab.v1 import broker_pb2
+from services.kafka_protocol import apis
+from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
+from services.kafka_protocol.endpoints import KafkaEndpoints
+from services.kafka_protocol.listener import NO_RESPONSE
+
+E = apis.E
+log = logging.getLogger(__name__)
+
+PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
+
+
+class BrokerApis(ApiHandlers):
+    def __init__(self, server, service):
+        super().__init__()
+        self.s = server            # KafkaServer
+        self.svc = service         # BrokerService: the gRPC servicer's methods
+        self.rm = server.replica_manager
+        self.endpoints = KafkaEndpoints(server.zk)
+        self.register(apis.METADATA, 0, 12, self.metadata)
+        self.register(CREATE_TOPICS, 2, 7, self.create_topics)
+        self.register(PRODUCE, 3, 9, self.produce)
+        self.register(FETCH, 4, 12, self.fetch)
+        self.register(LIST_OFFSETS, 1, 7, self.list_offsets)
+        self.register(OFFSET_FOR_LEADER_EPOCH, 2, 4, self.offset_for_leader_epoch)
+        self.register(apis.FIND_COORDINATOR, 0, 4, self.find_coordinator)
+        self.register(INIT_PRODUCER_ID, 0, 4, self.init_producer_id)
+        from services.kafka_protocol.group_apis import register_group_apis
+        register_group_apis(self)
+
+    # -- metadata and topics ----------------------------------------------------------------------
+    def metadata(self, header, req) -> dict:
+        topics = apis.metadata_topics(header, req)
+        if topics is None:
+            resp = self.s.metadata.metadata([])   # the lab's empty list: every topic
+        elif not topics:
+            resp = broker_pb2.MetadataResponse(brokers=list(self.s.metadata.metadata([]).brokers))
+        else:
+            resp = self.s.metadata.metadata(topics)
+        return apis.metadata_values(resp, self.endpoints, self.s.broker_id)
+
+    def create_topics(self, header, req) -> dict:
+        if req.validate_only:
+            return {"topics": [{"name": t.name, "error_code": E.INVALID_REQUEST,
+                                "error_message": "validate_only is not served"} for t in req.topics]}
+        pb = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
+            name=t.name, num_partitions=t.num_partitions if t.num_partitions > 0 else 1,
+            replication_factor=max(0, int(t.replication_factor)),
+            configs={c.name: c.value for c in t.configs if c.value is not None}) for t in req.topics])
+        resp = self.svc.CreateTopics(pb, None)
+        return {"topics": [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None,
+                            "num_partitions": r.num_partitions or -1,
+                            "replication_factor": r.replication_factor or -1, "configs": []}
+                           for r in resp.topics]}
+
+    # -- produce ----------------------------------------------------------------------------------
+    def produce(self, header, req):
+        pb = broker_pb2.ProduceRequest(correlation_id=header.correlation_id,
+                                       transactional_id=req.transactional_id or "", acks=int(req.acks),
+                                       timeout_ms=ms(req.timeout))
+        failed: dict[tuple[str, int], tuple[int, str]] = {}
+        order: list[tuple[str, int]] = []
+        for td in req.topic_data:
+            for pd in td.partition_data:
+                key = (td.name, int(pd.index))
+                order.append(key)
+                try:
+                    batches = kr.decode_batches(bytes(pd.records or b""))
+                    if len(batches) != 1:
+                        raise kr.BatchFormatError(E.INVALID_RECORD,
+                                                  f"{len(batches)} record batches: exactly one is allowed")
+                    pb.partitions.add(topic=td.name, partition=key[1], batch=kr.to_lab(batches[0]))
+                except kr.BatchFormatError as e:
+                    failed[key] = (e.code, str(e))
+        results = {}
+        dropped = False
+        if pb.partitions:
+            resp = self.svc._produce(pb)
+            results = {(r.topic, r.partition): r for r in resp.partitions}
+            dropped = self.s.faults.should_drop(pb)
+        if pb.acks == 0:
+            return NO_RESPONSE
+        by_topic: dict[str, list] = {}
+        for key in order:
+            if key in failed:
+                code, msg = failed[key]
+                part = {"index": key[1], "error_code": code, "base_offset": -1, "error_message": msg}
+            else:
+                r = results[key]
+                part = {"index": key[1], "error_code": r.error, "base_offset": r.base_offset,
+                        "log_start_offset": r.log_start_offset if r.error == E.NONE else -1,
+                        "error_message": r.error_message or None}
+            by_topic.setdefault(key[0], []).append(part)
+        values = {"responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}
+        return Dropped(values) if dropped else values
+
+    # -- fetch ------------------------------------------------------------------------------------
+    def fetch(self, header, req) -> dict:
+        committed = int(getattr(req, "isolation_level", 0)) == 1
+        pb = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=ms(req.max_wait), min_bytes=int(req.min_bytes),
+                                     max_bytes=int(getattr(req, "max_bytes", 0)) or 0,
+                                     isolation_level=broker_pb2.READ_COMMITTED if committed
+                                     else broker_pb2.READ_UNCOMMITTED)
+        for t in req.topics:
+            for p in t.partitions:
+                pb.partitions.add(topic=t.topic, partition=int(p.partition), fetch_offset=int(p.fetch_offset),
+                                  current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                                  partition_max_bytes=int(p.partition_max_bytes))
+        resp = self.svc.Fetch(pb, None)
+        by_topic: dict[str, list] = {}
+        for r in resp.partitions:
+            by_topic.setdefault(r.topic, []).append({
+                "partition_index": r.partition, "error_code": r.error, "high_watermark": r.high_watermark,
+                "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
+                "aborted_transactions": [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                         for a in r.aborted_transactions] if committed else None,
+                "preferred_read_replica": -1,
+                "records": b"".join(kr.to_kafka(b) for b in r.batches)})
+        return {"error_code": E.NONE, "session_id": 0,
+                "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def list_offsets(self, header, req) -> dict:
+        pb = broker_pb2.ListOffsetsRequest(isolation_level=broker_pb2.READ_COMMITTED
+                                           if int(getattr(req, "isolation_level", 0)) == 1
+                                           else broker_pb2.READ_UNCOMMITTED)
+        for t in req.topics:
+            for p in t.partitions:
+                pb.partitions.add(topic=t.name, partition=int(p.partition_index), timestamp=int(p.timestamp))
+        resp = self.rm.list_offsets(pb)
+        by_topic: dict[str, list] = {}
+        for r in resp.partitions:
+            by_topic.setdefault(r.topic, []).append({
+                "partition_index": r.partition, "error_code": r.error, "timestamp": -1, "offset": r.offset,
+                "leader_epoch": r.leader_epoch if r.error == E.NONE else -1})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def offset_for_leader_epoch(self, header, req) -> dict:
+        pb = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=int(getattr(req, "replica_id", -2)))
+        for t in req.topics:
+            for p in t.partitions:
+                pb.partitions.add(topic=t.topic, partition=int(p.partition),
+                                  current_leader_epoch=int(p.current_leader_epoch), leader_epoch=int(p.leader_epoch))
+        resp = self.rm.offsets_for_leader_epoch(pb)
+        by_topic: dict[str, list] = {}
+        for r in resp.partitions:
+            by_topic.setdefault(r.topic, []).append({"error_code": r.error, "partition": r.partition,
+                                                     "leader_epoch": r.leader_epoch, "end_offset": r.end_offset})
+        return {"topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    # -- coordinators and producer ids ---------------------------------------------------------------
+    def find_coordinator(self, header, req) -> dict:
+        return apis.find_coordinator(header, req, self.s.find_coordinator, self.endpoints)
+
+    def init_producer_id(self, header, req) -> dict:
+        pb = broker_pb2.InitProducerIdRequest(transactional_id=req.transactional_id or "",
+                                              transaction_timeout_ms=ms(req.transaction_timeout))
+        r = self.svc.InitProducerId(pb, None)
+        return {"error_code": r.error, "producer_id": r.producer_id, "producer_epoch": r.producer_epoch}

@@ -1,0 +1,103 @@
+"""CoordinatorApis: a transaction coordinator's Kafka requests (InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn), each translated to the call its gRPC servicer makes.
+
+Guarantees: a transactional request is answered by the coordinator's own
+state machine with Kafka's error codes (NOT_COORDINATOR when it does not own
+the id's __transaction_state partition, as Kafka's coordinator answers).
+Kafka clients treat the coordinator as one more node, and some send it
+whatever a node may get: Metadata and FindCoordinator are answered from the
+brokers (over gRPC) with Kafka listener addresses, and an idempotent
+InitProducerId (no transactional id) gets a producer id from the
+coordinator's own id blocks, unique across the cluster.
+"""
+from __future__ import annotations
+
+import logging
+
+import grpc
+
+from eoslab.v1 import broker_pb2, common_pb2, txn_pb2
+from services.kafka_protocol import apis
+from services.kafka_protocol.apis import ApiHandlers, ms
+from services.kafka_protocol.endpoints import KafkaEndpoints
+
+E = apis.E
+log = logging.getLogger(__name__)
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
+
+
+class CoordinatorApis(ApiHandlers):
+    def __init__(self, server, service):
+        super().__init__()
+        self.s = server          # TransactionCoordinatorServer
+        self.svc = service       # TransactionCoordinatorService
+        self.endpoints = KafkaEndpoints(server.zk)
+        self.register(apis.METADATA, 0, 12, self.metadata)
+        self.register(apis.FIND_COORDINATOR, 0, 4, self.find_coordinator)
+        self.register(INIT_PRODUCER_ID, 0, 4, self.init_producer_id)
+        self.register(ADD_PARTITIONS_TO_TXN, 0, 3, self.add_partitions_to_txn)
+        self.register(ADD_OFFSETS_TO_TXN, 0, 3, self.add_offsets_to_txn)
+        self.register(END_TXN, 0, 3, self.end_txn)
+
+    def metadata(self, header, req) -> dict:
+        topics = apis.metadata_topics(header, req)
+        md = self.s.tsm.metadata
+        try:
+            resp = md.stub(md.any_broker()).Metadata(broker_pb2.MetadataRequest(topics=topics or []), timeout=5)
+        except grpc.RpcError as e:
+            log.info("Metadata from the brokers failed: %s", e.code())
+            resp = broker_pb2.MetadataResponse()
+        if topics == []:
+            del resp.topics[:]
+        controller = resp.brokers[0].broker_id if resp.brokers else -1
+        return apis.metadata_values(resp, self.endpoints, controller)
+
+    def _find(self, pb: broker_pb2.FindCoordinatorRequest) -> broker_pb2.FindCoordinatorResponse:
+        md = self.s.tsm.metadata
+        try:
+            return md.stub(md.any_broker()).FindCoordinator(pb, timeout=5)
+        except grpc.RpcError as e:
+            return broker_pb2.FindCoordinatorResponse(error=E.COORDINATOR_NOT_AVAILABLE,
+                                                      error_message=f"no broker answered: {e.code()}")
+
+    def find_coordinator(self, header, req) -> dict:
+        return apis.find_coordinator(header, req, self._find, self.endpoints)
+
+    def init_producer_id(self, header, req) -> dict:
+        if not req.transactional_id:
+            err, pid = self.s.pids.generate_producer_id()
+            return {"error_code": err, "producer_id": pid if err == E.NONE else -1,
+                    "producer_epoch": 0 if err == E.NONE else -1}
+        pb = broker_pb2.InitProducerIdRequest(transactional_id=req.transactional_id,
+                                              transaction_timeout_ms=ms(req.transaction_timeout),
+                                              producer_id=int(getattr(req, "producer_id", -1)),
+                                              producer_epoch=int(getattr(req, "producer_epoch", -1)))
+        r = self.svc.InitProducerId(pb, None)
+        return {"error_code": r.error, "producer_id": r.producer_id, "producer_epoch": r.producer_epoch}
+
+    def add_partitions_to_txn(self, header, req) -> dict:
+        pb = txn_pb2.AddPartitionsToTxnRequest(transactional_id=req.v3_and_below_transactional_id,
+                                               producer_id=int(req.v3_and_below_producer_id),
+                                               producer_epoch=int(req.v3_and_below_producer_epoch),
+                                               partitions=[common_pb2.TopicPartition(topic=t.name, partition=int(p))
+                                                           for t in req.v3_and_below_topics for p in t.partitions])
+        r = self.svc.AddPartitionsToTxn(pb, None)
+        by_topic: dict[str, list] = {}
+        for pr in r.partitions:
+            by_topic.setdefault(pr.topic, []).append({"partition_index": pr.partition,
+                                                      "partition_error_code": pr.error})
+        return {"results_by_topic_v3_and_below": [{"name": t, "results_by_partition": ps}
+                                                  for t, ps in by_topic.items()]}
+
+    def add_offsets_to_txn(self, header, req) -> dict:
+        r = self.svc.AddOffsetsToTxn(txn_pb2.AddOffsetsToTxnRequest(
+            transactional_id=req.transactional_id, producer_id=int(req.producer_id),
+            producer_epoch=int(req.producer_epoch), group_id=req.group_id), None)
+        return {"error_code": r.error}
+
+    def end_txn(self, header, req) -> dict:
+        r = self.svc.EndTxn(txn_pb2.EndTxnRequest(transactional_id=req.transactional_id,
+                                                  producer_id=int(req.producer_id),
+                                                  producer_epoch=int(req.producer_epoch),
+                                                  committed=bool(req.committed)), None)
+        return {"error_code": r.error}

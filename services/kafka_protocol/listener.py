@@ -1,0 +1,132 @@
+"""KafkaListener: Kafka's binary protocol on a TCP port, beside a service's gRPC server.
+
+Guarantees:
+- an asyncio server runs its event loop in its own thread; each request is
+  handled in a worker thread (the service's handlers block), one request at
+  a time per connection, so responses leave in request order as Kafka
+  requires (Kafka mutes a connection while its request is processed);
+- a frame larger than `max_request_bytes` (Kafka's socket.request.max.bytes)
+  or one that does not parse closes that connection only; an API or version
+  not served is answered as Kafka does (see `ApiHandlers.unsupported`) and
+  the connection stays open; an exception in a handler closes that
+  connection and is logged, the service keeps serving;
+- `acks=0` produce requests get no response; when a handler asks for its
+  response to be dropped (the lost-ACK fault), that response and every later
+  one on the connection are withheld while requests are still processed,
+  as when a response is lost on a TCP connection;
+- `start` returns once the port is bound (or raises the bind error);
+  `stop` closes the server and every connection.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import struct
+import threading
+
+from services.kafka_protocol.codec import MalformedRequest
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+MAX_REQUEST_BYTES = 104857600   # Kafka's socket.request.max.bytes
+NO_RESPONSE = object()          # acks=0
+DROP_RESPONSE = object()        # lost-ACK fault: processed, answer withheld
+
+
+class KafkaListener:
+    def __init__(self, listen: str, handle, name: str = "kafka", max_request_bytes: int = MAX_REQUEST_BYTES,
+                 workers: int = 32):
+        host, _, port = listen.rpartition(":")
+        self.host, self.port = host or "0.0.0.0", int(port)
+        self.handle = handle          # frame bytes -> response bytes | NO_RESPONSE | DROP_RESPONSE
+        self.name = name
+        self.max_request_bytes = max_request_bytes
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{name}-req")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self._writers: set = set()
+
+    def start(self) -> None:
+        ready = threading.Event()
+        error: list[BaseException] = []
+
+        def run():
+            self.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self.loop)
+            try:
+                self._server = self.loop.run_until_complete(
+                    asyncio.start_server(self._connection, self.host, self.port, reuse_address=True))
+                self.port = self._server.sockets[0].getsockname()[1]
+            except BaseException as e:  # noqa: BLE001 - reported to start()
+                error.append(e)
+                ready.set()
+                return
+            ready.set()
+            self.loop.run_forever()
+            self.loop.close()
+
+        self._thread = threading.Thread(target=run, name=f"{self.name}-listener", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if error:
+            raise error[0]
+        log.info("%s listener on %s:%d", self.name, self.host, self.port)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        peer = writer.get_extra_info("peername")
+        lost = False
+        try:
+            while True:
+                try:
+                    head = await reader.readexactly(4)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                (size,) = _SIZE.unpack(head)
+                if size < 0 or size > self.max_request_bytes:
+                    log.warning("%s: frame of %d bytes from %s (limit %d): closing the connection",
+                                self.name, size, peer, self.max_request_bytes)
+                    return
+                try:
+                    frame = await reader.readexactly(size)
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                try:
+                    out = await self.loop.run_in_executor(self.pool, self.handle, frame)
+                except MalformedRequest as e:
+                    log.warning("%s: malformed request from %s (%s): closing the connection", self.name, peer, e)
+                    return
+                except Exception:  # noqa: BLE001 - a bug closes one connection, not the service
+                    log.exception("%s: request from %s failed: closing the connection", self.name, peer)
+                    return
+                if out is DROP_RESPONSE:
+                    lost = True
+                if out is NO_RESPONSE or out is DROP_RESPONSE or lost:
+                    continue
+                writer.write(out)
+                await writer.drain()
+        except ConnectionError:
+            return
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    def stop(self) -> None:
+        loop = self.loop
+        if loop is None or self._thread is None:
+            return
+
+        async def close():
+            self._server.close()
+            for w in list(self._writers):
+                w.close()
+            loop.stop()
+
+        try:
+            asyncio.run_coroutine_threadsafe(close(), loop)
+        except RuntimeError:
+            pass
+        self._thread.join(5)
+        self.pool.shutdown(wait=False, cancel_futures=True)

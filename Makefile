@@ -7,12 +7,14 @@ BROKERS ?= 3
 CONTROLLERS ?= 2
 PYTEST_WORKERS ?= auto
 RUNTIME ?= auto
+KAFKA_VERSION ?= 4.0
 
 .PHONY: help venv system-deps cluster-up cluster-down cluster-status test test-fast test-docker chaos proto bench clean
 
 help:
 	@echo "make cluster-up     start a cluster: on Docker when an engine answers, else local processes"
-	@echo "                    (RUNTIME=$(RUNTIME)|docker|local, NAME=$(NAME), BROKERS=$(BROKERS), CONTROLLERS=$(CONTROLLERS))"
+	@echo "                    (RUNTIME=$(RUNTIME)|docker|local, NAME=$(NAME), BROKERS=$(BROKERS), CONTROLLERS=$(CONTROLLERS),"
+	@echo "                    KAFKA_VERSION=$(KAFKA_VERSION): 0.11, 2.5, 3.0, 3.6 or 4.0)"
 	@echo "make cluster-down   stop it (on whichever runtime it runs) and remove its data"
 	@echo "make test           fast and integration tests (real ZooKeeper, real processes), under pytest-xdist"
 	@echo "make test-docker    the container tests (starts a Docker engine, builds images offline)"
@@ -41,9 +43,9 @@ cluster-up: venv
 	 if [ "$$kind" = docker ]; then $(MAKE) --no-print-directory docker-prereqs || exit 1; \
 	 else $(MAKE) --no-print-directory system-deps || exit 1; fi; \
 	 $(BIN)/eoslab cluster up --runtime $$kind --name $(NAME) --brokers $(BROKERS) --controllers $(CONTROLLERS) \
-	   > .cluster-$(NAME).json || { rm -f .cluster-$(NAME).json; exit 1; }; \
+	   --kafka-version $(KAFKA_VERSION) > .cluster-$(NAME).json || { rm -f .cluster-$(NAME).json; exit 1; }; \
 	 boot=$$($(BIN)/python -c 'import json;print(json.load(open(".cluster-$(NAME).json"))["bootstrap"])'); \
-	 echo "cluster '$(NAME)' is up on $$kind; bootstrap: $$boot"; \
+	 echo "cluster '$(NAME)' is up on $$kind as Kafka $(KAFKA_VERSION); bootstrap: $$boot"; \
 	 echo "  produce:  $(BIN)/eoslab produce --bootstrap $$boot --topic demo --count 1000 --idempotent"; \
 	 echo "  consume:  $(BIN)/eoslab consume --bootstrap $$boot --topic demo --json"; \
 	 echo "  status:   make cluster-status NAME=$(NAME)"; \

@@ -7,12 +7,17 @@ checker cannot express (each a function of the recorded ops that returns None
 when the fact holds, else why it does not). `drive(ctx)` plays the scenario
 against a running cluster through a `cluster.scenarios.context.Context`; it
 never decides the verdict itself: the verdict is the checker's, on the
-history the scenario recorded. `register` refuses a duplicate name.
+history the scenario recorded. `register` refuses a duplicate name. A
+scenario runs on any Kafka version (`eoslab scenario run --kafka-version V`):
+the cluster and the lab's producer behave as V, and `expected_for(V)` is the
+verdict Kafka V gives (the scenario says where versions differ).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Iterable
+
+from eoslab import kafka_version
 
 # (ops of the recorded history, in order) -> None when the fact holds, else the reason it does not
 FactCheck = Callable[[list[dict]], "str | None"]
@@ -54,9 +59,14 @@ class Scenario:
     facts: tuple[Fact, ...] = ()
     slow: bool = False
     notes: str = ""                    # longer explanation (docs, list --verbose)
+    # Kafka version -> anomalies expected there, where they differ from `expected`
+    expected_by_version: tuple[tuple[str, frozenset[str]], ...] = ()
 
-    def expectation(self) -> str:
-        return describe_verdict(self.expected, [f.name for f in self.facts])
+    def expected_for(self, version: str | None = None) -> frozenset[str]:
+        return dict(self.expected_by_version).get(version or kafka_version.DEFAULT, self.expected)
+
+    def expectation(self, version: str | None = None) -> str:
+        return describe_verdict(self.expected_for(version), [f.name for f in self.facts])
 
 
 def describe_verdict(anomalies: Iterable[str], facts: Iterable[str] = ()) -> str:
@@ -70,14 +80,17 @@ REGISTRY: dict[str, Scenario] = {}
 
 
 def register(name: str, *, seed: str, description: str, cluster: ClusterSpec, expected: Iterable[str] = (),
-             facts: Iterable[Fact] = (), slow: bool = False, notes: str = ""):
-    """Decorator: register drive(ctx) as scenario `name`."""
+             facts: Iterable[Fact] = (), slow: bool = False, notes: str = "",
+             expected_by_version: dict[str, Iterable[str]] | None = None):
+    """Decorator: register drive(ctx) as scenario `name`; `expected_by_version` names the Kafka
+    versions on which the checker must report other anomalies than `expected`."""
+    byv = tuple(sorted((kafka_version.get(v).name, frozenset(a)) for v, a in (expected_by_version or {}).items()))
     def wrap(drive: Callable) -> Callable:
         if name in REGISTRY:
             raise ValueError(f"scenario {name!r} registered twice")
         REGISTRY[name] = Scenario(name=name, seed=seed, description=description, cluster=cluster,
                                   expected=frozenset(expected), drive=drive, facts=tuple(facts), slow=slow,
-                                  notes=notes)
+                                  notes=notes, expected_by_version=byv)
         return drive
     return wrap
 

@@ -28,12 +28,16 @@ def register(sub) -> None:
     ssub = p.add_subparsers(dest="scenario_command", required=True, parser_class=type(p))
     ls = ssub.add_parser("list", help="name, expected verdict and description of every scenario")
     ls.add_argument("--verbose", "-v", action="store_true", help="also the seed article, the cluster and notes")
+    ls.add_argument("--kafka-version", default=None, metavar="V", help="expected verdicts on this Kafka version")
     ls.set_defaults(func=cmd_list)
     run = ssub.add_parser("run", help="run scenarios and compare the checker's verdict with the expected one")
     run.add_argument("names", nargs="*", metavar="NAME", help="scenario names (see `eoslab scenario list`)")
     run.add_argument("--all", action="store_true", help="run every scenario")
     run.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
                      help=f"write DIR/NAME/{{history.jsonl,results.json,report.html}} (default: {DEFAULT_OUT})")
+    run.add_argument("--kafka-version", default=None, metavar="V",
+                     help="cluster and producer behave as this Kafka release (default 4.0); the expected verdict "
+                          "is the one for V")
     run.add_argument("--keep", action="store_true",
                      help="keep the nodes' logs in DIR/NAME/logs (always kept when a scenario does not match)")
     run.set_defaults(func=cmd_run)
@@ -42,15 +46,24 @@ def register(sub) -> None:
 def cmd_list(args) -> int:
     from cluster.scenarios import scenarios
     all_ = scenarios()
+    v = _version(args)
     width = max(len(s.name) for s in all_)
-    ewidth = max(len(s.expectation()) for s in all_)
+    ewidth = max(len(s.expectation(v)) for s in all_)
     for s in all_:
-        print(f"{s.name:<{width}}  {s.expectation():<{ewidth}}  {s.description}")
+        print(f"{s.name:<{width}}  {s.expectation(v):<{ewidth}}  {s.description}")
         if args.verbose:
             print(f"{'':<{width}}  seed: {s.seed}; cluster: {s.cluster.describe()}")
             if s.notes:
                 print(f"{'':<{width}}  {s.notes}")
     return 0
+
+
+def _version(args) -> str:
+    from eoslab import kafka_version
+    try:
+        return kafka_version.get(args.kafka_version).name
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def selected(args) -> list:
@@ -77,6 +90,7 @@ def cmd_run(args) -> int:
     from cluster.scenarios.runner import run_scenario
     from cluster.zookeeper import ZooKeeperMissing, find_zookeeper_classpath, java_binary
     chosen = selected(args)
+    version = _version(args)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise CliError(f"--out {args.out}: exists and is not a directory")
     try:
@@ -93,11 +107,11 @@ def cmd_run(args) -> int:
     outcomes = []
     for i, sc in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {sc.name}: {sc.cluster.describe()} ...", file=sys.stderr, flush=True)
-        o = run_scenario(sc, args.out, keep=args.keep)
+        o = run_scenario(sc, args.out, keep=args.keep, kafka_version=version)
         outcomes.append(o)
         print(o.line(), flush=True)
     errors = sum(o.error is not None for o in outcomes)
     mismatches = sum(o.error is None and not o.match for o in outcomes)
-    print(f"{len(outcomes)} scenario(s) in {time.monotonic() - t0:.0f} s: {len(outcomes) - errors - mismatches} "
+    print(f"Kafka {version}: {len(outcomes)} scenario(s) in {time.monotonic() - t0:.0f} s: {len(outcomes) - errors - mismatches} "
           f"match, {mismatches} mismatch, {errors} error; files in {args.out}", file=sys.stderr, flush=True)
     return 2 if errors else (1 if mismatches else 0)

@@ -29,8 +29,9 @@ class ScenarioError(RuntimeError):
 
 
 class Context:
-    def __init__(self, runtime, history):
+    def __init__(self, runtime, history, kafka_version: str | None = None):
         self.rt = runtime
+        self.kafka_version = kafka_version
         self.history = history
         self.bootstrap = runtime.bootstrap_all()
         self.md = ClusterMetadata(self.bootstrap)
@@ -43,6 +44,8 @@ class Context:
 
     def producer(self, **config):
         from clients.producer import KafkaProducer, ProducerConfig
+        if self.kafka_version:
+            config.setdefault("kafka_version", self.kafka_version)
         p = KafkaProducer(self.bootstrap, ProducerConfig(**config))
         self._clients.append(p)
         return p
@@ -50,6 +53,8 @@ class Context:
     def worker(self, **config):
         """A producer in its own process (cluster.scenarios.worker), so it can be killed or paused."""
         from cluster.scenarios.worker import WorkerProducer
+        if self.kafka_version:
+            config.setdefault("kafka_version", self.kafka_version)
         w = WorkerProducer(self.bootstrap, config)
         self._clients.append(w)
         return w

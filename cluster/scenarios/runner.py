@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from cluster.scenarios.base import Scenario, describe_verdict
+from eoslab import kafka_version as kv
 
 OUTPUTS = ("history.jsonl", "results.json", "report.html")
 
@@ -68,23 +69,24 @@ def _read_ops(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def play(sc: Scenario, out: str, home: str | None = None) -> str | None:
+def play(sc: Scenario, out: str, home: str | None = None, kafka_version: str | None = None) -> str | None:
     """Start the cluster, drive the scenario, tear down. Returns an error message, or None."""
     from cluster.history import History
     from cluster.local import ClusterError, LocalRuntime
     from cluster.scenarios.context import Context, ScenarioError
     from cluster.zookeeper import ZooKeeperMissing
     c = sc.cluster
+    v = [f"--kafka-version={kafka_version}"] if kafka_version else []      # the scenario's own flags override it
     rt = LocalRuntime(f"scenario-{sc.name[:24]}-{uuid.uuid4().hex[:6]}", home=home, brokers=c.brokers,
-                      controllers=c.controllers, broker_args=list(c.broker_args),
+                      controllers=c.controllers, broker_args=v + list(c.broker_args),
                       session_timeout_ms=c.session_timeout_ms, txn_coordinators=c.txn_coordinators,
-                      txn_coordinator_args=list(c.txn_coordinator_args))
+                      txn_coordinator_args=v + list(c.txn_coordinator_args))
     history = History(os.path.join(out, "history.jsonl"))
     ctx = None
     error = None
     try:
         rt.up()
-        ctx = Context(rt, history)
+        ctx = Context(rt, history, kafka_version=kafka_version)
         sc.drive(ctx)
     except (ScenarioError, ClusterError, ZooKeeperMissing) as e:
         error = " ".join(str(e).split("\n")[0].split())
@@ -101,7 +103,7 @@ def play(sc: Scenario, out: str, home: str | None = None) -> str | None:
     return error
 
 
-def judge(sc: Scenario, out: str) -> tuple[dict, frozenset, dict]:
+def judge(sc: Scenario, out: str, kafka_version: str | None = None) -> tuple[dict, frozenset, dict]:
     """The checker's verdict on the recorded history, and the scenario's extra facts."""
     from checker.kafka import check_kafka
     from checker.report import write_report
@@ -117,13 +119,14 @@ def judge(sc: Scenario, out: str) -> tuple[dict, frozenset, dict]:
         except Exception as e:  # noqa: BLE001 - a fact that cannot be read from the history does not hold
             facts[f.name] = f"could not be checked: {type(e).__name__}: {e}"
     observed = frozenset(result.get("anomalies", {}))
-    title = (f"scenario {sc.name}: expected {describe_verdict(sc.expected)}, "
-             f"observed {describe_verdict(observed)}")
+    title = (f"scenario {sc.name} on Kafka {kafka_version or kv.DEFAULT}: expected "
+             f"{describe_verdict(sc.expected_for(kafka_version))}, observed {describe_verdict(observed)}")
     write_report(os.path.join(out, "report.html"), result, series, title=title)
     return result, observed, facts
 
 
-def run_scenario(sc: Scenario, out_root: str, keep: bool = False, home: str | None = None) -> Outcome:
+def run_scenario(sc: Scenario, out_root: str, keep: bool = False, home: str | None = None,
+                 kafka_version: str | None = None) -> Outcome:
     from checker.result import to_json
     out = os.path.join(out_root, sc.name)
     os.makedirs(out, exist_ok=True)
@@ -134,12 +137,12 @@ def run_scenario(sc: Scenario, out_root: str, keep: bool = False, home: str | No
             pass
     shutil.rmtree(os.path.join(out, "logs"), ignore_errors=True)
     t0 = time.monotonic()
-    outcome = Outcome(sc.name, sc.expected, out=out)
-    outcome.error = play(sc, out, home)
+    outcome = Outcome(sc.name, sc.expected_for(kafka_version), out=out)
+    outcome.error = play(sc, out, home, kafka_version)
     result: dict = {}
     if outcome.error is None:
         try:
-            result, outcome.observed, outcome.facts = judge(sc, out)
+            result, outcome.observed, outcome.facts = judge(sc, out, kafka_version)
             if result.get("valid") == "unknown":
                 outcome.error = "the checker returned unknown"
         except Exception as e:  # noqa: BLE001
@@ -147,7 +150,8 @@ def run_scenario(sc: Scenario, out_root: str, keep: bool = False, home: str | No
     outcome.seconds = time.monotonic() - t0
     if outcome.match and not keep:
         shutil.rmtree(os.path.join(out, "logs"), ignore_errors=True)
-    section = dict(outcome.to_json(), seed=sc.seed, description=sc.description, cluster=sc.cluster.describe())
+    section = dict(outcome.to_json(), seed=sc.seed, description=sc.description, cluster=sc.cluster.describe(),
+                   kafka_version=kafka_version or kv.DEFAULT)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as fh:
         fh.write(to_json(dict(result, scenario=section), indent=1) + "\n")
     return outcome

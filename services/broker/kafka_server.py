@@ -295,7 +295,18 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             yield resp
 
     def Fetch(self, request, context):
-        return self.rm.fetch(request)
+        cancelled, done = threading.Event(), threading.Event()   # the caller went away: free this thread
+
+        def gone():
+            if not done.is_set():       # (also called after a normal answer: then nobody needs waking)
+                cancelled.set()
+                self.rm.wake_fetches()
+        if context is not None and not context.add_callback(gone):
+            cancelled.set()
+        try:
+            return self.rm.fetch(request, cancelled)
+        finally:
+            done.set()
 
     def ListOffsets(self, request, context):
         return self.rm.list_offsets(request)

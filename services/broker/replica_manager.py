@@ -4,7 +4,15 @@ Guarantees: LeaderAndIsr from a controller with an older epoch than one
 already seen is refused (STALE_CONTROLLER_EPOCH) and a partition state with an
 older leader epoch than the replica's is ignored; every produce answer carries
 Kafka's error code per partition; a malformed batch for one partition never
-affects another partition or the broker.
+affects another partition or the broker. A fetch names a follower only if
+that broker is a replica of the partition, and moves the follower's position
+(and so the high watermark) only when the read succeeded (an offset beyond
+the log end is OFFSET_OUT_OF_RANGE and changes nothing). A long poll waits at
+most MAX_FETCH_WAIT_MS, ends at once when its caller goes away, and at most
+MAX_PARKED_CLIENT_FETCHES client fetches wait at a time (the others are
+answered at once, empty), so long polls never take every server thread.
+Markers with a producer id, producer epoch or coordinator epoch out of
+Kafka's ranges are INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -19,6 +27,11 @@ from services.broker.replica_fetcher import ReplicaFetcherManager
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
+# A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
+# already given the request up.
+MAX_FETCH_WAIT_MS = 30000
+MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 64 threads; replicas' fetches are not counted
+INT16_MAX = 32767
 
 
 class ReplicaManager:
@@ -41,6 +54,7 @@ class ReplicaManager:
         self.data_cond = threading.Condition()   # any partition's log end or high watermark moved
         self.data_generation = 0
         self.on_marker = None   # (partition, producer id, committed) -> None: the group coordinator's hook
+        self.parked_client_fetches = 0
 
     def check_controller_epoch(self, epoch: int) -> bool:
         with self.lock:
@@ -143,8 +157,15 @@ class ReplicaManager:
         waits = []
         for m in req.markers:
             mr = resp.markers.add(producer_id=m.producer_id)
+            bad = (m.producer_id < 0 or not 0 <= m.producer_epoch <= INT16_MAX or m.coordinator_epoch < 0)
             for tp in m.partitions:
                 out = mr.partitions.add(topic=tp.topic, partition=tp.partition)
+                if bad:
+                    out.error = E.INVALID_REQUEST
+                    out.error_message = (f"marker out of range: producer id {m.producer_id}, producer epoch "
+                                         f"{m.producer_epoch} (0..{INT16_MAX}), coordinator epoch "
+                                         f"{m.coordinator_epoch}")
+                    continue
                 p = self.partitions.get((tp.topic, tp.partition))
                 if p is None:
                     out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(tp.topic, tp.partition)
@@ -172,18 +193,36 @@ class ReplicaManager:
             self.data_generation += 1
             self.data_cond.notify_all()
 
-    def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
-        """Long poll: answer at once when there is data, else when any partition gets some or max_wait ends."""
-        deadline = time.monotonic() + max(0, req.max_wait_ms) / 1000.0
-        while True:
-            gen = self.data_generation
-            resp, got = self._fetch_once(req)
-            remaining = deadline - time.monotonic()
-            if got or remaining <= 0 or not req.partitions:
-                return resp
-            with self.data_cond:
-                if self.data_generation == gen:
-                    self.data_cond.wait(remaining)
+    def wake_fetches(self) -> None:
+        """Wake every parked long poll (one of them was cancelled: it returns, the others wait on)."""
+        with self.data_cond:
+            self.data_cond.notify_all()
+
+    def fetch(self, req: broker_pb2.FetchRequest, cancelled: threading.Event | None = None
+              ) -> broker_pb2.FetchResponse:
+        """Long poll: answer at once when there is data, else when any partition gets some, max_wait ends
+        (at most MAX_FETCH_WAIT_MS), or the caller went away (`cancelled`)."""
+        deadline = time.monotonic() + min(max(0, req.max_wait_ms), MAX_FETCH_WAIT_MS) / 1000.0
+        parked = False
+        try:
+            while True:
+                gen = self.data_generation
+                resp, got = self._fetch_once(req)
+                remaining = deadline - time.monotonic()
+                if got or remaining <= 0 or not req.partitions or (cancelled is not None and cancelled.is_set()):
+                    return resp
+                with self.data_cond:
+                    if not parked and req.replica_id < 0:
+                        if self.parked_client_fetches >= MAX_PARKED_CLIENT_FETCHES:
+                            return resp           # too many waiting: answer now, the client polls again
+                        self.parked_client_fetches += 1
+                        parked = True
+                    if self.data_generation == gen and not (cancelled is not None and cancelled.is_set()):
+                        self.data_cond.wait(remaining)
+        finally:
+            if parked:
+                with self.data_cond:
+                    self.parked_client_fetches -= 1
 
     def _fetch_once(self, req):
         resp = broker_pb2.FetchResponse()
@@ -205,11 +244,14 @@ class ReplicaManager:
                 out.error = err
                 continue
             limit = fp.partition_max_bytes if fp.partition_max_bytes > 0 else 1 << 20
-            if req.replica_id >= 0:
-                p.record_follower_fetch(req.replica_id, fp.fetch_offset)
+            if req.replica_id >= 0 and req.replica_id not in p.replicas:
+                out.error = E.NOT_LEADER_OR_FOLLOWER      # Kafka: not one of the assigned replicas
+                continue
             committed = req.isolation_level == broker_pb2.READ_COMMITTED and req.replica_id < 0
             err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 1)), replica=req.replica_id >= 0,
                                   read_committed=committed)
+            if req.replica_id >= 0 and err == E.NONE:   # as Kafka: the follower's position moves after a good read
+                p.record_follower_fetch(req.replica_id, fp.fetch_offset)
             out.error = err
             out.high_watermark = p.high_watermark
             out.last_stable_offset = p.last_stable_offset

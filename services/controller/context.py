@@ -15,6 +15,13 @@ TOPIC_CONFIG_KEYS = {
     "segment.bytes": int,
     "unclean.leader.election.enable": lambda v: {"true": True, "false": False}[v.lower()],
 }
+INT32_MAX = 2 ** 31 - 1
+# Kafka's bounds (LogConfig: INT configs; segment.bytes at least 14 bytes, one legacy record's overhead).
+TOPIC_CONFIG_RANGES = {
+    "max.message.bytes": (1, INT32_MAX),
+    "min.insync.replicas": (1, INT32_MAX),
+    "segment.bytes": (14, INT32_MAX),
+}
 
 
 @dataclass
@@ -82,8 +89,9 @@ def validate_configs(configs: dict[str, str]) -> str | None:
             val = conv(v)
         except (ValueError, KeyError):
             return f"invalid value {v!r} for {k}"
-        if isinstance(val, int) and not isinstance(val, bool) and val <= 0:
-            return f"{k} must be positive"
+        low, high = TOPIC_CONFIG_RANGES.get(k, (None, None))
+        if low is not None and not low <= val <= high:
+            return f"{k} must be between {low} and {high}, got {v}"
     return None
 
 

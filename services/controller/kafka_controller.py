@@ -385,7 +385,9 @@ class KafkaController:
                 return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION, state=current)
             replicas = self.ctx.replicas(req.topic, req.partition)
             new_isr = list(req.new_isr)
-            if req.broker_id not in new_isr or any(b not in replicas or b not in self.ctx.brokers for b in new_isr):
+            # Kafka's rule: the ISR is a set of live replicas that holds the leader (no broker twice)
+            if req.broker_id not in new_isr or len(set(new_isr)) != len(new_isr) or \
+                    any(b not in replicas or b not in self.ctx.brokers for b in new_isr):
                 return controller_pb2.AlterPartitionResponse(error=E.INVALID_REQUEST, state=current)
             try:
                 self._write_state(req.topic, req.partition,

@@ -7,7 +7,12 @@ is at least 3) once enough brokers are up, and only then registers
 topic that exists; it re-registers after a lost session (a new session
 means new coordinator epochs for whatever it is given); it serves a
 partition only while the controller's assignment names its id, session and
-epoch. Every request is answered with a Kafka error code.
+epoch. Every request is answered with a Kafka error code. AddPartitionsToTxn
+of a partition that does not exist (after a metadata refresh) is refused
+with UNKNOWN_TOPIC_OR_PARTITION and adds nothing, so no transaction can hold
+a partition its markers could never reach; producer ids and epochs outside
+Kafka's ranges (id >= 0, epoch 0..32767; -1/-1 for a new InitProducerId)
+are INVALID_REQUEST.
 """
 from __future__ import annotations
 
@@ -172,12 +177,42 @@ class TransactionCoordinatorServer:
         self.markers.close()
 
 
+INT16_MAX = 32767
+
+
+def _producer_ok(pid: int, epoch: int) -> bool:
+    return pid >= 0 and 0 <= epoch <= INT16_MAX
+
+
 class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer):
     def __init__(self, server: TransactionCoordinatorServer):
         self.s = server
         self.c = server.coordinator
 
+    def _unknown_partitions(self, parts: set[tuple[str, int]]) -> set[tuple[str, int]]:
+        """The partitions the cluster's metadata does not have (asked again for topics the cache lacks)."""
+        md = self.s.tsm.metadata
+
+        def unknown():
+            out = set()
+            for t, p in parts:
+                n = md.partitions_for(t)
+                if n is None or not 0 <= p < n:
+                    out.add((t, p))
+            return out
+        missing = unknown()
+        if missing:
+            try:
+                md.refresh(sorted({t for t, _ in missing}))
+            except KafkaError:
+                return missing
+            missing = unknown()
+        return missing
+
     def InitProducerId(self, request, context):
+        if not (request.producer_id == -1 and request.producer_epoch == -1) and \
+                not _producer_ok(request.producer_id, request.producer_epoch):
+            return broker_pb2.InitProducerIdResponse(error=E.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
         try:
             return self.c.init_producer_id(request)
         except Exception:  # noqa: BLE001 - a bug must not take the coordinator down
@@ -186,6 +221,15 @@ class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer)
 
     def AddPartitionsToTxn(self, request, context):
         parts = {(tp.topic, tp.partition) for tp in request.partitions}
+        if not _producer_ok(request.producer_id, request.producer_epoch):
+            return txn_pb2.AddPartitionsToTxnResponse(error=E.INVALID_REQUEST, partitions=[
+                txn_pb2.AddPartitionsToTxnPartitionResult(topic=t, partition=p, error=E.INVALID_REQUEST)
+                for t, p in sorted(parts)])
+        unknown = set() if request.verify_only else self._unknown_partitions(parts)
+        if unknown:   # Kafka: nothing is added (the others: OPERATION_NOT_ATTEMPTED, here the same code)
+            return txn_pb2.AddPartitionsToTxnResponse(error=E.UNKNOWN_TOPIC_OR_PARTITION, partitions=[
+                txn_pb2.AddPartitionsToTxnPartitionResult(topic=t, partition=p, error=E.UNKNOWN_TOPIC_OR_PARTITION)
+                for t, p in sorted(parts)])
         try:
             err = self.c.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                         parts, request.verify_only)
@@ -196,6 +240,8 @@ class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer)
             txn_pb2.AddPartitionsToTxnPartitionResult(topic=t, partition=p, error=err) for t, p in sorted(parts)])
 
     def AddOffsetsToTxn(self, request, context):
+        if not _producer_ok(request.producer_id, request.producer_epoch):
+            return txn_pb2.AddOffsetsToTxnResponse(error=E.INVALID_REQUEST)
         try:
             return txn_pb2.AddOffsetsToTxnResponse(error=self.c.add_offsets(request))
         except Exception:  # noqa: BLE001
@@ -203,6 +249,8 @@ class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer)
             return txn_pb2.AddOffsetsToTxnResponse(error=E.UNKNOWN_SERVER_ERROR)
 
     def EndTxn(self, request, context):
+        if not _producer_ok(request.producer_id, request.producer_epoch):
+            return txn_pb2.EndTxnResponse(error=E.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
         try:
             return self.c.end_txn(request)
         except Exception:  # noqa: BLE001

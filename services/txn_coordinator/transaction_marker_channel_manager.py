@@ -2,8 +2,8 @@
 
 Guarantees: `send_markers` returns only when every partition of the
 transaction holds the marker replicated to its ISR (WriteTxnMarkers answered
-NONE, or the partition's topic no longer exists), retrying through leader
-changes, dead brokers and NOT_ENOUGH_REPLICAS; it gives up (returns the
+NONE, or the partition no longer exists: its topic or index missing from
+three metadata refreshes in a row), retrying through leader changes, dead brokers and NOT_ENOUGH_REPLICAS; it gives up (returns the
 error) only when the broker says this coordinator epoch is fenced
 (TRANSACTION_COORDINATOR_FENCED) or `still_owner()` turns false, so a
 deposed coordinator stops writing markers. Requests to one broker carry the
@@ -31,6 +31,8 @@ class TransactionMarkerChannelManager:
                      partitions, still_owner) -> int:
         pending = set(partitions)
         delay = 0.02
+        refreshes = 0                      # successful metadata refreshes during this call
+        gone: dict[tuple[str, int], int] = {}
         while pending:
             if not still_owner():
                 return E.NOT_COORDINATOR
@@ -38,7 +40,15 @@ class TransactionMarkerChannelManager:
             for tp in sorted(pending):
                 ld = self.metadata.leader(*tp)
                 if ld is None:
+                    n = self.metadata.partitions_for(tp[0])
+                    if refreshes and (n is None or not 0 <= tp[1] < n):
+                        gone[tp] = gone.get(tp, 0) + 1
+                        if gone[tp] >= 3:     # the partition does not exist: no marker can go there
+                            log.warning("%s-%d does not exist: no marker for producer %d", tp[0], tp[1],
+                                        producer_id)
+                            pending.discard(tp)
                     continue
+                gone.pop(tp, None)
                 by_leader.setdefault(ld[1], []).append(tp)
             stale = len(by_leader) == 0 or sum(len(v) for v in by_leader.values()) < len(pending)
             calls = {}
@@ -75,6 +85,7 @@ class TransactionMarkerChannelManager:
                 if stale:
                     try:
                         self.metadata.refresh()
+                        refreshes += 1
                     except KafkaError:
                         pass
                 time.sleep(delay)

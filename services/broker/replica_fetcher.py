@@ -21,6 +21,21 @@ E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 
+def truncation_target(part, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+    """Where a follower truncates after the leader answered OffsetsForLeaderEpoch with (epoch, end
+    offset), and whether truncation is complete (Kafka's AbstractFetcherThread, KIP-279): when the
+    follower does not have the epoch the leader answered with, it cuts to the end of its largest
+    epoch below it and asks again, until both name the same epoch."""
+    if leader_epoch == -1:
+        return (part.log_end_offset if part.epochs.latest_epoch == -1 else 0), True
+    found, own_end = part.end_offset_for_epoch(leader_epoch)
+    if own_end < 0:
+        return min(leader_end, part.log_end_offset), True
+    if found != leader_epoch:
+        return min(own_end, part.log_end_offset), False
+    return min(own_end, leader_end, part.log_end_offset), True
+
+
 class ReplicaFetcherThread(threading.Thread):
     def __init__(self, manager: "ReplicaFetcherManager", leader_id: int):
         super().__init__(name=f"replica-fetcher-{leader_id}", daemon=True)
@@ -78,16 +93,12 @@ class ReplicaFetcherThread(threading.Thread):
             if r.error != E.NONE:
                 time.sleep(0.05)
                 continue
-            if r.leader_epoch == -1:
-                target = part.log_end_offset if part.epochs.latest_epoch == -1 else 0
-            else:
-                # our own end of the epoch the leader answered with, capped by the leader's end of it
-                _, own_end = part.end_offset_for_epoch(r.leader_epoch)
-                target = min(r.end_offset, own_end if own_end >= 0 else part.log_end_offset)
+            target, done = truncation_target(part, r.leader_epoch, r.end_offset)
             part.truncate_to(target)
-            with self.lock:
-                if tp in self.partitions and self.partitions[tp] is st:
-                    st["truncate"] = False
+            if done:
+                with self.lock:
+                    if tp in self.partitions and self.partitions[tp] is st:
+                        st["truncate"] = False
 
     def _fetch(self, stub, parts: dict) -> None:
         if not parts:

@@ -1,0 +1,56 @@
+"""Follower truncation by leader epoch (KIP-101/279) on a real Partition: the target and when to ask again."""
+import pytest
+
+from services.broker import record_batch as rb
+from services.broker.log import StoredBatch
+from services.broker.partition import LogConfig, Partition
+from services.broker.replica_fetcher import truncation_target
+
+pytestmark = pytest.mark.fast
+
+
+def partition_with(tmp_path, epochs_and_counts):
+    """A follower partition whose log holds, in order, `count` one-record batches at each leader epoch."""
+    p = Partition("t", 0, str(tmp_path), broker_id=2, config=LogConfig())
+    for epoch, count in epochs_and_counts:
+        for _ in range(count):
+            b = StoredBatch.from_proto(rb.build_batch([(None, b"x", 0)]))
+            b.base_offset, b.leader_epoch = p.log_end_offset, epoch
+            p.append_as_follower([b.to_proto()], leader_hw=0)
+    return p
+
+
+def converge(p, leader_answer):
+    """Play the OffsetsForLeaderEpoch exchange until the follower is done; returns the rounds."""
+    rounds = 0
+    while True:
+        rounds += 1
+        epoch, end = leader_answer(p.epochs.latest_epoch)
+        target, done = truncation_target(p, epoch, end)
+        p.truncate_to(target)
+        if done:
+            return rounds
+        assert rounds < 10
+
+
+def test_divergence_older_than_the_answered_epoch_takes_a_second_round(tmp_path):
+    # follower: epoch 0 at 0..4, epoch 2 at 5..9 (it led in epoch 2, a leader nobody else followed);
+    # leader:   epoch 0 at 0..2, epoch 1 at 3..5, epoch 3 from 6 (after crossing unclean elections)
+    leader = [(0, 0), (1, 3), (3, 6)]
+
+    def answer(requested):
+        e, start = max((x for x in leader if x[0] <= requested), default=(-1, -1))
+        nxt = [s for x, s in leader if x > e]
+        return e, (nxt[0] if nxt else 9)
+
+    p = partition_with(tmp_path, [(0, 5), (2, 5)])
+    rounds = converge(p, answer)
+    assert p.log_end_offset == 3          # offsets 3 and 4 of epoch 0 diverge from the leader's epoch 1
+    assert rounds == 2
+    assert p.epochs.latest_epoch == 0
+
+
+def test_same_epoch_cuts_at_the_smaller_end(tmp_path):
+    p = partition_with(tmp_path, [(0, 3), (1, 4)])
+    assert truncation_target(p, 1, 5) == (5, True)
+    assert truncation_target(p, -1, -1) == (0, True)      # the leader has no epoch at all

@@ -103,6 +103,8 @@ def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id:
         ep = endpoints.broker(b.broker_id)
         if ep is not None:
             brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": None})
+    for node_id, host, port in endpoints.coordinator_nodes():
+        brokers.append({"node_id": node_id, "host": host, "port": port, "rack": None})
     topics = []
     for t in resp.topics:
         topics.append({"error_code": t.error, "name": t.name, "topic_id": codec.ZERO_UUID,

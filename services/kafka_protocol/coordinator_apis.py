@@ -2,7 +2,9 @@
 AddOffsetsToTxn, EndTxn), each translated to the call its gRPC servicer makes.
 
 Guarantees: a transactional request is answered by the coordinator's own
-state machine with Kafka's error codes (NOT_COORDINATOR when it does not own
+state machine with Kafka's error codes; EndTxn is served up to v4, the
+versions of transaction.version 1 clients, so it never bumps the epoch
+(KIP-890 part 2 needs EndTxn v5, which carries the new epoch back) (NOT_COORDINATOR when it does not own
 the id's __transaction_state partition, as Kafka's coordinator answers).
 Kafka clients treat the coordinator as one more node, and some send it
 whatever a node may get: Metadata and FindCoordinator are answered from the
@@ -96,8 +98,12 @@ class CoordinatorApis(ApiHandlers):
         return {"error_code": r.error}
 
     def end_txn(self, header, req) -> dict:
-        r = self.svc.EndTxn(txn_pb2.EndTxnRequest(transactional_id=req.transactional_id,
-                                                  producer_id=int(req.producer_id),
-                                                  producer_epoch=int(req.producer_epoch),
-                                                  committed=bool(req.committed)), None)
-        return {"error_code": r.error}
+        if int(req.producer_id) < 0 or int(req.producer_epoch) < 0:
+            return {"error_code": E.INVALID_REQUEST}
+        pb = txn_pb2.EndTxnRequest(transactional_id=req.transactional_id, producer_id=int(req.producer_id),
+                                   producer_epoch=int(req.producer_epoch), committed=bool(req.committed))
+        try:   # EndTxn below v5: a transaction.version 1 client, which expects no KIP-890 epoch bump
+            return {"error_code": self.s.coordinator.end_txn(pb, epoch_bump=False).error}
+        except Exception:  # noqa: BLE001 - a bug must not take the coordinator down
+            log.exception("EndTxn failed")
+            return {"error_code": E.UNKNOWN_SERVER_ERROR}

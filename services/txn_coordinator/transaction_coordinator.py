@@ -189,7 +189,10 @@ class TransactionCoordinator:
         return self.add_partitions(req.transactional_id, req.producer_id, req.producer_epoch, {tp})
 
     # -- EndTxn ---------------------------------------------------------------------------------
-    def end_txn(self, req) -> txn_pb2.EndTxnResponse:
+    def end_txn(self, req, epoch_bump: bool | None = None) -> txn_pb2.EndTxnResponse:
+        """`epoch_bump` overrides `epoch_bump_per_txn` for this request: a Kafka client's EndTxn below
+        v5 is a transaction.version 1 client that does not expect the KIP-890 bump."""
+        bump = self.epoch_bump_per_txn if epoch_bump is None else epoch_bump
         def answer(err, md=None):
             if md is None or err != E.NONE:
                 return txn_pb2.EndTxnResponse(error=err, producer_id=-1, producer_epoch=-1)
@@ -206,7 +209,7 @@ class TransactionCoordinator:
         with md.lock:
             done = S.COMPLETE_COMMIT if req.committed else S.COMPLETE_ABORT
             prepared = S.PREPARE_COMMIT if req.committed else S.PREPARE_ABORT
-            retry_of_last = self.epoch_bump_per_txn and (
+            retry_of_last = bump and (
                 (req.producer_id, req.producer_epoch) in ((md.producer_id, md.last_producer_epoch),
                                                           (md.last_producer_id, md.last_producer_epoch))
                 or (req.producer_id == md.last_producer_id and req.producer_epoch == MAX_PRODUCER_EPOCH - 1
@@ -225,21 +228,23 @@ class TransactionCoordinator:
                 return answer(E.CONCURRENT_TRANSACTIONS)
             else:
                 return answer(E.INVALID_TXN_STATE)
-        err = self._end_transaction(op, md, req.committed, fence=False)
+        err = self._end_transaction(op, md, req.committed, fence=False, bump=bump)
         return answer(err, md)
 
-    def _end_transaction(self, op, md: TransactionMetadata, committed: bool, fence: bool) -> int:
+    def _end_transaction(self, op, md: TransactionMetadata, committed: bool, fence: bool,
+                         bump: bool | None = None) -> int:
         """Write Prepare*, then send markers and write Complete* in the background."""
+        bump = self.epoch_bump_per_txn if bump is None else bump
         with md.lock:
             next_pid = None
-            if self.epoch_bump_per_txn and not fence and md.epoch_exhausted:
+            if bump and not fence and md.epoch_exhausted:
                 err, next_pid = self._new_pid()       # KIP-890: the client gets it with the EndTxn answer
                 if err != E.NONE:
                     md.abort_transition()
                     return err
             try:
                 transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
-                                                     bump_epoch=self.epoch_bump_per_txn, fence=fence,
+                                                     bump_epoch=bump, fence=fence,
                                                      next_producer_id=next_pid)
             except IllegalTransition as e:
                 log.info("%s", e)

@@ -1,0 +1,47 @@
+"""No starvation: a broker keeps answering Metadata within its deadline while 500 long polls are open against
+it, and it still serves long polls as long polls."""
+import time
+
+import grpc
+import pytest
+
+from eoslab.v1 import broker_pb2, broker_pb2_grpc
+from tests import helpers as h
+
+pytestmark = pytest.mark.integration
+
+
+def test_metadata_is_answered_while_500_long_polls_are_open(make_cluster):
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    boot = rt.bootstrap_all()
+    md = h.new_topic(boot, "lp1")
+    leader = h.leader_address(md, "lp1")
+    channels = [grpc.insecure_channel(leader) for _ in range(10)]     # ten clients, fifty polls each
+    poll = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=30000, partitions=[
+        broker_pb2.FetchPartition(topic="lp1", partition=0, fetch_offset=0, current_leader_epoch=-1)])
+    try:
+        polls = [broker_pb2_grpc.BrokerStub(channels[i % 10]).Fetch.future(poll, timeout=60) for i in range(500)]
+        time.sleep(0.5)
+        stub = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(leader))
+        worst = 0.0
+        for _ in range(20):
+            t0 = time.monotonic()
+            r = stub.Metadata(broker_pb2.MetadataRequest(), timeout=5)     # DEADLINE_EXCEEDED would raise
+            worst = max(worst, time.monotonic() - t0)
+            assert r.brokers
+            time.sleep(0.1)
+        open_polls = sum(1 for f in polls if not f.done())
+        assert open_polls >= 8, "long polls should still wait for data"
+        assert worst < 5.0
+        for f in polls:
+            f.cancel()
+        # a cancelled poll frees its thread: a new long poll waits for data again and gets it when it comes
+        waiting = broker_pb2_grpc.BrokerStub(channels[0]).Fetch.future(poll, timeout=60)
+        time.sleep(0.5)
+        assert not waiting.done()
+        pid, epoch = h.init_pid(leader)
+        assert h.produce_raw(leader, "lp1", h.batch(pid, epoch, 0, 2)).error == 0
+        assert len(waiting.result(timeout=10).partitions[0].batches) == 1
+    finally:
+        for ch in channels:
+            ch.close()

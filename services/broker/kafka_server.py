@@ -48,7 +48,8 @@ class KafkaServer:
         self.metadata = MetadataCache()
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
                                               self.producer_id_known, self.alter_partition, self.verify_txn)
-        self.group_coordinator = GroupCoordinator(self.replica_manager, self.metadata)
+        self.group_coordinator = GroupCoordinator(self.replica_manager, self.metadata,
+                                                  log_config.txn_offset_commit_member_check)
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False

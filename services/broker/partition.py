@@ -20,6 +20,12 @@ Guarantees:
   the producer's last one is refused (TRANSACTION_COORDINATOR_FENCED), one
   with an older producer epoch too (INVALID_PRODUCER_EPOCH); a marker at a
   newer epoch fences the producer's older epoch on this partition.
+- the high watermark is checkpointed (at most once a second, and on close);
+  after a restart it starts from the checkpoint, producer state is rebuilt
+  from a snapshot at or below it, and every transaction whose marker the
+  replay met at or above it stays out of the LSO until the high watermark
+  passes the marker, so a restarted leader's LSO never passes an
+  unreplicated marker.
 """
 from __future__ import annotations
 
@@ -38,6 +44,17 @@ from services.broker.txn_index import AbortedTxn, TransactionIndex, control_reco
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
+HW_CHECKPOINT = "high-watermark-checkpoint"
+HW_CHECKPOINT_INTERVAL_S = 1.0
+
+
+def read_hw_checkpoint(path: str) -> int:
+    """The checkpointed high watermark, or 0 when there is none (or it cannot be read)."""
+    try:
+        with open(path) as f:
+            return max(0, int(f.read().strip()))
+    except (OSError, ValueError):
+        return 0
 
 
 @dataclass
@@ -92,8 +109,14 @@ class Partition:
         self.producer_state = ProducerStateManager(
             self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known,
             self.txn_index, config.unknown_producer)
-        self.producer_state.load(self.log)
-        self.unstable_completed: list[tuple[int, int]] = []   # (txn first offset, marker offset) not yet stable
+        self.hw_checkpoint_path = os.path.join(self.dir, HW_CHECKPOINT)
+        hw = min(read_hw_checkpoint(self.hw_checkpoint_path), self.log.log_end_offset)
+        replayed = self.producer_state.load(self.log, max_snapshot_offset=hw)
+        # (txn first offset, marker offset) not yet stable; after a restart, every transaction whose
+        # marker lies at or above the checkpointed high watermark, as Kafka's unreplicated transactions
+        self.unstable_completed: list[tuple[int, int]] = [(c.first_offset, c.last_offset) for c in replayed
+                                                          if c.last_offset >= hw]
+        self._hw_checkpointed_at = 0.0
         self.verify_txn = None   # KIP-890 part 1: set by the ReplicaManager
         self.leader_id = -1
         self.leader_epoch = -1
@@ -101,7 +124,7 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.followers: dict[int, ReplicaState] = {}
-        self.high_watermark = 0
+        self.high_watermark = hw
         self.isr_change_in_flight = False
         self.leader_epoch_start = 0
         self.on_change = None   # set by the ReplicaManager: wakes long-polling fetches
@@ -308,6 +331,7 @@ class Partition:
         hw = min(ends)
         if hw > self.high_watermark:
             self.high_watermark = hw
+            self._maybe_checkpoint_hw()
             self.changed.notify_all()
             if self.on_change is not None:
                 self.on_change()
@@ -350,6 +374,7 @@ class Partition:
                                   f"fit the log end {self.log.log_end_offset}")
                 self._append(b)
             self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+            self._maybe_checkpoint_hw()
 
     def truncate_to(self, offset: int) -> None:
         with self.lock:
@@ -379,8 +404,24 @@ class Partition:
                 return E.NONE, []
         return E.NONE, self.log.read(offset, max_bytes, limit)
 
+    def _maybe_checkpoint_hw(self, force: bool = False) -> None:
+        """Write the high watermark to disk at most once a second (Kafka:
+        replica.high.watermark.checkpoint.interval.ms); a stale checkpoint is only lower, which is safe."""
+        now = time.monotonic()
+        if not force and now - self._hw_checkpointed_at < HW_CHECKPOINT_INTERVAL_S:
+            return
+        self._hw_checkpointed_at = now
+        tmp = self.hw_checkpoint_path + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                f.write(f"{self.high_watermark}\n")
+            os.replace(tmp, self.hw_checkpoint_path)
+        except OSError as e:
+            log.warning("%s-%d: high watermark checkpoint failed: %s", self.topic, self.partition, e)
+
     def close(self, snapshot: bool = True) -> None:
         with self.lock:
+            self._maybe_checkpoint_hw(force=True)
             if snapshot:
                 try:
                     self.producer_state.snapshot()

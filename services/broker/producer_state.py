@@ -305,8 +305,11 @@ class ProducerStateManager:
         except (OSError, ValueError):
             return None
 
-    def load(self, log) -> None:
-        """Rebuild from the newest valid snapshot at or below the log end, then the log after it."""
+    def load(self, log, max_snapshot_offset: int | None = None) -> list:
+        """Rebuild from the newest valid snapshot at or below the log end (and at or below
+        `max_snapshot_offset`: the checkpointed high watermark), then the log after it. Returns the
+        transactions whose markers the replay met (txn_index.CompletedTxn), so the caller can keep
+        those whose marker is not yet known to be replicated out of the last stable offset."""
         self.producers.clear()
         if self.txn_index is not None:
             self.txn_index.truncate_to(log.log_end_offset)
@@ -315,6 +318,8 @@ class ProducerStateManager:
             if off > log.log_end_offset:
                 os.remove(path)  # the log was truncated below this snapshot
                 continue
+            if max_snapshot_offset is not None and off > max_snapshot_offset:
+                continue         # newer than what is known replicated: replay from an older one
             data = self._read_snapshot(path)
             if data is None:
                 log_msg = f"{path}: corrupt producer snapshot ignored"
@@ -329,6 +334,10 @@ class ProducerStateManager:
             start = off
             break
         self.map_end_offset = start
+        completed = []
         for batch in log.batches(start):
-            self.update(batch)
+            done = self.update(batch)
+            if done is not None and done.first_offset >= 0:
+                completed.append(done)
         self.batches_since_snapshot = 0
+        return completed

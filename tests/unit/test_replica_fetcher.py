@@ -54,3 +54,28 @@ def test_same_epoch_cuts_at_the_smaller_end(tmp_path):
     p = partition_with(tmp_path, [(0, 3), (1, 4)])
     assert truncation_target(p, 1, 5) == (5, True)
     assert truncation_target(p, -1, -1) == (0, True)      # the leader has no epoch at all
+
+
+def test_a_restarted_leaders_lso_does_not_pass_an_unreplicated_marker(tmp_path):
+    """A transaction at 0..1 and its COMMIT marker at 2, replicated to the followers up to 2 only
+    (the marker not yet): after a restart the LSO stays at 0 until the high watermark passes 2."""
+    from services.broker.txn_index import control_record
+    cfg = LogConfig(snapshot_interval_batches=1)           # a snapshot after every batch, marker included
+    p = Partition("t", 0, str(tmp_path), broker_id=1, config=cfg)
+    p.make_leader(0, [1, 2], [1, 2], 0)
+    for seq in (0, 1):
+        b = rb.build_batch([(None, b"x", 0)], producer_id=7, producer_epoch=0, base_sequence=seq,
+                           transactional=True)
+        assert p.append_records_to_leader(b, acks=1).error == 0
+    p.record_follower_fetch(2, 2)
+    assert p.high_watermark == 2
+    assert p.append_txn_marker(7, 0, 0, committed=True).base_offset == 2
+    assert p.last_stable_offset == 0                      # the marker is not below the high watermark
+    p.close()
+    again = Partition("t", 0, str(tmp_path), broker_id=1, config=cfg)
+    again.make_leader(1, [1, 2], [1, 2], 1)
+    again.record_follower_fetch(2, 2)
+    assert again.high_watermark == 2
+    assert again.last_stable_offset == 0                  # without the replay's unreplicated marker: 2
+    again.record_follower_fetch(2, 3)
+    assert again.last_stable_offset == 3

@@ -10,10 +10,15 @@ of candidates (offset gaps, inversions) that the finishing analyses
 once the whole log is known. Memory is proportional to the number of
 distinct records, not to the number of ops. Detected on the fly, because
 they need nothing but the op itself and the process's previous op: the
-`int-nonmonotonic-*`, `nonmonotonic-*` and `precommitted-read` cases.
-With a deadline, the pass stops early and sets `timed_out`. `finish()`
-adds what only the whole history tells (offsets of info sends that provably
-committed).
+`int-nonmonotonic-*`, `nonmonotonic-*` and `precommitted-read` cases, where
+ok acks and polls give the offsets. A pair of sends whose offsets only the
+whole log tells (an info or fail op's sends, an ok send without its offset)
+is kept by value and placed in the log at the end (Jepsen compares positions
+in the log built from every send and poll). An assign/subscribe that is ok
+or info (it may have taken effect) resets the process's positions, as
+Jepsen's poll-skip and nonmonotonic-send do. With a deadline, the pass stops
+early and sets `timed_out`. `finish()` adds what only the whole history
+tells (offsets of info sends that provably committed).
 """
 from __future__ import annotations
 
@@ -59,6 +64,14 @@ class Collector:
         self.precommitted: list = []    # (idx, k, v, off, isolation)
         # candidates settled at the end (need the whole log)
         self.int_send_gaps: list = []   # (idx, k, off1, off2, v1, v2)
+        # send pairs whose offsets only the whole log can tell (an info or fail op's, or an
+        # ok send without its offset): placed by value once the log is known, as Jepsen does
+        self.int_send_late: list = []   # (idx, k, v1, v2)
+        self.nm_send_late: list = []    # (idx0, idx1, k, v0, v1)
+        # Jepsen's transaction graph (Elle's): is there an edge at all? A realtime edge runs
+        # from an ok send/poll/txn to an ok or info one invoked after it completed.
+        self.first_ok_end: int | None = None
+        self.realtime_edge = False
         self.int_poll_gaps: list = []   # (idx, k, off1, off2, v1, v2, rebalanced)
         self.poll_gaps: list = []       # (idx0, idx1, k, off0, off1, v0, v1, subscribed)
         self.info_writes: dict[int, list] = {}      # info op index -> [(k, off, v)]
@@ -149,9 +162,9 @@ class Collector:
                 continue
             inv = pending.pop(p, None)
             if f != "send" and f != "poll" and f != "txn":
+                if (f == "assign" or f == "subscribe") and t != "fail":
+                    self._reassign(p, f, d, nk)     # an info one may have taken effect (Jepsen)
                 if t == "ok":
-                    if f == "assign" or f == "subscribe":
-                        self._reassign(p, f, d, nk)
                     pr = d.get("producer")
                     if type(pr) is dict:
                         producers.live(pr, idx, p)
@@ -165,6 +178,12 @@ class Collector:
             if type(value) is not list:
                 continue
             tc = 0 if t == "ok" else (1 if t == "info" else 2)
+            if tc != 2:
+                if not self.realtime_edge and inv is not None and self.first_ok_end is not None \
+                        and inv > self.first_ok_end:
+                    self.realtime_edge = True
+                if tc == 0 and self.first_ok_end is None:
+                    self.first_ok_end = idx
             wk = None   # key -> [first off, last off, first v, last v] of this op's sends
             rk = None   # key -> [first off, last off, first v, last v] of this op's polls
             ws = None   # [(k, off, v, mop position)]
@@ -199,8 +218,8 @@ class Collector:
                     ws.append((k, off, v, pos))
                     if tc == 2:
                         ks.failed.add(v)
-                        continue
-                    if tc == 0:
+                        off = None          # never in the log
+                    elif tc == 0:
                         ks.acked += 1
                         if v not in ks.read_ok and v not in ks.unread:
                             ks.unread.add(v)
@@ -209,6 +228,7 @@ class Collector:
                             record(ks, off, v)
                     else:
                         self.info_writes.setdefault(idx, []).append((k, off, v))
+                        off = None          # in the log only if the op committed: see finish()
                     if wk is None:
                         wk = {k: [off, off, v, v]}
                     else:
@@ -222,6 +242,8 @@ class Collector:
                                     self.int_nm_send.append((idx, k, lo, off, e[3], v))
                                 elif off > lo + 1:
                                     self.int_send_gaps.append((idx, k, lo, off, e[3], v))
+                            else:
+                                self.int_send_late.append((idx, k, e[3], v))
                             e[1] = off
                             e[3] = v
                 elif m0 == "poll":
@@ -283,7 +305,7 @@ class Collector:
             # ---- per-process order across ops
             if rk is not None:
                 self._poll_order(p, idx, tc, rk)
-            if wk is not None:
+            if wk is not None and tc != 2:
                 self._send_order(p, idx, wk)
             if ws is not None:
                 if rs is not None:
@@ -316,7 +338,9 @@ class Collector:
 
     # ------------------------------------------------------------------ per-op helpers
     def _reassign(self, p: Any, f: str, d: dict, nk) -> None:
-        """An ok assign/subscribe: keep only the last offsets of keys still assigned (Jepsen)."""
+        """An ok or info assign/subscribe (an info one may have taken effect): keep only
+        the last offsets of keys still assigned, as Jepsen does for poll-skip and
+        nonmonotonic-send."""
         value = d.get("value")
         ks = set()
         if type(value) is list:
@@ -361,8 +385,12 @@ class Collector:
             ls = self.last_sends[p] = {}
         for k, e in wk.items():
             prev = ls.get(k)
-            if prev is not None and prev[0] is not None and e[0] is not None and e[0] <= prev[0]:
-                self.nm_send.append((prev[1], idx, k, prev[0], e[0], prev[2], e[2]))
+            if prev is not None:
+                if prev[0] is not None and e[0] is not None:
+                    if e[0] <= prev[0]:
+                        self.nm_send.append((prev[1], idx, k, prev[0], e[0], prev[2], e[2]))
+                else:
+                    self.nm_send_late.append((prev[1], idx, k, prev[2], e[2]))
             ls[k] = (e[1], idx, e[3])
 
     def _precommitted(self, idx: int, ws: list, rs: list, isolation: Any) -> None:

@@ -42,6 +42,10 @@ def main() -> None:
     p.add_argument("--transaction-verification", action=argparse.BooleanOptionalAction, default=None,
                    help="KIP-890 part 1: verify with the transaction coordinator before a transaction's "
                         "first batch on a partition (default: by version, 3.6+)")
+    p.add_argument("--producer-id-expiration-ms", type=int, default=86400000,
+                   help="forget a producer idle this long without an open transaction (Kafka: 1 day)")
+    p.add_argument("--producer-id-expiration-check-interval-ms", type=int, default=600000,
+                   help="how often idle producers are looked for (Kafka: 10 minutes)")
     p.add_argument("--enable-fault-injection", action="store_true")
     p.add_argument("--kafka-listen", help="HOST:PORT for Kafka's binary protocol (real Kafka clients); off if unset")
     p.add_argument("--kafka-advertise", help="HOST:PORT Kafka clients use (default: --kafka-listen)")
@@ -52,9 +56,12 @@ def main() -> None:
         if getattr(a, name) is None:
             setattr(a, name, getattr(v, name))
     for name in ("producer_state_batches", "max_message_bytes", "segment_bytes", "snapshot_interval_batches",
-                 "replica_lag_time_max_ms", "min_insync_replicas"):
+                 "replica_lag_time_max_ms", "min_insync_replicas", "producer_id_expiration_ms",
+                 "producer_id_expiration_check_interval_ms"):
         if getattr(a, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")
+    if os.environ.get("EOSLAB_CHECK_ARGS"):   # cluster.service_args: the flags are good, start nothing
+        return
     rpc.setup_logging(f"broker-{a.broker_id}")
     cfg = LogConfig(max_message_bytes=a.max_message_bytes, segment_bytes=a.segment_bytes,
                     producer_state_batches=a.producer_state_batches,
@@ -62,7 +69,9 @@ def main() -> None:
                     snapshot_interval_batches=a.snapshot_interval_batches,
                     replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas,
                     transaction_verification=a.transaction_verification, unknown_producer=a.unknown_producer,
-                    txn_offset_commit_member_check=v.txn_offset_commit_member_check)
+                    txn_offset_commit_member_check=v.txn_offset_commit_member_check,
+                    producer_id_expiration_ms=a.producer_id_expiration_ms,
+                    producer_id_expiration_check_ms=a.producer_id_expiration_check_interval_ms)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
                          kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise)

@@ -73,6 +73,8 @@ class LogConfig:
     # a non-zero first sequence from a producer with no state here: an error name or "accept" (KIP-360)
     unknown_producer: str = "accept"
     txn_offset_commit_member_check: bool = True   # KIP-447 (2.5)
+    producer_id_expiration_ms: int = 86400000      # Kafka's producer.id.expiration.ms (KIP-854)
+    producer_id_expiration_check_ms: int = 600000  # Kafka's producer.id.expiration.check.interval.ms
     extra: dict = field(default_factory=dict)
 
 
@@ -403,6 +405,14 @@ class Partition:
             if offset >= limit:
                 return E.NONE, []
         return E.NONE, self.log.read(offset, max_bytes, limit)
+
+    def remove_expired_producers(self) -> list[int]:
+        with self.lock:
+            gone = self.producer_state.remove_expired_producers(self.config.producer_id_expiration_ms)
+        if gone:
+            log.info("%s-%d: producer state of %s expired (producer.id.expiration.ms %d)", self.topic,
+                     self.partition, gone, self.config.producer_id_expiration_ms)
+        return gone
 
     def _maybe_checkpoint_hw(self, force: bool = False) -> None:
         """Write the high watermark to disk at most once a second (Kafka:

@@ -25,6 +25,10 @@ Guarantees, per partition and producer id:
   open; a COMMIT/ABORT control batch closes it, raises the entry's epoch to
   the marker's and records the coordinator epoch that wrote it; an ABORT
   goes into the aborted-transaction index (txn_index.py);
+- a producer idle for producer.id.expiration.ms (idle by the broker's clock,
+  where Kafka reads the batches' timestamps) without an open transaction is
+  forgotten, as Kafka does: a late retry of its last batch is then not
+  recognised as a duplicate (`remove_expired_producers`);
 - the state is a function of the log: `snapshot` writes it to disk atomically
   (open transactions included) and `load` rebuilds it from the newest valid
   snapshot at or below the log end plus the batches after it (or from the
@@ -36,6 +40,7 @@ import collections
 import json
 import logging
 import os
+import time
 import zlib
 from dataclasses import dataclass
 
@@ -68,7 +73,7 @@ class BatchMetadata:
 
 class ProducerStateEntry:
     __slots__ = ("producer_id", "producer_epoch", "batch_metadata", "coordinator_epoch",
-                 "current_txn_first_offset", "last_timestamp")
+                 "current_txn_first_offset", "last_timestamp", "last_update")
 
     def __init__(self, producer_id: int, producer_epoch: int, retain: int,
                  coordinator_epoch: int = -1, current_txn_first_offset: int | None = None):
@@ -78,6 +83,7 @@ class ProducerStateEntry:
         self.coordinator_epoch = coordinator_epoch
         self.current_txn_first_offset = current_txn_first_offset
         self.last_timestamp = -1
+        self.last_update = time.monotonic()     # for producer.id.expiration.ms (the broker's clock)
 
     @property
     def last_seq(self) -> int:
@@ -102,6 +108,7 @@ class ProducerStateEntry:
             self.producer_epoch = producer_epoch
         self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
+        self.last_update = time.monotonic()
 
     def maybe_update_producer_epoch(self, producer_epoch: int) -> None:
         if producer_epoch != self.producer_epoch:
@@ -258,6 +265,17 @@ class ProducerStateManager:
             self.txn_index.append(txn_index.AbortedTxn(e.producer_id, first, batch.base_offset,
                                                        self.first_unstable_offset(batch.base_offset)))
         return done
+
+    def remove_expired_producers(self, expiration_ms: int) -> list[int]:
+        """Forget producers that wrote nothing for `expiration_ms` and have no open transaction
+        (Kafka's producer.id.expiration.ms, KIP-854). Their next batch is a producer with no state
+        here: a retry of an old batch is no longer recognised."""
+        cutoff = time.monotonic() - expiration_ms / 1000.0
+        gone = [pid for pid, e in self.producers.items()
+                if e.current_txn_first_offset is None and e.last_update < cutoff]
+        for pid in gone:
+            del self.producers[pid]
+        return gone
 
     def ongoing_txn_first_offsets(self) -> list[int]:
         return [e.current_txn_first_offset for e in self.producers.values()

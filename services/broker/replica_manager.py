@@ -300,9 +300,16 @@ class ReplicaManager:
 
     def _isr_loop(self) -> None:
         """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller."""
+        last_expiry = time.monotonic()
         while not self._stopping.wait(0.2):
             with self.lock:
                 parts = [p for p in self.partitions.values() if p.is_leader]
+            if time.monotonic() - last_expiry >= self.defaults.producer_id_expiration_check_ms / 1000.0:
+                last_expiry = time.monotonic()
+                with self.lock:
+                    everyone = list(self.partitions.values())
+                for p in everyone:
+                    p.remove_expired_producers()
             for p in parts:
                 new = p.isr_change_wanted()
                 if new is not None and self.alter_partition is not None:

@@ -165,3 +165,21 @@ def test_restarted_producer_without_transactional_id_gets_a_new_pid(cluster):
     p2.close()
     assert pid1 >= 0 and pid2 >= 0 and pid1 != pid2
     assert [r.value for r in h.read_partition(boot, "restart")] == [b"x", b"x"]   # the seeds' duplicate
+
+
+def test_a_retry_after_the_producer_state_expired_is_written_again(make_cluster):
+    """Kafka's known duplicate: producer.id.expiration.ms forgets an idle producer; a retry of its last
+    batch that arrives later is a new write (the lab's broker, like Kafka's, no longer knows it)."""
+    cluster = make_cluster(brokers=1, controllers=1, broker_args=[
+        "--producer-id-expiration-ms=500", "--producer-id-expiration-check-interval-ms=100"])
+    boot = cluster.info().bootstrap
+    md = h.new_topic(boot, "expire")
+    leader = h.leader_address(md, "expire")
+    pid, epoch = h.init_pid(leader)
+    first = h.produce_raw(leader, "expire", h.batch(pid, epoch, 0, 3))
+    assert (first.error, first.base_offset) == (E.NONE, 0)
+    again = h.produce_raw(leader, "expire", h.batch(pid, epoch, 0, 3))
+    assert (again.error, again.base_offset) == (E.NONE, 0)              # still known: the cached offset
+    h.wait_for(lambda: h.produce_raw(leader, "expire", h.batch(pid, epoch, 0, 3)).base_offset == 3,
+               timeout=15, what="the producer state to expire")
+    assert len(h.read_partition(boot, "expire")) == 6                  # the same three records twice

@@ -154,3 +154,16 @@ def test_corrupt_snapshot_is_ignored(tmp_path):
     again = ProducerStateManager(str(tmp_path))
     again.load(log)
     assert again.last_entry(7).last_seq == 0
+
+
+def test_idle_producers_expire_unless_a_transaction_is_open(tmp_path):
+    log, psm = UnifiedLog(str(tmp_path)), ProducerStateManager(str(tmp_path))
+    _append(log, psm, 7, 0, 0, 1)
+    b = StoredBatch.from_proto(rb.build_batch([(None, b"x", 0)], producer_id=8, producer_epoch=0,
+                                              base_sequence=0, transactional=True))
+    b.base_offset = log.log_end_offset
+    log.append(b)
+    psm.update(b)
+    assert psm.remove_expired_producers(60000) == []
+    assert psm.remove_expired_producers(0) == [7]          # 8 has an open transaction: kept
+    assert psm.last_entry(7) is None and psm.last_entry(8) is not None

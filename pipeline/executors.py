@@ -1,76 +1,85 @@
-"""What Spark executors run: a run's JSONL into Parquet, and a run's Parquet into its verdict.
+"""What Spark executors run: each run's history, read once, into its Parquet, its verdict and its row.
 
-Both are `mapInArrow` functions over small rows naming runs; the ops never
-travel through the JVM (no row conversion, no shuffle): each task reads and
-writes whole runs on the filesystem the driver and executors share.
+One task takes a list of runs (dicts of RUN_META fields) and handles them one
+by one on the filesystem the driver and executors share; the ops never travel
+through the JVM (no row conversion, no shuffle) and each history is read and
+parsed once.
 
-Guarantees:
-- `converter(ops_dir)` returns the function that, for rows (run, history),
-  reads each history with `checker.kafka.source.iter_jsonl_dicts` — the
-  reader and validation `eoslab check` uses — and writes
-  OPS_DIR/run=<run, escaped as Spark does>/part-00000.parquet (Hive
-  layout: `spark.read.parquet(OPS_DIR)` gives the `run` column) with one
+Guarantees of `analyze_run(meta, ops_dir, report_path)`:
+- it reads the history with `checker.kafka.source.iter_jsonl_dicts` — the
+  reader and validation `eoslab check` uses — into op dicts, once;
+- it writes OPS_DIR/run=<run, escaped as Spark does>/part-00000.parquet
+  (Hive layout: `spark.read.parquet(OPS_DIR)` gives the `run` column) with one
   row per op: the line position `pos`, the op's `index`, `time`, `process`,
-  `type`, `f`, `error` as typed columns for queries, and the op itself as
-  JSON in `op`, re-serialised from the dict the checker's reader gave. The
-  file appears whole or not at all (written aside, then renamed). It yields
-  one STATUS_SCHEMA row per run: its op count and file, or — for a history
-  the checker would reject — the checker's one-line message in `problem`
-  (and no file).
-- `checker_fn(reports_dir, need_report)` returns the function that, for rows
-  (run, parquet path), reads the ops back, orders them by `pos`, rebuilds
-  the op dicts and calls `checker.kafka.check_kafka` on them — the call
-  `eoslab check --model kafka` makes, so the result is the same — and yields
-  one RESULT_SCHEMA row per run: the verdict, the anomaly and allowed
-  counts, unseen and acknowledged records, the whole result as `eoslab
-  check` prints it (`result`), and the latency histograms and maxima of
-  pipeline.latency. A checker failure yields the row with `problem` set
-  instead of raising. Runs in `need_report` also get
-  REPORTS_DIR/<run>/report.html (checker.report, as `eoslab check --out`).
+  `type`, `f`, `error` as typed columns for queries (the `index` the reader
+  gives: the line's own, or its position among the ops when it has none),
+  and the op itself as JSON in `op`: the history's line as written. The
+  file appears whole or not at all (written aside, then renamed);
+- it calls `checker.kafka.check_kafka` on those op dicts — the call `eoslab
+  check --model kafka` makes on the file, so the result is the same — and
+  returns one RUNS_ARROW row: the run's metadata, the verdict, the anomaly
+  and allowed counts, unseen and acknowledged records, the worst real-time
+  lag the checker reports (`realtime_lag.max_ms`, when it reports one), the
+  whole result as `eoslab check` prints it (`result`), and the latency
+  histograms and maxima of pipeline.latency;
+- a history the checker's reader rejects gives the row with the reader's
+  one-line message in `problem` and no Parquet file; a checker failure gives
+  the row with `problem` set instead of raising;
+- with `report_path`, REPORTS_DIR/<run>/report.html (checker.report, as
+  `eoslab check --out`).
+Python's cyclic garbage collector is paused while one run is handled (the op
+dicts are many and acyclic; scanning them cost more than parsing) and runs
+again between runs.
+
+`task_fn(ops_dir, stage_dir, reports_dir, need_report)` is the function a
+task runs on its runs: it writes their rows to STAGE_DIR/part-<first
+run's position>.parquet and yields them as dicts without `result` (what the
+driver aggregates).
 """
 from __future__ import annotations
 
+import gc
+import gzip
 import os
-from typing import Iterator
+from operator import itemgetter
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.latency import latencies
+from pipeline.latency import latencies, latencies_columns
 
 try:
     import orjson as _orjson
-    _loads = _orjson.loads
 
     def _dumps(d) -> str:
         return _orjson.dumps(d).decode()
 except ImportError:  # pragma: no cover - depends on the environment
     import json as _json
-    _loads = _json.loads
 
     def _dumps(d) -> str:
         return _json.dumps(d, separators=(",", ":"))
 
-STATUS_SCHEMA = "run string, ops long, path string, problem string"
-RESULT_SCHEMA = ("run string, valid string, ops long, anomaly_counts map<string,long>, "
-                 "allowed_counts map<string,long>, unseen long, acked long, lat_send array<long>, "
-                 "lat_poll array<long>, lat_send_max long, lat_poll_max long, result string, "
-                 "report string, problem string")
 BATCH_ROWS = 65_536
 OPS_ARROW = pa.schema([("pos", pa.int64()), ("index", pa.int64()), ("time", pa.int64()),
                        ("process", pa.string()), ("type", pa.string()), ("f", pa.string()),
                        ("error", pa.string()), ("op", pa.string())])
-_STATUS_ARROW = pa.schema([("run", pa.string()), ("ops", pa.int64()), ("path", pa.string()),
-                           ("problem", pa.string())])
 _COUNTS = pa.map_(pa.string(), pa.int64())
-_RESULT_ARROW = pa.schema([("run", pa.string()), ("valid", pa.string()), ("ops", pa.int64()),
-                           ("anomaly_counts", _COUNTS), ("allowed_counts", _COUNTS),
-                           ("unseen", pa.int64()), ("acked", pa.int64()),
-                           ("lat_send", pa.list_(pa.int64())), ("lat_poll", pa.list_(pa.int64())),
-                           ("lat_send_max", pa.int64()), ("lat_poll_max", pa.int64()),
-                           ("result", pa.string()), ("report", pa.string()), ("problem", pa.string())])
+RUN_META = ("run", "workload", "fault", "config", "kafka_version", "seed", "settings", "dir", "report")
+RUNS_ARROW = pa.schema([("run", pa.string()), ("workload", pa.string()), ("fault", pa.string()),
+                        ("config", pa.string()), ("kafka_version", pa.string()), ("seed", pa.int64()),
+                        ("settings", pa.string()), ("dir", pa.string()), ("report", pa.string()),
+                        ("valid", pa.string()), ("ops", pa.int64()),
+                        ("anomaly_counts", _COUNTS), ("allowed_counts", _COUNTS),
+                        ("unseen", pa.int64()), ("acked", pa.int64()),
+                        ("lat_send", pa.list_(pa.int64())), ("lat_poll", pa.list_(pa.int64())),
+                        ("lat_send_max", pa.int64()), ("lat_poll_max", pa.int64()),
+                        ("max_realtime_lag_ms", pa.float64()), ("result", pa.string()),
+                        ("problem", pa.string())])
 # Spark's ExternalCatalogUtils.escapePathName: these become %XX in a partition directory's name
 _ESCAPE = frozenset([chr(c) for c in range(0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
+_NONE = type(None)
+_get_index, _get_process, _get_type, _get_f = (itemgetter(k) for k in ("index", "process", "type", "f"))
 
 
 def partition_dir(run: str) -> str:
@@ -78,67 +87,98 @@ def partition_dir(run: str) -> str:
     return "run=" + "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in run)
 
 
-# ---------------------------------------------------------------- JSONL -> Parquet
-def _batches(path: str) -> Iterator[pa.RecordBatch]:
+# ---------------------------------------------------------------- one read of a history
+def read_history(path: str) -> tuple[list[dict], list[bytes]]:
+    """The op dicts (the checker's reader) and the non-blank lines they came from, in order."""
     from checker.kafka.source import iter_jsonl_dicts
 
-    cols: list[list] = [[] for _ in OPS_ARROW]
-    (c_pos, c_idx, c_time, c_proc, c_type, c_f, c_err, c_op) = cols
-    pos = 0
-    for d in iter_jsonl_dicts(path):
-        tm, p, e, f = d.get("time"), d["process"], d.get("error"), d["f"]
-        c_pos.append(pos)
-        c_idx.append(d["index"])
-        c_time.append(tm if type(tm) is int else (int(tm) if type(tm) is float else None))
-        c_proc.append(p if type(p) is str else (str(p) if type(p) is int else _dumps(p)))
-        c_type.append(d["type"])
-        c_f.append(f if type(f) is str else _dumps(f))
-        c_err.append(e if e is None or type(e) is str else _dumps(e))
-        c_op.append(_dumps(d))
-        pos += 1
-        if pos % BATCH_ROWS == 0:
-            yield pa.RecordBatch.from_arrays([pa.array(c, type=t.type) for c, t in zip(cols, OPS_ARROW)],
-                                             schema=OPS_ARROW)
-            for c in cols:
-                c.clear()
-    if c_pos or pos == 0:
-        yield pa.RecordBatch.from_arrays([pa.array(c, type=t.type) for c, t in zip(cols, OPS_ARROW)],
-                                         schema=OPS_ARROW)
+    ops = list(iter_jsonl_dicts(path))
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        lines = fh.read().split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    if len(lines) != len(ops):                  # blank lines: the reader skipped them
+        lines = [ln for ln in lines if ln.strip()]
+    return ops, lines
 
 
-def convert_run(run: str, history: str, ops_dir: str) -> dict:
-    """One run's history -> its Parquet file; the STATUS row."""
-    from checker.history import HistoryError
+def _strings(values: list) -> list:
+    """A column of str or None; other JSON values as JSON (numbers too)."""
+    return [v if v is None or type(v) is str else _dumps(v) for v in values]
 
+
+def ops_table(ops: list[dict], lines: list[bytes]) -> tuple[pa.Table, tuple]:
+    """The run's Parquet table (OPS_ARROW) and its latencies (pipeline.latency), from one pass."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = len(ops)
+    try:
+        index = np.array(list(map(_get_index, ops)), dtype=np.int64)
+    except OverflowError:                       # an index beyond int64: Arrow says which
+        index = pa.array([d["index"] for d in ops], pa.int64())
+    times = [d.get("time") for d in ops]
+    procs = list(map(_get_process, ops))
+    types = list(map(_get_type, ops))
+    fs = list(map(_get_f, ops))
+    errors = [d.get("error") for d in ops]
+
+    time_types = set(map(type, times))
+    if time_types <= {int}:
+        tarr = np.array(times, dtype=np.int64)
+        time_col = pa.array(tarr)
+    elif time_types <= {int, _NONE}:
+        time_col = pa.array(times, pa.int64())
+        tarr = time_col.fill_null(0).to_numpy()
+    else:                                       # floats are truncated, other values dropped
+        time_col = pa.array([t if type(t) is int else (int(t) if type(t) is float else None) for t in times],
+                            pa.int64())
+        tarr = None
+    proc_types = set(map(type, procs))
+    if proc_types <= {int, str}:
+        uniq = {p: i for i, p in enumerate(set(procs))}
+        codes = np.fromiter(map(uniq.__getitem__, procs), dtype=np.int64, count=n)
+        names = pa.array([p if type(p) is str else str(p) for p in uniq], pa.string())
+        proc_col = pc.take(names, pa.array(codes))
+    else:
+        codes = None
+        proc_col = pa.array([p if type(p) is str else (str(p) if type(p) is int else _dumps(p)) for p in procs],
+                            pa.string())
+    f_str = set(map(type, fs)) <= {str}
+    f_col = pa.array(fs if f_str else _strings(fs), pa.string())
+    err_col = pa.array(errors if set(map(type, errors)) <= {str, _NONE} else _strings(errors), pa.string())
+    type_col = pa.array(types, pa.string())
+    raw = pa.array(lines, pa.binary()).cast(pa.string())
+    table = pa.Table.from_arrays([pa.array(np.arange(n, dtype=np.int64)), pa.array(index, pa.int64()), time_col,
+                                  proc_col, type_col, f_col, err_col, raw], schema=OPS_ARROW)
+
+    if codes is not None and tarr is not None and f_str:
+        keep = pc.is_valid(time_col).to_numpy(zero_copy_only=False)
+        if "nemesis" in uniq:                   # codes are per value: 1 and "1" are two processes
+            keep &= codes != uniq["nemesis"]
+        kind = np.where(pc.is_in(f_col, value_set=pa.array(["send", "txn"])).to_numpy(zero_copy_only=False), 0,
+                        np.where(pc.equal(f_col, "poll").to_numpy(zero_copy_only=False), 1, 2))
+        lat = latencies_columns(codes, tarr, pc.equal(type_col, "invoke").to_numpy(zero_copy_only=False),
+                                kind, keep)
+    else:                                       # odd shapes: the plain loop
+        lat = latencies(ops)
+    return table, lat
+
+
+def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
     d = os.path.join(ops_dir, partition_dir(run))
     final = os.path.join(d, "part-00000.parquet")
     tmp = os.path.join(d, f".part-00000.parquet.{os.getpid()}.tmp")
     os.makedirs(d, exist_ok=True)
-    n = 0
-    try:
-        with pq.ParquetWriter(tmp, OPS_ARROW, compression="zstd",
-                              use_dictionary=["process", "type", "f", "error"]) as w:
-            for b in _batches(history):
-                w.write_batch(b)
-                n += b.num_rows
-    except HistoryError as e:
-        os.unlink(tmp)
-        return {"run": run, "ops": n, "path": None, "problem": " ".join(str(e).split())}
+    pq.write_table(table, tmp, compression="zstd", row_group_size=BATCH_ROWS,
+                   use_dictionary=["process", "type", "f", "error"])
     os.replace(tmp, final)
-    return {"run": run, "ops": n, "path": final, "problem": None}
+    return final
 
 
-def converter(ops_dir: str):
-    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            d = b.to_pydict()
-            rows = [convert_run(run, h, ops_dir) for run, h in zip(d["run"], d["history"])]
-            yield pa.RecordBatch.from_pylist(rows, schema=_STATUS_ARROW)
-    return convert
-
-
-# ---------------------------------------------------------------- Parquet -> verdict
-def _one(run: str, ops: list[dict], report_path: str | None) -> dict:
+# ---------------------------------------------------------------- the run's verdict and row
+def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
     from checker.kafka import check_kafka
     from checker.result import to_json
 
@@ -151,33 +191,69 @@ def _one(run: str, ops: list[dict], report_path: str | None) -> dict:
     if report_path:
         from checker.report import write_report
         os.makedirs(os.path.dirname(report_path), exist_ok=True)
-        write_report(report_path, result, series, title=f"{run} (kafka)")
-    send, poll, smax, pmax = latencies(ops)
-    return {"run": run, "valid": to_json(result["valid"]), "ops": stats["ops"],
+        write_report(report_path, result, series, title=f"{meta['run']} (kafka)")
+    lag = (result.get("realtime_lag") or {}).get("max_ms")
+    return {"valid": to_json(result["valid"]), "ops": stats["ops"],
             "anomaly_counts": list(stats["anomaly_counts"].items()),
             "allowed_counts": list(stats["allowed_counts"].items()),
             "unseen": stats["unseen"]["count"], "acked": stats["records"]["acked"],
-            "lat_send": send, "lat_poll": poll, "lat_send_max": smax, "lat_poll_max": pmax,
-            "result": to_json(result), "report": report_path, "problem": None}
+            "max_realtime_lag_ms": None if lag is None else float(lag),
+            "result": to_json(result), "problem": None}
 
 
-def check_run(run: str, path: str, report_path: str | None = None) -> dict:
+def _empty_row(meta: dict) -> dict:
+    row = {f.name: None for f in RUNS_ARROW}
+    row.update({k: meta.get(k) for k in RUN_META})
+    return row
+
+
+def analyze_run(meta: dict, ops_dir: str, report_path: str | None = None) -> dict:
+    """One run, end to end on this executor; see the module docstring."""
+    from checker.history import HistoryError
+
+    row = _empty_row(meta)
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        table = pq.read_table(path, columns=["pos", "op"]).sort_by("pos")
-        ops = [_loads(s) for s in table.column("op").to_pylist()]
-        return _one(run, ops, report_path)
-    except Exception as e:  # noqa: BLE001 - reported by the driver as one line
-        row = {f.name: None for f in _RESULT_ARROW}
-        row.update(run=run, problem=f"the checker failed: {type(e).__name__}: {' '.join(str(e).split())}")
+        try:
+            ops, lines = read_history(meta["history"])
+        except HistoryError as e:
+            row["problem"] = " ".join(str(e).split())
+            return row
+        try:
+            table, (send, poll, smax, pmax) = ops_table(ops, lines)
+            del lines
+            write_ops(table, ops_dir, meta["run"])
+            del table
+            row.update(_checked(meta, ops, report_path))
+            row.update(lat_send=send, lat_poll=poll, lat_send_max=smax, lat_poll_max=pmax)
+        except Exception as e:  # noqa: BLE001 - reported by the driver as one line
+            row = _empty_row(meta)
+            row["problem"] = f"the checker failed: {type(e).__name__}: {' '.join(str(e).split())}"
         return row
+    finally:
+        if enabled:
+            gc.enable()
 
 
-def checker_fn(reports_dir: str | None = None, need_report: frozenset = frozenset()):
-    def check(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for b in batches:
-            d = b.to_pydict()
-            rows = [check_run(run, path, os.path.join(reports_dir, run, "report.html")
-                              if reports_dir and run in need_report else None)
-                    for run, path in zip(d["run"], d["path"])]
-            yield pa.RecordBatch.from_pylist(rows, schema=_RESULT_ARROW)
-    return check
+def write_rows(rows: list[dict], path: str) -> None:
+    """RUNS_ARROW rows into one Parquet file, written aside and renamed."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    pq.write_table(pa.Table.from_pylist(rows, schema=RUNS_ARROW), tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+def task_fn(ops_dir: str, stage_dir: str, reports_dir: str | None = None, need_report: frozenset = frozenset()):
+    def task(items: Iterable[tuple[int, dict]]) -> Iterator[dict]:
+        rows, first = [], None
+        for pos, meta in items:
+            first = pos if first is None else first
+            report = (os.path.join(reports_dir, meta["run"], "report.html")
+                      if reports_dir and meta["run"] in need_report else None)
+            rows.append(analyze_run(meta, ops_dir, report))
+        if rows:
+            write_rows(rows, os.path.join(stage_dir, f"part-{first:05d}.parquet"))
+        for r in rows:
+            r.pop("result", None)
+            yield r
+    return task

@@ -2,12 +2,13 @@
 
 Guarantees: one self-contained page (no scripts, stylesheets, fonts or
 images from anywhere; plots are inline SVG drawn here; every string from the
-store is escaped). It shows: the job summary; per workload, a heat map of
+store is escaped). It shows: the job summary; per workload (and Kafka
+version, when the store has runs of more than one), a heat map of
 configuration x fault package coloured by the share of invalid runs; per
 workload and fault package, a heat map of configuration x anomaly type (the
 types found anywhere in that workload, then unseen and "(any)"), each cell
 labelled runs_with/runs and titled with the rate's 95% interval and the
-finding count; the unseen and latency summaries per cell; and a table of
+finding count; the unseen, latency and real-time lag summaries per cell; and a table of
 every run (verdict, anomalies, ops) linking to its report.html by a path
 relative to the page (runs without a report say so).
 """
@@ -17,7 +18,7 @@ import os
 from html import escape
 
 from checker.report import CSS as REPORT_CSS
-from pipeline.matrix import ANY, UNSEEN
+from pipeline.matrix import ANY, UNKNOWN_VERSION, UNSEEN
 
 CSS = REPORT_CSS + """
 .hm text{font:11px sans-serif}.hm .v{font:10px sans-serif;text-anchor:middle}
@@ -87,9 +88,9 @@ def _fmt(v, digits=2) -> str:
 
 
 def _cell_table(rows: list[dict]) -> str:
-    head = ("<tr><th>workload</th><th>configuration</th><th>faults</th><th>runs</th><th>ops</th>"
+    head = ("<tr><th>workload</th><th>configuration</th><th>faults</th><th>Kafka</th><th>runs</th><th>ops</th>"
             "<th>unseen</th><th>unseen share</th><th>send p50 / p99 / max (ms)</th>"
-            "<th>poll p50 / p99 / max (ms)</th></tr>")
+            "<th>poll p50 / p99 / max (ms)</th><th>max real-time lag (ms)</th></tr>")
     body = []
     for r in rows:
         if r["kind"] != "anomaly" or r["anomaly"] != ANY:
@@ -97,10 +98,11 @@ def _cell_table(rows: list[dict]) -> str:
         share = "" if r["unseen_share"] is None else f"{100 * r['unseen_share']:.3f}%"
         body.append(
             f"<tr><td>{_e(r['workload'])}</td><td>{_e(r['config'])}</td><td>{_e(r['fault'])}</td>"
-            f"<td class=num>{r['runs']}</td><td class=num>{r['ops']}</td>"
+            f"<td>{_e(r.get('kafka_version'))}</td><td class=num>{r['runs']}</td><td class=num>{r['ops']}</td>"
             f"<td class=num>{r['unseen_records']}</td><td class=num>{share}</td>"
             f"<td class=num>{_fmt(r['send_p50_ms'])} / {_fmt(r['send_p99_ms'])} / {_fmt(r['send_max_ms'])}</td>"
-            f"<td class=num>{_fmt(r['poll_p50_ms'])} / {_fmt(r['poll_p99_ms'])} / {_fmt(r['poll_max_ms'])}</td></tr>")
+            f"<td class=num>{_fmt(r['poll_p50_ms'])} / {_fmt(r['poll_p99_ms'])} / {_fmt(r['poll_max_ms'])}</td>"
+            f"<td class=num>{_fmt(r.get('max_realtime_lag_ms'))}</td></tr>")
     return f"<table>{head}{''.join(body)}</table>"
 
 
@@ -116,9 +118,9 @@ def _runs_table(run_rows: list[dict], out_dir: str) -> str:
         else:
             link = "<span class=muted>no report</span>"
         body.append(f"<tr><td>{_e(r['run'])}</td><td>{_e(r['config'])}</td><td>{_e(r['fault'])}</td>"
-                    f"<td class=num>{_e(r['seed'])}</td><td>{_e(verdict)}</td><td>{_e(anomalies)}</td>"
+                    f"<td>{_e(r.get('kafka_version'))}</td><td class=num>{_e(r['seed'])}</td><td>{_e(verdict)}</td><td>{_e(anomalies)}</td>"
                     f"<td class=num>{r['ops']}</td><td>{link}</td></tr>")
-    head = ("<tr><th>run</th><th>configuration</th><th>faults</th><th>seed</th><th>verdict</th>"
+    head = ("<tr><th>run</th><th>configuration</th><th>faults</th><th>Kafka</th><th>seed</th><th>verdict</th>"
             "<th>anomalies</th><th>ops</th><th></th></tr>")
     table = f"<table>{head}{''.join(body)}</table>"
     if len(run_rows) > 200:
@@ -131,14 +133,16 @@ def render(rows: list[dict], run_rows: list[dict], summary: dict, store: str, ou
              f"<style>{CSS}</style></head><body>",
              f"<h1>Anomaly matrix</h1><p class=muted>{_e(store)}</p>",
              f"<p>{summary['runs']} runs, {summary['ops']:,} ops, {summary['cells']} cells "
-             f"(workload × configuration × faults), {summary['invalid_runs']} invalid runs. "
+             f"(workload × configuration × faults × Kafka version), {summary['invalid_runs']} invalid runs. "
              f"Spark {_e(summary['master'])}, {summary['cores']} cores, {summary['seconds']} s.</p>",
              "<p class=muted>Each cell: runs with the anomaly / runs; colour: that share. "
              "Hover for the 95% Wilson interval and the number of findings. "
              "Full numbers: matrix.csv / matrix.parquet.</p>"]
-    workloads = sorted({r["workload"] for r in rows})
-    for wl in workloads:
-        wrows = [r for r in rows if r["workload"] == wl]
+    versions = {r.get("kafka_version") or UNKNOWN_VERSION for r in rows}
+    groups = sorted({(r["workload"], r.get("kafka_version") or UNKNOWN_VERSION) for r in rows})
+    for wl_key in groups:
+        wrows = [r for r in rows if (r["workload"], r.get("kafka_version") or UNKNOWN_VERSION) == wl_key]
+        wl = wl_key[0] if len(versions) == 1 else f"{wl_key[0]}, Kafka {wl_key[1]}"
         configs = sorted({r["config"] for r in wrows})
         faults = sorted({r["fault"] for r in wrows})
         parts.append(f"<h2>{_e(wl)}: invalid runs by configuration × faults</h2>")

@@ -1,26 +1,29 @@
 """`eoslab analyze STORE --out DIR`: the Spark job from run directories to the anomaly matrix.
 
 Guarantees: with the runs `pipeline.store.find_runs` finds under STORE,
-1. convert: executors read each history with the checker's own reader and
+1. check (one Spark stage; runs are dealt to tasks largest first, so tasks
+   get similar work): executors read each history once with the checker's
+   own reader and, from that one read (pipeline.executors.analyze_run),
    write DIR/ops/run=<id>/part-00000.parquet (Parquet, partitioned by run;
    columns in pipeline.executors.OPS_ARROW; `spark.read.parquet(DIR/ops)`
-   reads it with the `run` column) — runs are dealt to tasks largest first,
-   so tasks get similar work;
-2. check: executors read each run's Parquet back and apply `check_kafka` to
-   it (pipeline.executors.check_run): DIR/runs.parquet holds one row per
-   run — its metadata (workload, config, fault, seed, settings, report link)
-   and verdict, counts, latency histograms and the full result `eoslab
-   check` would print;
-3. aggregate (Spark SQL over DIR/runs.parquet): DIR/matrix.parquet and
-   DIR/matrix.csv (pipeline.matrix) and DIR/index.html (pipeline.html).
-The ops move from task to filesystem, never through the JVM or a shuffle:
-that is most of the job's cost otherwise (docs/analysis.md has the figures).
-Spark's own JVM output goes to DIR/spark.log when the job starts its session.
-A bad input (see pipeline.store; a malformed history line, named with its
-run and line) raises StoreError before anything but DIR/ops is written.
-Returns a summary dict; prints phase progress on `log`. The same code runs
-on local[N] and on a standalone master: paths are absolute, and on a
-cluster STORE and DIR must be visible at the same paths to every worker.
+   reads it with the `run` column) and apply `check_kafka` to its ops: DIR/runs.parquet
+   (a directory of Parquet files, one per task) holds one row per run — its
+   metadata (workload, config, fault, Kafka version, seed, settings, report
+   link) and verdict, counts, latency histograms, the worst real-time lag
+   and the full result `eoslab check` would print;
+2. aggregate (on the driver, over the per-run rows the tasks return, without
+   `result`): DIR/matrix.parquet and DIR/matrix.csv (pipeline.matrix) and
+   DIR/index.html (pipeline.html).
+The ops move from task to filesystem, never through the JVM or a shuffle,
+and the tasks are plain RDD tasks over the run list (no DataFrame rows to
+convert): that is most of the job's cost otherwise (docs/analysis.md has the
+figures). Spark's own JVM output goes to DIR/spark.log when the job starts
+its session. A bad input (see pipeline.store; a malformed history line,
+named with its run and line) raises StoreError before anything but DIR/ops
+is written. Returns a summary dict; prints phase progress on `log`. The
+same code runs on local[N] and on a standalone master: paths are absolute,
+and on a cluster STORE and DIR must be visible at the same paths to every
+worker.
 """
 from __future__ import annotations
 
@@ -31,34 +34,31 @@ import sys
 import time
 
 from pipeline import html, matrix
-from pipeline.executors import RESULT_SCHEMA, STATUS_SCHEMA, checker_fn, converter
+from pipeline.executors import task_fn
 from pipeline.session import Progress, start
 from pipeline.store import RunInfo, StoreError, find_runs
 
-META_SCHEMA = ("run string, workload string, fault string, config string, seed long, settings string, "
-               "dir string, report string")
+TASKS_PER_CORE = 4
 
 
-def deal(runs: list[RunInfo], n: int) -> list[list[tuple[str, str]]]:
+def deal(runs: list[RunInfo], n: int) -> list[list[RunInfo]]:
     """Runs into n bins of similar total size (largest first, each to the lightest bin)."""
-    bins: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+    bins: list[list[RunInfo]] = [[] for _ in range(n)]
     load = [0] * n
     for r in sorted(runs, key=lambda r: (-r.size, r.run)):
         i = min(range(n), key=load.__getitem__)
-        bins[i].append((r.run, r.history))
+        bins[i].append(r)
         load[i] += r.size + 1
     return [b for b in bins if b]
 
 
-def _meta_rows(runs: list[RunInfo], out: str, write_reports: bool) -> list[tuple]:
-    rows = []
-    for r in runs:
-        report = r.report
-        if report is None and write_reports:
-            report = os.path.join(out, "reports", r.run, "report.html")
-        rows.append((r.run, r.workload, r.fault, r.config, r.seed, json.dumps(r.settings, sort_keys=True),
-                     r.dir, report))
-    return rows
+def _meta(r: RunInfo, out: str, write_reports: bool) -> dict:
+    report = r.report
+    if report is None and write_reports:
+        report = os.path.join(out, "reports", r.run, "report.html")
+    return {"run": r.run, "history": r.history, "workload": r.workload, "fault": r.fault, "config": r.config,
+            "kafka_version": r.kafka_version, "seed": r.seed, "settings": json.dumps(r.settings, sort_keys=True),
+            "dir": r.dir, "report": report}
 
 
 def analyze(store: str, out: str, master: str = "local[*]", conf: dict | None = None,
@@ -84,52 +84,42 @@ def analyze(store: str, out: str, master: str = "local[*]", conf: dict | None = 
 
 
 def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
-    from pyspark.sql import functions as F
-
     sc = spark.sparkContext
     par = max(sc.defaultParallelism, 1)
-    n = min(len(runs), max(4 * par, 64))
-    spark.conf.set("spark.sql.shuffle.partitions", str(min(n, 8 * par)))
     ops_dir, runs_path = os.path.join(out, "ops"), os.path.join(out, "runs.parquet")
-    for p in (ops_dir, runs_path, os.path.join(out, "reports")):
+    stage = os.path.join(out, f".runs-{os.getpid()}")
+    for p in (ops_dir, runs_path, stage, os.path.join(out, "reports")):
         shutil.rmtree(p, ignore_errors=True)
+    os.makedirs(stage)
 
-    bins = deal(runs, n)
-    todo = spark.createDataFrame(sc.parallelize(bins, len(bins)).flatMap(lambda b: b), "run string, history string")
-    with Progress(spark, "convert", log, progress):
-        status = {r["run"]: r for r in todo.mapInArrow(converter(ops_dir), STATUS_SCHEMA).collect()}
-    bad = sorted((r["run"], r["problem"]) for r in status.values() if r["problem"])
-    if bad:
-        raise StoreError(f"run {bad[0][0]}: {bad[0][1]}")
-    missing = sorted(set(r.run for r in runs) - set(status))
-    if missing:
-        raise StoreError(f"run {missing[0]}: the convert stage returned nothing for it")
-
+    bins = deal(runs, min(len(runs), TASKS_PER_CORE * par))
+    order = {r.run: i for i, r in enumerate(sorted(runs, key=lambda r: r.run))}
+    work = [[(order[r.run], _meta(r, out, write_reports)) for r in b] for b in bins]
     need = frozenset(r.run for r in runs if r.report is None) if write_reports else frozenset()
-    fn = checker_fn(os.path.join(out, "reports") if write_reports else None, need)
-    paths = [[(run, status[run]["path"]) for run, _ in b] for b in bins]
-    files = spark.createDataFrame(sc.parallelize(paths, len(paths)).flatMap(lambda b: b), "run string, path string")
-    meta = spark.createDataFrame(_meta_rows(runs, out, write_reports), META_SCHEMA)
-    results = files.mapInArrow(fn, RESULT_SCHEMA).drop("report")
-    with Progress(spark, "check", log, progress):
-        meta.join(results, "run", "left").write.mode("overwrite").parquet(runs_path)
-    checked = spark.read.parquet(runs_path)
-    bad = (checked.where(F.col("problem").isNotNull() | F.col("valid").isNull())
-           .select("run", "problem").orderBy("run").limit(1).collect())
-    if bad:
-        raise StoreError(f"run {bad[0]['run']}: {bad[0]['problem'] or 'no result'}")
+    fn = task_fn(ops_dir, stage, os.path.join(out, "reports") if write_reports else None, need)
+    try:
+        with Progress(spark, "check", log, progress):
+            rows = sc.parallelize(work, len(work)).flatMap(lambda b: b).mapPartitions(fn).collect()
+        got = {r["run"]: r for r in rows}
+        bad = sorted((r["run"], r["problem"] or "no result") for r in rows if r["problem"] or r["valid"] is None)
+        if bad:
+            raise StoreError(f"run {bad[0][0]}: {bad[0][1]}")
+        missing = sorted(set(order) - set(got))
+        if missing:
+            raise StoreError(f"run {missing[0]}: the check stage returned nothing for it")
+        os.replace(stage, runs_path)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
     with Progress(spark, "aggregate", log, progress):
-        rows, columns = matrix.aggregate(checked)
-        run_rows = [r.asDict() for r in checked.select(
-            "run", "workload", "fault", "config", "seed", "valid", "ops", "anomaly_counts",
-            "allowed_counts", "unseen", "report").orderBy("run").collect()]
+        run_rows = sorted(got.values(), key=lambda r: r["run"])
+        rows, columns = matrix.aggregate(run_rows)
     matrix.write(rows, columns, os.path.join(out, "matrix.parquet"), os.path.join(out, "matrix.csv"))
     total_ops = sum(r["ops"] or 0 for r in run_rows)
     seconds = time.monotonic() - t0
     summary = {"runs": len(run_rows), "ops": total_ops,
                "invalid_runs": sum(1 for r in run_rows if r["valid"] == "false"),
-               "cells": len({(r["workload"], r["config"], r["fault"]) for r in rows}),
+               "cells": len({matrix.cell_key(r) for r in rows}),
                "master": sc.master, "cores": par, "seconds": round(seconds, 2),
                "ops_per_s": round(total_ops / seconds) if seconds > 0 else None, "out": out}
     html.write_index(os.path.join(out, "index.html"), rows, run_rows, summary, store)

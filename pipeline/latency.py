@@ -56,3 +56,52 @@ def latencies(ops: list[dict]) -> tuple[list[int], list[int], int, int]:
         if lat > mx[i]:
             mx[i] = lat
     return send, poll, mx[0], mx[1]
+
+
+def _edges() -> list[int]:
+    """edges[b-1] = the smallest latency in ns that `bucket` puts in bucket b or above (b >= 1):
+    searching these gives exactly `bucket`'s answer (it never decreases as ns grows)."""
+    out, lo = [], 0
+    for b in range(1, N_BUCKETS):
+        hi = 10 ** 15
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if bucket(mid) >= b:
+                hi = mid
+            else:
+                lo = mid + 1
+        out.append(lo)
+    return out
+
+
+EDGES = _edges()
+
+
+def latencies_columns(codes, times, is_invoke, kind, keep):
+    """`latencies` over columns (numpy arrays, one entry per op, in history order): `codes` the
+    process (equal codes = equal process), `times` int ns, `is_invoke`, `kind` 0 for send/txn,
+    1 for poll, 2 for any other f, `keep` False for ops `latencies` skips (nemesis, no integer
+    time). Same histograms and maxima as `latencies` on the same ops: a completion pairs with the
+    op just before it of its process (among kept ops) when that op is an invoke."""
+    import numpy as np
+
+    idx = np.flatnonzero(keep)
+    send, poll = [0] * N_BUCKETS, [0] * N_BUCKETS
+    if idx.size < 2:
+        return send, poll, 0, 0
+    order = idx[np.argsort(codes[idx], kind="stable")]
+    c, t, inv, k = codes[order], times[order], is_invoke[order], kind[order]
+    pair = (c[1:] == c[:-1]) & inv[:-1] & ~inv[1:] & (k[1:] < 2)
+    lat = np.maximum(t[1:][pair] - t[:-1][pair], 0)
+    which = k[1:][pair]
+    edges = np.asarray(EDGES, dtype=np.int64)
+    out = []
+    for i, hist in ((0, send), (1, poll)):
+        lt = lat[which == i]
+        if lt.size:
+            counts = np.bincount(np.searchsorted(edges, lt, side="right"), minlength=N_BUCKETS)
+            hist[:] = counts.tolist()
+            out.append(int(lt.max()))
+        else:
+            out.append(0)
+    return send, poll, out[0], out[1]

@@ -1,8 +1,9 @@
-"""The anomaly matrix: per workload x configuration x fault package, how often each anomaly shows.
+"""The anomaly matrix: per workload x configuration x fault package x Kafka version, how often each anomaly shows.
 
-Guarantees: `aggregate(runs_df)` groups the per-run results (Spark, on the
-executors) and returns plain rows, sorted by workload, configuration, fault,
-kind and anomaly (in checker.kafka.check.TYPES_ORDER), one per cell and:
+Guarantees: `aggregate(run_rows)` groups the per-run rows (one dict per run,
+as the check stage returns them) and returns plain rows, sorted by
+workload, configuration, fault, Kafka version, kind and anomaly (in
+checker.kafka.check.TYPES_ORDER), one per cell and:
   kind "anomaly": every type the checker can report (zero rows included,
                   so "never in n runs" is in the table), plus any other
                   type found; "unseen" (runs with acknowledged records no
@@ -14,7 +15,9 @@ score interval (ci_low, ci_high), count (findings over all runs of the
 cell), ops, per_million_ops, the cell's unseen records, acknowledged
 records and their share, latency p50 / p99 / max in ms for sends and polls
 (quantiles from summed log-bucket histograms: within a bucket, about 6%;
-maxima exact), the settings as JSON and one `setting.<name>` column per
+maxima exact), the worst real-time lag any run of the cell reports
+(`max_realtime_lag_ms`: the checker's `realtime_lag.max_ms`; empty when no
+run reports one), the settings as JSON and one `setting.<name>` column per
 setting found in the store (empty = not set). Columns are COLUMNS plus
 those setting columns, in that order.
 """
@@ -26,12 +29,13 @@ import math
 from pipeline.latency import bucket_mid_ns
 
 Z95 = 1.959963984540054
-CELL = ("workload", "config", "fault")
+CELL = ("workload", "config", "fault", "kafka_version")
+UNKNOWN_VERSION = "unknown"
 ANY, UNSEEN = "(any)", "unseen"
-COLUMNS = ("workload", "config", "fault", "kind", "anomaly", "runs", "runs_with", "rate", "ci_low",
+COLUMNS = ("workload", "config", "fault", "kafka_version", "kind", "anomaly", "runs", "runs_with", "rate", "ci_low",
            "ci_high", "count", "ops", "per_million_ops", "unseen_records", "acked_records",
            "unseen_share", "send_p50_ms", "send_p99_ms", "send_max_ms", "poll_p50_ms", "poll_p99_ms",
-           "poll_max_ms", "settings")
+           "poll_max_ms", "max_realtime_lag_ms", "settings")
 
 
 def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
@@ -62,39 +66,70 @@ def _type_order() -> list[str]:
     return [t for t in TYPES_ORDER if t != UNSEEN]
 
 
-def _spark_tables(runs_df):
-    """The aggregations that run on Spark: cells, findings per type, latency histograms."""
-    from pyspark.sql import functions as F
+def cell_key(r) -> tuple:
+    """A row's cell: (workload, config, fault, kafka_version); the version is "unknown" when absent."""
+    return (r["workload"], r["config"], r["fault"], r.get("kafka_version") or UNKNOWN_VERSION)
 
-    cells = runs_df.groupBy(*CELL).agg(
-        F.count(F.lit(1)).alias("runs"), F.sum("ops").alias("ops"),
-        F.sum(F.when(F.col("valid") == "false", 1).otherwise(0)).alias("invalid"),
-        F.sum("unseen").alias("unseen_records"),
-        F.sum(F.when(F.col("unseen") > 0, 1).otherwise(0)).alias("runs_unseen"),
-        F.sum("acked").alias("acked_records"),
-        F.max("lat_send_max").alias("send_max"), F.max("lat_poll_max").alias("poll_max"),
-        F.min("settings").alias("settings")).collect()
-    found = None
-    for kind, col in (("anomaly", "anomaly_counts"), ("allowed", "allowed_counts")):
-        part = runs_df.select(*CELL, F.explode(col).alias("anomaly", "n")).withColumn("kind", F.lit(kind))
-        found = part if found is None else found.unionByName(part)
-    found = found.groupBy(*CELL, "kind", "anomaly").agg(
-        F.count(F.lit(1)).alias("runs_with"), F.sum("n").alias("count")).collect()
-    hists = {}
-    for name in ("lat_send", "lat_poll"):
-        hists[name] = (runs_df.select(*CELL, F.posexplode(name).alias("b", "n")).where(F.col("n") > 0)
-                       .groupBy(*CELL, "b").agg(F.sum("n").alias("n")).collect())
-    return cells, found, hists
+
+def _max(a, b):
+    return b if a is None else (a if b is None else max(a, b))
+
+
+def tables(run_rows) -> tuple[list[dict], list[dict], dict]:
+    """What build_rows takes: per cell its totals, per (cell, kind, type) the findings, and the
+    summed latency histograms; from one dict per run (valid, ops, anomaly/allowed counts as
+    (type, n) pairs or a dict, unseen, acked, lat_send/lat_poll and their maxima,
+    max_realtime_lag_ms)."""
+    cells: dict[tuple, dict] = {}
+    found: dict[tuple, list] = {}
+    hists: dict[str, dict[tuple, list]] = {"lat_send": {}, "lat_poll": {}}
+    for r in run_rows:
+        key = cell_key(r)
+        c = cells.get(key)
+        if c is None:
+            c = cells[key] = {**dict(zip(CELL, key)), "runs": 0, "ops": 0, "invalid": 0, "unseen_records": 0,
+                              "runs_unseen": 0, "acked_records": 0, "send_max": None, "poll_max": None,
+                              "realtime_lag_max": None, "settings": r["settings"]}
+        c["runs"] += 1
+        c["ops"] += r["ops"] or 0
+        c["invalid"] += r["valid"] == "false"
+        c["unseen_records"] += r["unseen"] or 0
+        c["runs_unseen"] += (r["unseen"] or 0) > 0
+        c["acked_records"] += r["acked"] or 0
+        c["send_max"] = _max(c["send_max"], r["lat_send_max"])
+        c["poll_max"] = _max(c["poll_max"], r["lat_poll_max"])
+        c["realtime_lag_max"] = _max(c["realtime_lag_max"], r.get("max_realtime_lag_ms"))
+        c["settings"] = min(c["settings"], r["settings"])
+        for kind, col in (("anomaly", "anomaly_counts"), ("allowed", "allowed_counts")):
+            counts = r[col] or ()
+            for anomaly, n in (counts.items() if isinstance(counts, dict) else counts):
+                f = found.setdefault((*key, kind, anomaly), [0, 0])
+                f[0] += 1
+                f[1] += n
+        for name in hists:
+            h = r[name]
+            if h:
+                acc = hists[name].get(key)
+                if acc is None:
+                    hists[name][key] = list(h)
+                else:
+                    for b, n in enumerate(h):
+                        if n:
+                            acc[b] += n
+    found_rows = [{**dict(zip(CELL, k[:len(CELL)])), "kind": k[-2], "anomaly": k[-1], "runs_with": v[0],
+                   "count": v[1]} for k, v in found.items()]
+    hist_rows = {name: [{**dict(zip(CELL, key)), "b": b, "n": n} for key, h in per.items()
+                        for b, n in enumerate(h) if n > 0] for name, per in hists.items()}
+    return list(cells.values()), found_rows, hist_rows
 
 
 def _ms(ns) -> float | None:
     return None if ns is None else ns / 1e6
 
 
-def aggregate(runs_df) -> tuple[list[dict], list[str]]:
+def aggregate(run_rows) -> tuple[list[dict], list[str]]:
     """(rows, column names) of the matrix; see the module docstring."""
-    cells, found, hists = _spark_tables(runs_df)
-    return build_rows(cells, found, hists)
+    return build_rows(*tables(run_rows))
 
 
 def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
@@ -102,16 +137,16 @@ def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
     rank = {t: i for i, t in enumerate(order + [UNSEEN, ANY])}
     by_cell: dict[tuple, dict] = {}
     for r in found:
-        by_cell.setdefault(tuple(r[c] for c in CELL), {})[(r["kind"], r["anomaly"])] = (r["runs_with"], r["count"])
+        by_cell.setdefault(cell_key(r), {})[(r["kind"], r["anomaly"])] = (r["runs_with"], r["count"])
     lat: dict[tuple, dict[str, dict[int, int]]] = {}
     for name, rows in hists.items():
         for r in rows:
-            lat.setdefault(tuple(r[c] for c in CELL), {}).setdefault(name, {})[r["b"]] = r["n"]
+            lat.setdefault(cell_key(r), {}).setdefault(name, {})[r["b"]] = r["n"]
     observed = sorted({a for f in by_cell.values() for (k, a) in f if k == "anomaly" and a not in rank})
     setting_names = sorted({k for c in cells for k in json.loads(c["settings"] or "{}")})
     out = []
-    for c in sorted(cells, key=lambda c: tuple(c[x] for x in CELL)):
-        key = tuple(c[x] for x in CELL)
+    for c in sorted(cells, key=cell_key):
+        key = cell_key(c)
         f = by_cell.get(key, {})
         settings = json.loads(c["settings"] or "{}")
         h = lat.get(key, {})
@@ -123,6 +158,7 @@ def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
             "send_p99_ms": quantile_ms(h.get("lat_send", {}), 0.99), "send_max_ms": _ms(c["send_max"]),
             "poll_p50_ms": quantile_ms(h.get("lat_poll", {}), 0.5),
             "poll_p99_ms": quantile_ms(h.get("lat_poll", {}), 0.99), "poll_max_ms": _ms(c["poll_max"]),
+            "max_realtime_lag_ms": c.get("realtime_lag_max"),
             "settings": json.dumps(settings, sort_keys=True),
             **{f"setting.{k}": settings.get(k, "") for k in setting_names}}
         lines = [("anomaly", t, *f.get(("anomaly", t), (0, 0))) for t in order + observed]
@@ -133,7 +169,8 @@ def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
         n = c["runs"]
         for kind, anomaly, runs_with, count in lines:
             lo, hi = wilson(runs_with, n)
-            out.append({"workload": key[0], "config": key[1], "fault": key[2], "kind": kind,
+            out.append({"workload": key[0], "config": key[1], "fault": key[2], "kafka_version": key[3],
+                        "kind": kind,
                         "anomaly": anomaly, "runs": n, "runs_with": runs_with, "rate": runs_with / n,
                         "ci_low": lo, "ci_high": hi, "count": count,
                         "per_million_ops": (count * 1e6 / c["ops"]) if c["ops"] else None, **common})
@@ -150,7 +187,7 @@ def write(rows: list[dict], columns: list[str], parquet_path: str, csv_path: str
     types = {"runs": pa.int64(), "runs_with": pa.int64(), "count": pa.int64(), "ops": pa.int64(),
              "unseen_records": pa.int64(), "acked_records": pa.int64()}
     floats = {"rate", "ci_low", "ci_high", "per_million_ops", "unseen_share", "send_p50_ms", "send_p99_ms",
-              "send_max_ms", "poll_p50_ms", "poll_p99_ms", "poll_max_ms"}
+              "send_max_ms", "poll_p50_ms", "poll_p99_ms", "poll_max_ms", "max_realtime_lag_ms"}
     schema = pa.schema([(c, types.get(c, pa.float64() if c in floats else pa.string())) for c in columns])
     table = pa.Table.from_pylist(rows, schema=schema)
     pq.write_table(table, parquet_path)

@@ -9,7 +9,8 @@ store with no runs, a run without history.jsonl or without run.json, a
 run.json that is not a JSON object. It never reads histories (executors
 do). The configuration label is the run's settings as sorted `key=value`
 pairs ("(defaults)" when none); the fault label joins its nemesis packages
-with "+" ("none" when none).
+with "+" ("none" when none); the Kafka version is run.json's "kafka_version"
+("unknown" when absent).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ class RunInfo:
     settings: dict[str, str] = field(default_factory=dict)
     report: str | None = None       # absolute report.html path, when the run has one
     size: int = 0                   # history bytes (for balancing work)
+    kafka_version: str = "unknown"  # run.json's "kafka_version" (the Kafka the cluster spoke)
 
     def row(self) -> dict[str, Any]:
         d = asdict(self)
@@ -55,6 +57,11 @@ def fault_label(nemesis: Any) -> str:
         nemesis = [n for n in nemesis.split(",") if n]
     packages = [str(n) for n in (nemesis or []) if str(n) != "none"]
     return "+".join(packages) if packages else "none"
+
+
+def kafka_version(v: Any) -> str:
+    """run.json's "kafka_version" as a label: "unknown" when absent or empty."""
+    return "unknown" if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
 
 
 def _history(d: str) -> str | None:
@@ -92,7 +99,7 @@ def read_run(store: str, d: str) -> RunInfo:
                    workload=str(meta.get("workload") or "?"), fault=fault_label(meta.get("nemesis")),
                    config=config_label(settings), seed=seed if isinstance(seed, int) else None,
                    settings=settings, report=os.path.abspath(report) if os.path.isfile(report) else None,
-                   size=os.path.getsize(hist))
+                   size=os.path.getsize(hist), kafka_version=kafka_version(meta.get("kafka_version")))
 
 
 def find_runs(store: str, skip: tuple[str, ...] = ()) -> list[RunInfo]:

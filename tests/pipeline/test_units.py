@@ -115,29 +115,88 @@ def test_build_rows_fills_every_type_and_orders_them():
     assert dup["send_max_ms"] == 2.0 and dup["poll_max_ms"] is None and dup["send_p50_ms"] is None
 
 
+def _meta(run: str, history: str, **kw) -> dict:
+    return {"run": run, "history": history, "workload": "queue", "fault": "kill", "config": "(defaults)",
+            "kafka_version": "unknown", "seed": 3, "settings": "{}", "dir": os.path.dirname(history),
+            "report": None, **kw}
+
+
 def test_executors_without_spark(tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     from checker.kafka import check_kafka
-    from pipeline.executors import check_run, convert_run, partition_dir
+    from pipeline.executors import analyze_run, partition_dir
     p = tmp_path / "h.jsonl"
     synth.generate(str(p), n_ops=400, seed=3, inject={"duplicate": 1, "g1a": 1}, nemesis=["kill"])
-    st = convert_run("a/b=c", str(p), str(tmp_path / "ops"))
-    assert st["problem"] is None and st["ops"] == 400
-    assert st["path"] == str(tmp_path / "ops" / "run=a%2Fb%3Dc" / "part-00000.parquet")
+    out = analyze_run(_meta("a/b=c", str(p)), str(tmp_path / "ops"))
+    path = tmp_path / "ops" / "run=a%2Fb%3Dc" / "part-00000.parquet"
+    assert out["problem"] is None and out["ops"] == 400 and path.is_file()
     assert partition_dir("x%y z") == "run=x%25y z"
-    rows = pq.read_table(st["path"]).to_pylist()
-    assert [json.loads(r["op"]) for r in rows] == [json.loads(x) for x in p.read_text().splitlines()]
-    out = check_run("a/b=c", st["path"])
+    rows = pq.read_table(path).to_pylist()
+    lines = [json.loads(x) for x in p.read_text().splitlines()]
+    assert [json.loads(r["op"]) for r in rows] == lines
+    assert [(r["pos"], r["index"], r["time"], r["type"], r["f"], r["process"]) for r in rows] == \
+        [(i, d["index"], d["time"], d["type"], d["f"], str(d["process"])) for i, d in enumerate(lines)]
     want = check_kafka(str(p))
     got = json.loads(out["result"])
     for r in (want, got):
         r["stats"].pop("elapsed_s")
     assert got == json.loads(json.dumps(want)) and dict(out["anomaly_counts"]) == {"duplicate": 1, "G1a": 1}
+    assert out["max_realtime_lag_ms"] == (want.get("realtime_lag") or {}).get("max_ms")
     with open(p, "a") as fh:
         fh.write("{not json\n")
-    st = convert_run("a/b=c", str(p), str(tmp_path / "ops2"))
-    assert st["path"] is None and "line 401: not valid JSON" in st["problem"]
+    out = analyze_run(_meta("a/b=c", str(p)), str(tmp_path / "ops2"))
+    assert out["valid"] is None and "line 401: not valid JSON" in out["problem"]
     assert not any(f.name.endswith(".parquet") for f in (tmp_path / "ops2").rglob("*"))
+
+
+def test_ops_without_index_blank_lines_and_odd_shapes(tmp_path):
+    """The reader's index for lines without one, blank lines skipped, the line kept as written,
+    and latencies equal to the plain loop's whatever the shapes (the columnar path or not)."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from pipeline.executors import analyze_run
+    from pipeline.latency import latencies
+    ops = [{"process": 0, "type": "invoke", "f": "send", "value": [["send", 1, 5]], "time": 10},
+           {"process": "nemesis", "type": "info", "f": "start-kill", "value": None, "time": 15},
+           {"process": 0, "type": "ok", "f": "send", "value": [["send", 1, [0, 5]]], "time": 2_000_010},
+           {"process": "0", "type": "invoke", "f": "poll", "value": [["poll"]], "time": 20},
+           {"process": "0", "type": "ok", "f": "poll", "value": [["poll", {"1": [[0, 5]]}]], "time": 3_000_020,
+            "error": {"odd": True}},
+           {"process": 1, "type": "invoke", "f": "send", "value": [["send", 1, 6]], "time": 30.0},
+           {"process": 1, "type": "info", "f": "send", "value": [["send", 1, 6]], "time": 9_000_030}]
+    text = "\n".join(json.dumps(d) for d in ops[:3]) + "\n\n  \n" + "\n".join(json.dumps(d) for d in ops[3:]) + "\n"
+    p = tmp_path / "h.jsonl"
+    p.write_text(text)
+    out = analyze_run(_meta("r", str(p)), str(tmp_path / "ops"))
+    rows = pq.read_table(tmp_path / "ops" / "run=r" / "part-00000.parquet").to_pylist()
+    assert [r["index"] for r in rows] == list(range(7)) and [json.loads(r["op"]) for r in rows] == ops
+    assert [r["process"] for r in rows] == ["0", "nemesis", "0", "0", "0", "1", "1"]
+    assert rows[4]["error"] == '{"odd":true}' and rows[5]["time"] == 30
+    with_index = [dict(d, index=i) for i, d in enumerate(ops)]
+    send, poll, smax, pmax = latencies(with_index)
+    assert (out["lat_send"], out["lat_poll"], out["lat_send_max"], out["lat_poll_max"]) == (send, poll, smax, pmax)
+    assert (smax, pmax) == (2_000_000, 3_000_000)        # the float time is not an integer time: skipped
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_columnar_latencies_equal_the_plain_loop(seed):
+    """Random histories (processes that share a printed name, repeated invokes, completions
+    without an invoke, non-client fs, nemesis ops): the columnar pairing and buckets give exactly
+    what `latencies` gives."""
+    import random
+
+    from pipeline.executors import ops_table
+    from pipeline.latency import EDGES, bucket, latencies
+    rng = random.Random(seed)
+    ops, t = [], 0
+    for i in range(3000):
+        t += rng.choice([0, 1, 999, 1000, 10 ** rng.randint(0, 11)])
+        p = rng.choice([0, 1, 2, "1", "nemesis"])
+        d = {"index": i, "time": t, "process": p, "type": rng.choice(["invoke", "invoke", "ok", "info", "fail"]),
+             "f": rng.choice(["send", "poll", "txn", "assign"])}
+        ops.append(d)
+    _table, got = ops_table(ops, [json.dumps(d).encode() for d in ops])
+    assert got == latencies(ops)
+    assert all(bucket(e) == b + 1 and bucket(e - 1) == b for b, e in enumerate(EDGES))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -161,3 +220,46 @@ def test_heatmap_escapes_and_stays_local():
     assert "<b>" not in svg and "&lt;b&gt;" in svg and "kill&amp;pause" in svg
     assert "1/2" in svg and "http" not in svg and math.isfinite(len(svg))
     assert os.linesep not in svg
+
+
+def _run_row(run, version=None, lag=None, anomalies=(), **kw):
+    row = {"run": run, "workload": "queue", "config": "acks=all", "fault": "kill", "settings": '{"acks": "all"}',
+           "valid": "false" if anomalies else "true", "ops": 100, "anomaly_counts": list(anomalies),
+           "allowed_counts": [], "unseen": 0, "acked": 40, "lat_send": None, "lat_poll": None,
+           "lat_send_max": 0, "lat_poll_max": 0, "max_realtime_lag_ms": lag, **kw}
+    if version is not None:
+        row["kafka_version"] = version
+    return row
+
+
+def test_kafka_version_is_a_dimension_and_realtime_lag_a_column(tmp_path):
+    from pipeline.store import find_runs
+    synth.write_run(str(tmp_path / "a"), n_ops=10, seed=1)
+    synth.write_run(str(tmp_path / "b"), n_ops=10, seed=1)
+    meta = json.loads((tmp_path / "b" / "run.json").read_text())
+    (tmp_path / "b" / "run.json").write_text(json.dumps({**meta, "kafka_version": "3.6"}))
+    assert [r.kafka_version for r in find_runs(str(tmp_path))] == ["unknown", "3.6"]
+
+    rows, cols = matrix.aggregate([_run_row("r1", "2.5", 12.5, [("duplicate", 2)]), _run_row("r2", "2.5", None),
+                                   _run_row("r3", "4.0", 3.0), _run_row("r4"), _run_row("r5", None, 7.0)])
+    assert cols[:5] == ["workload", "config", "fault", "kafka_version", "kind"] and "max_realtime_lag_ms" in cols
+    anyrow = {r["kafka_version"]: r for r in rows if r["anomaly"] == "(any)"}
+    assert sorted(anyrow) == ["2.5", "4.0", "unknown"]
+    assert [(anyrow[v]["runs"], anyrow[v]["runs_with"], anyrow[v]["max_realtime_lag_ms"]) for v in sorted(anyrow)] \
+        == [(2, 1, 12.5), (1, 0, 3.0), (2, 0, 7.0)]
+    dup = next(r for r in rows if r["anomaly"] == "duplicate" and r["kafka_version"] == "2.5")
+    assert (dup["runs_with"], dup["count"]) == (1, 2)
+    assert matrix.aggregate([_run_row("r6")])[0][0]["max_realtime_lag_ms"] is None
+    pq = pytest.importorskip("pyarrow.parquet")
+    matrix.write(rows, cols, str(tmp_path / "m.parquet"), str(tmp_path / "m.csv"))
+    assert pq.read_table(str(tmp_path / "m.parquet")).schema.field("max_realtime_lag_ms").type == "double"
+
+
+def test_page_splits_workloads_by_kafka_version():
+    from pipeline.html import render
+    rows, _ = matrix.aggregate([_run_row("r1", "2.5", 1.5, [("duplicate", 1)]), _run_row("r2", "4.0")])
+    runs = [dict(_run_row("r1", "2.5"), seed=1, report=None), dict(_run_row("r2", "4.0"), seed=2, report=None)]
+    page = render(rows, runs, {"runs": 2, "ops": 200, "cells": 2, "invalid_runs": 1, "master": "local[1]",
+                               "cores": 1, "seconds": 1.0}, "/s", "/o")
+    assert "queue, Kafka 2.5: invalid runs" in page and "queue, Kafka 4.0: invalid runs" in page
+    assert "<td>1.50</td>" in page.replace("<td class=num>", "<td>")

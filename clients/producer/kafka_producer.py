@@ -11,8 +11,15 @@ id and aborting its open transaction; records sent between
 `begin_transaction` and `commit_transaction` become visible to read_committed
 consumers together or not at all; `commit_transaction` raises (and nothing
 is committed) when any send of the transaction failed, and the transaction
-must then be aborted; a fenced producer (PRODUCER_FENCED /
-INVALID_PRODUCER_EPOCH) raises on every later call.
+must then be aborted; a fenced producer (PRODUCER_FENCED, and the errors the
+release treats as fatal) raises on every later call. On releases with KIP-360
+(2.5+) the abort after a failed send bumps the epoch with InitProducerId(pid,
+epoch) and resets the sequences, so the same instance begins the next
+transaction; on 0.11 such errors are fatal. Every state change goes through
+the TransactionManager's state machine.
+
+The producer behaves as the Kafka release in its config's `kafka.version`
+(ProducerConfig): defaults, idempotence resolution, reactions to errors.
 """
 from __future__ import annotations
 
@@ -31,7 +38,7 @@ from clients.producer.record_accumulator import RecordAccumulator
 from clients.producer.sender import Sender
 from clients.producer import transaction_manager as txm
 from clients.producer.transaction_manager import TransactionManager
-from clients.producer.transactions import ConsumerGroupMetadata, TransactionRequests
+from clients.producer.transactions import ABORTABLE_IF_POSSIBLE, ConsumerGroupMetadata, TransactionRequests
 from eoslab.v1 import broker_pb2
 
 
@@ -51,7 +58,8 @@ class KafkaProducer:
         self.metadata = ClusterMetadata(bootstrap)
         self.accumulator = RecordAccumulator(self.config.batch_size, self.config.linger_ms,
                                              self.config.buffer_memory)
-        self.transaction_manager = TransactionManager(self.config.enable_idempotence, self.config.transactional_id)
+        self.transaction_manager = TransactionManager(self.config.enable_idempotence, self.config.transactional_id,
+                                                      self.config.version)
         self.txn = (TransactionRequests(self, max(self.config.request_timeout_ms / 1000.0, 30.0))
                     if self.config.transactional_id else None)
         self.sender = Sender(self.config, self.metadata, self.accumulator, self.transaction_manager,
@@ -79,56 +87,54 @@ class KafkaProducer:
         raise last or KafkaError(E.REQUEST_TIMED_OUT, "InitProducerId")
 
     # -- transactions ---------------------------------------------------------------------------
-    def _require(self, *states: str) -> None:
-        tm = self.transaction_manager
+    def _transactional(self) -> TransactionManager:
         if self.txn is None:
             raise KafkaError(E.INVALID_TXN_STATE, "not a transactional producer (no transactional.id)")
-        if tm.fatal_error is not None:
-            raise tm.fatal_error
-        if tm.state not in states:
-            raise KafkaError(E.INVALID_TXN_STATE, f"transaction state is {tm.state}, need one of {states}")
+        return self.transaction_manager
 
     def init_transactions(self, timeout: float = 60.0) -> None:
-        self._require(txm.UNINITIALIZED, txm.READY)
+        tm = self._transactional()
+        tm.begin_init()
         pid, epoch = self.txn.init_producer_id(timeout)
-        tm = self.transaction_manager
-        tm.set_producer_id(pid, epoch)
-        tm.reset_transaction()
-        tm.state = txm.READY
+        tm.complete_init(pid, epoch)
 
     def begin_transaction(self) -> None:
-        self._require(txm.READY)
-        self.transaction_manager.reset_transaction()
-        self.transaction_manager.state = txm.IN_TRANSACTION
+        self._transactional().begin_transaction()
 
     def send_offsets_to_transaction(self, offsets: dict[tuple[str, int], int],
                                     group_metadata: "ConsumerGroupMetadata | str") -> None:
         """Commit the consumer's offsets (the next offset to read, per partition) with the transaction."""
-        self._require(txm.IN_TRANSACTION)
+        tm = self._transactional()
+        tm.ensure_in_transaction("send_offsets_to_transaction")
         if isinstance(group_metadata, str):
             group_metadata = ConsumerGroupMetadata(group_metadata)
-        tm = self.transaction_manager
-        if not tm.offsets_added:
-            self.txn.add_offsets(group_metadata.group_id)
-            tm.offsets_added = True
-        self.txn.txn_offset_commit(offsets, group_metadata)
+        try:
+            if not tm.offsets_added:
+                self.txn.add_offsets(group_metadata.group_id)
+                tm.offsets_added_to_transaction()
+            self.txn.txn_offset_commit(offsets, group_metadata)
+        except KafkaError as e:
+            if tm.fatal_error is None and not e.retriable:
+                tm.transition_to_abortable(e)
+            raise
 
     def commit_transaction(self, timeout: float | None = None) -> None:
-        self._require(txm.IN_TRANSACTION)
-        tm = self.transaction_manager
-        self.flush(timeout)
-        if tm.fatal_error is not None:
-            raise tm.fatal_error
-        if tm.abortable_error is not None:
-            tm.state = txm.ABORTABLE_ERROR
-            raise KafkaError(E.TRANSACTION_ABORTABLE, f"a send of the transaction failed: {tm.abortable_error}")
-        tm.state = txm.COMMITTING
-        self._end(True)
+        tm = self._transactional()
+        tm.maybe_fail_with_error()
+        if tm.state is not txm.COMMITTING:
+            tm.ensure_in_transaction("commit_transaction")
+            self.flush(timeout)
+            tm.maybe_fail_with_error()       # a send of the transaction failed: it must be aborted
+        tm.begin_commit()
+        r = self._end_txn(True)
+        tm.complete_transaction(r.producer_id, r.producer_epoch) if r is not None else tm.complete_transaction()
 
     def abort_transaction(self, timeout: float | None = None) -> None:
-        self._require(txm.IN_TRANSACTION, txm.ABORTABLE_ERROR, txm.ABORTING, txm.COMMITTING)
-        tm = self.transaction_manager
-        tm.state = txm.ABORTING
+        tm = self._transactional()
+        if tm.state is txm.INITIALIZING and tm.epoch_bump_required:
+            self._bump_epoch()                 # the abort went through; its epoch bump did not yet
+            return
+        tm.begin_abort()
         err = KafkaError(E.TRANSACTION_ABORTABLE, "the transaction was aborted")
         with self.accumulator.lock:   # records not yet sent are dropped, as Kafka's abortUndrainedBatches
             dropped = [b for tp, dq in self.accumulator.batches.items() for b in dq if b.base_sequence is None]
@@ -139,16 +145,32 @@ class KafkaProducer:
         self.flush(timeout)
         if tm.fatal_error is not None:
             raise tm.fatal_error
-        self._end(False)
+        last = tm.abort_cause
+        r = None
+        # the coordinator takes no EndTxn for an id it no longer maps: go straight to the bump (as Kafka)
+        if not (isinstance(last, KafkaError) and last.code == E.INVALID_PRODUCER_ID_MAPPING and tm.epoch_bump_required):
+            try:
+                r = self._end_txn(False)
+            except KafkaError as e:
+                if not (e.code in ABORTABLE_IF_POSSIBLE and tm.epoch_bump_required and tm.fatal_error is None):
+                    raise
+                r = None                       # EndTxn(abort) refused for the id: the bump below replaces it
+        bump = tm.complete_transaction(r.producer_id, r.producer_epoch) if r is not None \
+            else tm.complete_transaction()
+        if bump:
+            self._bump_epoch()
 
-    def _end(self, committed: bool) -> None:
+    def _bump_epoch(self) -> None:
+        """KIP-360: InitProducerId(pid, epoch) gives this producer a new epoch; sequences start at 0."""
+        tm = self.transaction_manager
+        pid, epoch = self.txn.init_producer_id(producer_id=tm.producer_id, producer_epoch=tm.producer_epoch)
+        tm.complete_epoch_bump(pid, epoch)
+
+    def _end_txn(self, committed: bool):
         tm = self.transaction_manager
         if tm.txn_partitions or tm.offsets_added:
-            r = self.txn.end_txn(committed)
-            if r.producer_epoch >= 0 and (r.producer_id, r.producer_epoch) != (tm.producer_id, tm.producer_epoch):
-                tm.set_producer_id(r.producer_id, r.producer_epoch)   # KIP-890 part 2: a new epoch per transaction
-        tm.reset_transaction()
-        tm.state = txm.READY
+            return self.txn.end_txn(committed)
+        return None
 
     @property
     def producer_id(self) -> int:
@@ -184,8 +206,8 @@ class KafkaProducer:
         tm = self.transaction_manager
         if tm.fatal_error is not None:
             raise tm.fatal_error
-        if tm.transactional and tm.state != txm.IN_TRANSACTION:
-            raise KafkaError(E.INVALID_TXN_STATE, f"send outside a transaction (state {tm.state})")
+        if tm.transactional:
+            tm.ensure_in_transaction()
         n = self.partitions_for(topic)
         if partition is None:
             partition = (zlib.crc32(key) if key is not None else next(self._rr)) % n

@@ -9,7 +9,13 @@ Guarantees:
   connection, as Kafka's NetworkClient does, and every request in flight on
   it is retried with the same sequence numbers;
 - an answer meant for an earlier attempt of a batch (before an epoch bump) is
-  ignored; each user future is resolved once.
+  ignored; each user future is resolved once;
+- delivery.timeout.ms fails a batch whether it waits or is in flight (KIP-91);
+  an in-flight one stays on its connection, and its late answer still counts
+  for the TransactionManager's unresolved-sequence rule: the epoch is bumped
+  only when its sequence stays unresolved;
+- what an error does to the producer is decided by the TransactionManager's
+  state machine (KIP-360 on 2.5+, fatal on 0.11; see transaction_manager).
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from clients.errors import E, NEEDS_METADATA, RETRIABLE, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
 from clients.producer.record_accumulator import ProducerBatch, RecordAccumulator
-from clients.producer.transaction_manager import TransactionManager
+from clients.producer.transaction_manager import InvalidStateTransition, TransactionManager
 from eoslab.v1 import broker_pb2
 
 log = logging.getLogger(__name__)
@@ -141,6 +147,10 @@ class Sender(threading.Thread):
         if now - self.last_expiry_check > 0.1:
             self.last_expiry_check = now
             self._expire_batches(now)
+        if self.tm.unresolved:
+            self.tm.maybe_resolve_sequences(self._partition_in_flight)
+            if self.tm.fatal_error is not None:
+                return 0.0
         if self.tm.transactional:
             if not self.tm.has_producer_id:
                 return 0.05   # init_transactions() sets it
@@ -167,28 +177,29 @@ class Sender(threading.Thread):
             self._send_to(address, tps)
         return min(wait, 0.05) if self.in_flight_batches else wait
 
+    def _partition_in_flight(self, tp) -> bool:
+        return any(b.tp == tp for b in self.in_flight_batches)
+
     def _resolve_producer_id(self) -> bool:
-        if self.tm.bump_pending:
+        if self.tm.bump_pending and self.tm.has_producer_id:
             if self.in_flight_batches:
                 return False  # bump only once nothing of the old epoch is in flight
-            if self.tm.epoch_exhausted:
-                self.tm.producer_id = -1
-            else:
+            if not self.tm.epoch_exhausted:
                 renumbered = self.tm.bump_epoch()
                 self.stats["epoch_bumps"] += 1
                 log.warning("bumped producer epoch to %d; %d batches renumbered",
                             self.tm.producer_epoch, len(renumbered))
                 return True
+        self.tm.begin_idempotent_init()
         try:
             pid, epoch = self.init_producer_id()
         except KafkaError as e:
             log.info("InitProducerId failed: %s", e)
             return False
-        self.tm.set_producer_id(pid, epoch)
+        self.tm.complete_idempotent_init(pid, epoch)
         for b in self.acc.all_batches():
             b.base_sequence = None
             b.attempt_token += 1
-        self.tm.bump_pending = False
         return True
 
     def _add_partitions_to_txn(self) -> None:
@@ -197,11 +208,9 @@ class Sender(threading.Thread):
             self.add_partitions(tps)
         except KafkaError as e:
             log.info("AddPartitionsToTxn failed: %s", e)
-            if e.code in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.INVALID_PRODUCER_ID_MAPPING,
-                          E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
-                self.tm.fatal_error = e
-            else:
-                self.tm.abortable_error = e
+            self.tm.partitions_not_added(tps)
+            if self.tm.fatal_error is None:   # TransactionRequests made the fatal ones fatal already
+                self._tm_call(self.tm.transition_to_abortable, e)
                 for b in self.acc.all_batches():
                     if b.tp in tps:
                         with self.acc.lock:
@@ -209,10 +218,16 @@ class Sender(threading.Thread):
                             if dq and b in dq:
                                 dq.remove(b)
                         self._fail(b, e)
-            self.tm.pending_partitions -= tps
             return
-        self.tm.txn_partitions |= tps
-        self.tm.pending_partitions -= tps
+        self.tm.partitions_added(tps)
+
+    def _tm_call(self, fn, *args, **kw) -> None:
+        """A TransactionManager step from the I/O thread: an invalid transition is logged, never kills it
+        (Kafka's Sender catches it the same way)."""
+        try:
+            fn(*args, **kw)
+        except InvalidStateTransition as e:
+            log.warning("ignored: %s", e)
 
     def _refresh_metadata(self) -> None:
         try:
@@ -226,8 +241,11 @@ class Sender(threading.Thread):
     def _sendable(self, b: ProducerBatch, now: float) -> bool:
         if b.retry_at > now:
             return False
-        if not self.tm.idempotent or b.base_sequence is None:
+        if not self.tm.idempotent:
             return True
+        if b.base_sequence is None:
+            # no new batch while an earlier sequence of the partition is unresolved (Kafka's rule)
+            return not self.tm.has_unresolved_sequence(b.tp)
         return all(x in self.in_flight_batches for x in self.tm.unacked_before(b))
 
     def _connection(self, address: str) -> BrokerConnection:
@@ -290,46 +308,65 @@ class Sender(threading.Thread):
 
     def _partition_result(self, b: ProducerBatch, token: int, err: int, base_offset: int, msg: str) -> None:
         self.in_flight_batches.discard(b)
-        if b.done or token != b.attempt_token:
+        if token != b.attempt_token:
             return
+        if b.done:
+            if err in (E.NONE, E.DUPLICATE_SEQUENCE_NUMBER) and b.ever_sent:
+                self.tm.handle_completed_batch(b)   # a late answer for an expired batch: its sequence resolves
+            return
+        tm = self.tm
         if err == E.NONE:
             self._complete(b, base_offset)
         elif err == E.DUPLICATE_SEQUENCE_NUMBER:
             self.stats["duplicate_sequence_acks"] += 1
             self._complete(b, -1)     # written before; the broker no longer knows the offset
-        elif self.tm.transactional and err in (E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.UNKNOWN_PRODUCER_ID,
-                                               E.INVALID_TXN_STATE) and not self.tm.unacked_before(b):
-            self.tm.abortable_error = KafkaError(err, msg)   # the transaction must abort (KIP-360)
-            self._fail(b, self.tm.abortable_error)
-        elif err == E.OUT_OF_ORDER_SEQUENCE_NUMBER and self.tm.idempotent:
-            if self.tm.unacked_before(b):
-                self._retry(b, err)   # an earlier batch is being retried; this one follows it
-            elif self.tm.bump_pending or self.cfg.on_out_of_order == "bump-epoch":
-                self.tm.bump_pending = True
-                self._retry(b, err, count_attempt=False)
+        elif err == E.PRODUCER_FENCED:
+            self._fatal(b, KafkaError(err, msg))
+        elif err in (E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.UNKNOWN_PRODUCER_ID) and tm.idempotent:
+            self._sequence_error(b, err, msg)
+        elif err == E.INVALID_PRODUCER_EPOCH:
+            if tm.transactional and tm.can_bump_epoch:
+                self._fail_in_transaction(b, KafkaError(err, msg))   # KIP-360 / KIP-588: abort, bump, go on
             else:
-                self.tm.fatal_error = KafkaError(err, msg)
-                self._fail(b, self.tm.fatal_error)
-        elif err == E.UNKNOWN_PRODUCER_ID and self.tm.idempotent:
-            if self.cfg.on_out_of_order == "bump-epoch":
-                self.tm.bump_pending = True
-                self._retry(b, err, count_attempt=False)
-            else:
-                self.tm.fatal_error = KafkaError(err, msg)
-                self._fail(b, self.tm.fatal_error)
-        elif err in (E.INVALID_PRODUCER_EPOCH, E.PRODUCER_FENCED):
-            self.tm.fatal_error = KafkaError(err, msg)
-            self._fail(b, self.tm.fatal_error)
+                self._fatal(b, KafkaError(err, msg))
         elif err in RETRIABLE and b.attempts <= self.cfg.retries:
             if err in NEEDS_METADATA:
                 self.metadata_stale = True
             self._retry(b, err)
         else:
-            self._fail(b, KafkaError(err, msg))
-            if self.tm.transactional:
-                self.tm.abortable_error = KafkaError(err, msg)
-            elif self.tm.idempotent and b.base_sequence is not None:
-                self.tm.bump_pending = True  # later sequences of this partition now have a gap
+            e = KafkaError(err, msg)
+            if tm.transactional:
+                self._fail_in_transaction(b, e)
+            else:
+                self._fail(b, e)
+                if tm.idempotent and b.base_sequence is not None:
+                    tm.request_epoch_bump(b.tp)   # later sequences of this partition now have a gap
+
+    def _sequence_error(self, b: ProducerBatch, err: int, msg: str) -> None:
+        """OUT_OF_ORDER_SEQUENCE_NUMBER / UNKNOWN_PRODUCER_ID from an idempotent or transactional producer."""
+        tm = self.tm
+        if err == E.OUT_OF_ORDER_SEQUENCE_NUMBER and tm.unacked_before(b) and not tm.has_unresolved_sequence(b.tp):
+            self._retry(b, err)       # an earlier batch is being retried; this one follows it
+            return
+        if tm.transactional:
+            if tm.can_bump_epoch:
+                self._fail_in_transaction(b, KafkaError(err, msg))
+            else:
+                self._fatal(b, KafkaError(err, msg))   # 0.11: the transactional producer cannot go on
+        elif tm.bump_pending or self.cfg.on_out_of_order == "bump-epoch":
+            tm.request_epoch_bump(b.tp)
+            self._retry(b, err, count_attempt=False)
+        else:
+            self._fatal(b, KafkaError(err, msg))
+
+    def _fatal(self, b: ProducerBatch, e: KafkaError) -> None:
+        self.tm.transition_to_fatal(e)
+        self._fail(b, e)
+
+    def _fail_in_transaction(self, b: ProducerBatch, e: KafkaError) -> None:
+        """A batch of the transaction failed: the transaction must abort; KIP-360 releases bump the epoch then."""
+        self._tm_call(self.tm.transition_to_abortable, e, bump=True)
+        self._fail(b, e)
 
     def _retry(self, b: ProducerBatch, err: int, count_attempt: bool = True) -> None:
         if self.tm.idempotent and b.base_sequence is not None and b.producer_epoch != self.tm.producer_epoch:
@@ -358,23 +395,32 @@ class Sender(threading.Thread):
                 self._connection_lost(conn, "request timed out")
 
     def _expire_batches(self, now: float) -> None:
+        """delivery.timeout.ms: fail every batch older than it, waiting or in flight (Kafka's
+        getExpiredInflightBatches); an in-flight one keeps its place on the connection, and one that was sent
+        leaves its partition's sequence unresolved until its answer (or its connection's end) is known."""
         limit = self.cfg.delivery_timeout_ms / 1000.0
-        for b in self.acc.all_batches():
-            if now - b.created > limit and b not in self.in_flight_batches:
-                with self.acc.lock:
-                    dq = self.acc.batches.get(b.tp)
-                    if dq and b in dq:
-                        dq.remove(b)
-                self._fail(b, KafkaError(E.REQUEST_TIMED_OUT, "delivery.timeout.ms expired"))
-                if self.tm.transactional:
-                    self.tm.abortable_error = KafkaError(E.REQUEST_TIMED_OUT, "delivery.timeout.ms expired")
-                elif self.tm.idempotent and b.ever_sent:
-                    self.tm.bump_pending = True
+        expired = [b for b in self.acc.all_batches() if now - b.created > limit]
+        expired += [b for b in list(self.in_flight_batches) if now - b.created > limit and not b.done]
+        for b in expired:
+            if b.done:
+                continue
+            with self.acc.lock:
+                dq = self.acc.batches.get(b.tp)
+                if dq and b in dq:
+                    dq.remove(b)
+            e = KafkaError(E.REQUEST_TIMED_OUT, f"delivery.timeout.ms expired: {b.record_count} record(s) "
+                                                f"for {b.topic}-{b.partition} not acknowledged")
+            if self.tm.transactional:
+                self._fail_in_transaction(b, e)
+            else:
+                self._fail(b, e)
+            if self.tm.idempotent and b.ever_sent:
+                self.tm.mark_sequence_unresolved(b)
 
     # -- completion --------------------------------------------------------------------------
     def _complete(self, b: ProducerBatch, base_offset: int) -> None:
         b.done = True
-        self.tm.acked(b)
+        self.tm.handle_completed_batch(b)
         self.acc.release(b)
         self.stats["acked_records"] += b.record_count
         b.result.complete(base_offset, None, b.base_sequence, b.producer_id, b.producer_epoch)

@@ -1,55 +1,284 @@
-"""TransactionManager: producer id, epoch, sequence numbers per partition, and the transaction's state.
+"""TransactionManager: producer id, epoch, sequence numbers per partition, and the producer's state machine.
 
-Guarantees: sequence numbers of a partition are handed out densely in drain
-order and never reused within an epoch; a batch keeps its sequence across
-retries; `unacked` knows, per partition, every batch that holds a sequence
-and is not yet acknowledged, in sequence order; an epoch bump forgets every
-sequence so the unacknowledged batches are renumbered from 0 in the new epoch.
+Guarantees:
+- sequence numbers of a partition are handed out densely in drain order and
+  never reused within an epoch; a batch keeps its sequence across retries;
+  `unacked` knows, per partition, every batch that holds a sequence and is
+  not yet completed, in sequence order; an epoch bump (or a new producer id)
+  forgets every sequence, so unacknowledged batches are renumbered from 0.
+- the state is one of `State`; it changes only through `transition_to`,
+  which refuses a change its target does not list as a valid previous state
+  (InvalidStateTransition names both), as Kafka's client TransactionManager
+  does. ABORTABLE_ERROR and FATAL_ERROR carry the error that caused them.
+  The idempotent producer uses UNINITIALIZED -> INITIALIZING -> READY (and
+  FATAL_ERROR); the transactional one all eight states. Sender and
+  KafkaProducer call the methods below; nothing else writes the state.
+- unresolved sequences (Kafka's rule): a batch that failed after it was sent
+  (delivery.timeout.ms expired it) may or may not be in the log. Its
+  partition is unresolved: no new batch is drained for it until nothing of
+  it is in flight; then, if the last acknowledged sequence reaches the
+  sequence after the expired batch (a later batch or a late answer showed it
+  was written), it is resolved and nothing changes; otherwise the idempotent
+  producer bumps its epoch ("bump-epoch") or fails ("fatal"), and the
+  transactional one goes to ABORTABLE_ERROR with an epoch bump required
+  (KIP-360) or, where the release cannot bump, FATAL_ERROR.
+- KIP-360 (`abortable_epoch_bump`, 2.5+): a failed or expired batch,
+  INVALID_PRODUCER_EPOCH on produce, and OUT_OF_ORDER_SEQUENCE_NUMBER /
+  UNKNOWN_PRODUCER_ID in a transaction make the transaction abortable and
+  require an epoch bump, which the abort performs with InitProducerId(pid,
+  epoch), so the producer goes on. Without it (0.11) those produce errors are
+  fatal. PRODUCER_FENCED is fatal on every release.
 
-Transactional part (KIP-98): states UNINITIALIZED -> READY -> IN_TRANSACTION
--> COMMITTING_TRANSACTION / ABORTING_TRANSACTION -> READY, plus
-ABORTABLE_ERROR (a send failed: only abort is allowed) and FATAL_ERROR
-(fenced: nothing is allowed); a batch goes out only for a partition the
+Transactional bookkeeping: a batch goes out only for a partition the
 coordinator has added to the transaction (`txn_partitions`); partitions
 waiting to be added are in `pending_partitions`.
 """
 from __future__ import annotations
 
 import bisect
+import enum
+import logging
+import threading
 
+from clients.errors import E, KafkaError
 from clients.producer.record_accumulator import ProducerBatch
 from services.broker import record_batch as rb
 
+log = logging.getLogger(__name__)
 
-UNINITIALIZED, READY, IN_TRANSACTION = "UNINITIALIZED", "READY", "IN_TRANSACTION"
-COMMITTING, ABORTING, ABORTABLE_ERROR, FATAL_ERROR = ("COMMITTING_TRANSACTION", "ABORTING_TRANSACTION",
-                                                      "ABORTABLE_ERROR", "FATAL_ERROR")
+
+class State(enum.Enum):
+    UNINITIALIZED = "UNINITIALIZED"
+    INITIALIZING = "INITIALIZING"
+    READY = "READY"
+    IN_TRANSACTION = "IN_TRANSACTION"
+    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
+    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
+    ABORTABLE_ERROR = "ABORTABLE_ERROR"
+    FATAL_ERROR = "FATAL_ERROR"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+S = State
+# target -> the states it may be entered from (Kafka's TransactionManager.State.isTransitionValid);
+# FATAL_ERROR may be entered from anywhere and is never left.
+VALID_PREVIOUS: dict[State, frozenset[State]] = {
+    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
+    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
+    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
+    S.IN_TRANSACTION: frozenset({S.READY}),
+    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
+    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
+    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR,
+                                  S.INITIALIZING}),
+    S.FATAL_ERROR: frozenset(State) - {S.FATAL_ERROR},
+}
+
+# names the workloads use (tm.state == txm.COMMITTING ...)
+UNINITIALIZED, INITIALIZING, READY, IN_TRANSACTION = S.UNINITIALIZED, S.INITIALIZING, S.READY, S.IN_TRANSACTION
+COMMITTING, ABORTING = S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION
+ABORTABLE_ERROR, FATAL_ERROR = S.ABORTABLE_ERROR, S.FATAL_ERROR
+
+NO_LAST_ACKED = -1
+
+
+class InvalidStateTransition(KafkaError):
+    """A transition its target does not allow from the current state (Kafka: IllegalStateException)."""
+
+    def __init__(self, source: State, target: State, transactional_id: str = ""):
+        who = f"transactional.id {transactional_id!r}: " if transactional_id else ""
+        super().__init__(E.INVALID_TXN_STATE, f"{who}invalid transition from {source} to {target}")
+        self.source, self.target = source, target
 
 
 class TransactionManager:
-    def __init__(self, idempotent: bool, transactional_id: str = ""):
+    def __init__(self, idempotent: bool, transactional_id: str = "", version=None):
         self.idempotent = idempotent
         self.transactional_id = transactional_id
-        self.state = UNINITIALIZED
+        # KIP-360: may this release bump the epoch after an abortable error (InitProducerId(pid, epoch))?
+        self.can_bump_epoch = bool(getattr(version, "abortable_epoch_bump", True)) and \
+            bool(getattr(version, "init_with_producer_id", True))
+        self._lock = threading.RLock()
+        self._state = S.UNINITIALIZED
+        self._last_error: Exception | None = None
         self.txn_partitions: set[tuple[str, int]] = set()
         self.pending_partitions: set[tuple[str, int]] = set()
         self.offsets_added = False
-        self.abortable_error: Exception | None = None
+        self.epoch_bump_required = False      # transactional: the abort ends with InitProducerId(pid, epoch)
+        self.abort_cause: Exception | None = None   # the error that made the transaction abortable
         self.producer_id = -1
         self.producer_epoch = -1
         self.next_seq: dict[tuple[str, int], int] = {}
+        self.last_acked: dict[tuple[str, int], int] = {}
+        self.unresolved: dict[tuple[str, int], int] = {}   # partition -> the sequence after an expired batch
         self.unacked: dict[tuple[str, int], list[ProducerBatch]] = {}
-        self.bump_pending = False
-        self.fatal_error: Exception | None = None
+        self.bump_pending = False             # idempotent: bump the epoch once nothing is in flight
         self.epoch_bumps = 0
 
+    # -- the state machine ------------------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @property
+    def last_error(self) -> Exception | None:
+        return self._last_error
+
+    @property
+    def fatal_error(self) -> Exception | None:
+        return self._last_error if self._state is S.FATAL_ERROR else None
+
+    @property
+    def abortable_error(self) -> Exception | None:
+        return self._last_error if self._state is S.ABORTABLE_ERROR else None
+
+    @property
+    def has_error(self) -> bool:
+        return self._state in (S.ABORTABLE_ERROR, S.FATAL_ERROR)
+
+    def transition_to(self, target: State, error: Exception | None = None) -> None:
+        """The one way the state changes: refused (InvalidStateTransition) unless `target` allows the current
+        state; the error states need the error that caused them."""
+        with self._lock:
+            source = self._state
+            if source not in VALID_PREVIOUS[target]:
+                raise InvalidStateTransition(source, target, self.transactional_id)
+            if target in (S.ABORTABLE_ERROR, S.FATAL_ERROR):
+                if error is None:
+                    raise ValueError(f"a transition to {target} needs the error that caused it")
+                self._last_error = error
+            else:
+                self._last_error = None
+            log.debug("producer state %s -> %s%s", source, target, f" ({error})" if error else "")
+            self._state = target
+
+    def transition_to_fatal(self, error: Exception) -> None:
+        with self._lock:
+            if self._state is not S.FATAL_ERROR:
+                log.info("producer state %s -> FATAL_ERROR: %s", self._state, error)
+                self.transition_to(S.FATAL_ERROR, error)
+
+    def transition_to_abortable(self, error: Exception, bump: bool = False) -> None:
+        """The transaction must be aborted; with `bump` (and a release that can) the abort bumps the epoch.
+        Ignored while the transaction is already being aborted, as Kafka does."""
+        with self._lock:
+            if self._state in (S.ABORTING_TRANSACTION, S.FATAL_ERROR):
+                return
+            bump = bump and self.can_bump_epoch and self._state is not S.COMMITTING_TRANSACTION
+            if self._state is not S.ABORTABLE_ERROR:     # else: the first error is the one the user sees
+                log.info("producer state %s -> ABORTABLE_ERROR: %s", self._state, error)
+                self.transition_to(S.ABORTABLE_ERROR, error)
+            if bump:
+                self.epoch_bump_required = True
+
+    def abortable_error_if_possible(self, error: Exception) -> None:
+        """Kafka's abortableErrorIfPossible: abortable with an epoch bump where the release can, else fatal.
+        While aborting (EndTxn(abort) got it) the abort goes on to the bump."""
+        with self._lock:
+            if not self.can_bump_epoch:
+                self.transition_to_fatal(error)
+            elif self._state is S.ABORTING_TRANSACTION:
+                self.epoch_bump_required = True
+            else:
+                self.transition_to_abortable(error, bump=True)
+
+    def maybe_fail_with_error(self) -> None:
+        """Raise if the producer is in an error state (the fatal error itself; abortable: TRANSACTION_ABORTABLE)."""
+        with self._lock:
+            err = self._last_error
+            if self._state is S.FATAL_ERROR:
+                raise err
+            if self._state is S.ABORTABLE_ERROR:
+                raise KafkaError(E.TRANSACTION_ABORTABLE, f"the transaction must be aborted: {err}")
+
+    # -- transactional steps (called by KafkaProducer) --------------------------------------------
     @property
     def transactional(self) -> bool:
         return bool(self.transactional_id)
 
+    def begin_init(self) -> None:
+        """InitProducerId is about to be sent (again, if an earlier attempt failed)."""
+        with self._lock:
+            self.maybe_fail_with_error()
+            if self._state is not S.INITIALIZING:
+                self.transition_to(S.INITIALIZING)
+
+    def complete_init(self, pid: int, epoch: int) -> None:
+        with self._lock:
+            self.set_producer_id(pid, epoch)
+            self.reset_transaction()
+            self.epoch_bump_required = False
+            self.transition_to(S.READY)
+
+    def begin_transaction(self) -> None:
+        with self._lock:
+            self.maybe_fail_with_error()
+            self.transition_to(S.IN_TRANSACTION)
+            self.reset_transaction()
+
+    def begin_commit(self) -> None:
+        """EndTxn(commit) is about to be sent: every batch of the transaction is resolved and none failed.
+        COMMITTING_TRANSACTION therefore means EndTxn(commit) may have gone out (the workloads rely on it)."""
+        with self._lock:
+            self.maybe_fail_with_error()
+            if self._state is not S.COMMITTING_TRANSACTION:    # else: a retry of the same commit
+                self.transition_to(S.COMMITTING_TRANSACTION)
+
+    def begin_abort(self) -> None:
+        with self._lock:
+            if self._state is S.FATAL_ERROR:
+                raise self._last_error
+            if self._state is S.ABORTING_TRANSACTION:
+                return                                         # a retry of the same abort
+            self.abort_cause = self._last_error
+            self.transition_to(S.ABORTING_TRANSACTION)
+            self.pending_partitions.clear()
+
+    def complete_transaction(self, pid: int = -1, epoch: int = -1) -> bool:
+        """EndTxn succeeded (or was not needed). With (pid, epoch) >= 0 from EndTxn (KIP-890 part 2) the
+        producer continues with them. Returns True when the epoch must now be bumped (state INITIALIZING)."""
+        with self._lock:
+            if epoch >= 0 and (pid, epoch) != (self.producer_id, self.producer_epoch):
+                self.set_producer_id(pid, epoch)
+            bump = self.epoch_bump_required and self._state is S.ABORTING_TRANSACTION
+            self.transition_to(S.INITIALIZING if bump else S.READY)
+            self.epoch_bump_required = bump
+            self.reset_transaction()
+            return bump
+
+    def complete_epoch_bump(self, pid: int, epoch: int) -> None:
+        """InitProducerId(pid, epoch) answered: a new epoch (or id); every sequence starts again at 0."""
+        with self._lock:
+            self.set_producer_id(pid, epoch)
+            self.epoch_bump_required = False
+            self.epoch_bumps += 1
+            self.transition_to(S.READY)
+
+    def ensure_in_transaction(self, what: str = "send") -> None:
+        with self._lock:
+            if self._state is not S.IN_TRANSACTION:
+                self.maybe_fail_with_error()
+                raise KafkaError(E.INVALID_TXN_STATE, f"{what} outside a transaction (state {self._state})")
+
     def maybe_add_partition(self, tp: tuple[str, int]) -> None:
-        if tp not in self.txn_partitions:
-            self.pending_partitions.add(tp)
+        with self._lock:
+            self.ensure_in_transaction()
+            if tp not in self.txn_partitions:
+                self.pending_partitions.add(tp)
+
+    def partitions_added(self, tps) -> None:
+        with self._lock:
+            self.txn_partitions |= set(tps)
+            self.pending_partitions -= set(tps)
+
+    def partitions_not_added(self, tps) -> None:
+        with self._lock:
+            self.pending_partitions -= set(tps)
+
+    def offsets_added_to_transaction(self) -> None:
+        self.offsets_added = True
 
     def sendable_partition(self, tp: tuple[str, int]) -> bool:
         return not self.transactional or tp in self.txn_partitions
@@ -58,17 +287,37 @@ class TransactionManager:
         self.txn_partitions.clear()
         self.pending_partitions.clear()
         self.offsets_added = False
-        self.abortable_error = None
 
+    # -- the idempotent producer's id (called by the Sender) ----------------------------------------
     @property
     def has_producer_id(self) -> bool:
         return self.producer_id >= 0
 
+    def begin_idempotent_init(self) -> None:
+        """The idempotent producer asks for a producer id (first time, or after its epoch ran out)."""
+        with self._lock:
+            if self._state is S.READY:
+                self.transition_to(S.UNINITIALIZED)
+            if self._state is S.UNINITIALIZED:
+                self.transition_to(S.INITIALIZING)
+
+    def complete_idempotent_init(self, pid: int, epoch: int) -> None:
+        with self._lock:
+            self.set_producer_id(pid, epoch)
+            self.bump_pending = False
+            self.transition_to(S.READY)
+
     def set_producer_id(self, pid: int, epoch: int) -> None:
         self.producer_id, self.producer_epoch = pid, epoch
+        self._reset_sequences()
+
+    def _reset_sequences(self) -> None:
         self.next_seq.clear()
         self.unacked.clear()
+        self.last_acked.clear()
+        self.unresolved.clear()
 
+    # -- sequences ----------------------------------------------------------------------------------
     def assign(self, batch: ProducerBatch) -> None:
         """Stamp the batch with the producer id, epoch and (first time only) its sequence."""
         if not self.idempotent:
@@ -78,35 +327,100 @@ class TransactionManager:
             tp = batch.tp
             seq = self.next_seq.get(tp, 0)
             batch.base_sequence = seq
-            nxt = seq + batch.record_count
-            self.next_seq[tp] = nxt - rb.MAX_SEQUENCE - 1 if nxt > rb.MAX_SEQUENCE else nxt
+            self.next_seq[tp] = _wrap(seq + batch.record_count)
             lst = self.unacked.setdefault(tp, [])
             keys = [b.base_sequence for b in lst]
             lst.insert(bisect.bisect(keys, seq), batch)
 
     def acked(self, batch: ProducerBatch) -> None:
+        """The batch is complete (acknowledged or failed): it no longer holds a pending sequence."""
         lst = self.unacked.get(batch.tp)
         if lst and batch in lst:
             lst.remove(batch)
+
+    def handle_completed_batch(self, batch: ProducerBatch) -> None:
+        """The broker acknowledged the batch (also a late answer for a batch that already expired)."""
+        self.acked(batch)
+        if batch.base_sequence is None or batch.producer_epoch != self.producer_epoch \
+                or batch.producer_id != self.producer_id:
+            return
+        last = _wrap(batch.base_sequence + batch.record_count - 1)
+        prev = self.last_acked.get(batch.tp, NO_LAST_ACKED)
+        if prev == NO_LAST_ACKED or _seq_after(last, prev):
+            self.last_acked[batch.tp] = last
 
     def unacked_before(self, batch: ProducerBatch) -> list[ProducerBatch]:
         return [b for b in self.unacked.get(batch.tp, ()) if b is not batch
                 and b.base_sequence is not None and batch.base_sequence is not None
                 and b.base_sequence < batch.base_sequence]
 
+    def has_unresolved_sequence(self, tp: tuple[str, int]) -> bool:
+        return tp in self.unresolved
+
+    def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
+        """The batch expired after it was sent: whether the log holds it is unknown for now."""
+        if batch.base_sequence is None or batch.producer_epoch != self.producer_epoch:
+            return
+        nxt = _wrap(batch.base_sequence + batch.record_count)
+        cur = self.unresolved.get(batch.tp)
+        self.unresolved[batch.tp] = nxt if cur is None or _seq_after(nxt, cur) else cur
+        log.info("%s-%d: sequence %d unresolved (an expired batch may have been written)",
+                 batch.topic, batch.partition, batch.base_sequence)
+
+    def is_next_sequence(self, tp: tuple[str, int], seq: int) -> bool:
+        return seq == _wrap(self.last_acked.get(tp, NO_LAST_ACKED) + 1)
+
+    def maybe_resolve_sequences(self, in_flight) -> None:
+        """Judge every unresolved partition with nothing of it in flight (`in_flight(tp)` says), as the module
+        doc says."""
+        with self._lock:
+            for tp in list(self.unresolved):
+                if in_flight(tp) or self.unacked.get(tp):
+                    continue
+                del self.unresolved[tp]
+                if self.is_next_sequence(tp, self.next_seq.get(tp, 0)):
+                    log.info("%s-%d: unresolved sequence resolved (the expired batch was written)", *tp)
+                    continue
+                msg = ("the producer got no acknowledgement for records it sent and can no longer retry them; ")
+                if self.transactional:
+                    if self.can_bump_epoch:
+                        self.transition_to_abortable(
+                            KafkaError(E.REQUEST_TIMED_OUT, msg + "it is safe to abort the transaction and go on"),
+                            bump=True)
+                    else:
+                        self.transition_to_fatal(KafkaError(E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                                            msg + "it is not safe to go on"))
+                elif self.idempotent:
+                    self.request_epoch_bump(tp)
+
+    def request_epoch_bump(self, tp=None) -> None:
+        """Idempotent producer: bump the epoch (and renumber from 0) once nothing is in flight."""
+        self.bump_pending = True
+
     def bump_epoch(self) -> list[ProducerBatch]:
         """New epoch, all sequences forgotten; returns the batches that lost their sequence."""
-        renumber = [b for lst in self.unacked.values() for b in lst]
-        for b in renumber:
-            b.base_sequence = None
-            b.attempt_token += 1
-        self.next_seq.clear()
-        self.unacked.clear()
-        self.producer_epoch += 1
-        self.epoch_bumps += 1
-        self.bump_pending = False
-        return renumber
+        with self._lock:
+            renumber = [b for lst in self.unacked.values() for b in lst]
+            for b in renumber:
+                b.base_sequence = None
+                b.attempt_token += 1
+            self._reset_sequences()
+            self.producer_epoch += 1
+            self.epoch_bumps += 1
+            self.bump_pending = False
+            return renumber
 
     @property
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= rb.MAX_PRODUCER_EPOCH
+
+
+def _wrap(seq: int) -> int:
+    """Sequences wrap from MAX_SEQUENCE to 0 (and -1 + 1 is 0)."""
+    return seq % (rb.MAX_SEQUENCE + 1)
+
+
+def _seq_after(a: int, b: int) -> bool:
+    """a comes after b in sequence order (within half the sequence space)."""
+    d = (a - b) % (rb.MAX_SEQUENCE + 1)
+    return 0 < d < (rb.MAX_SEQUENCE + 1) // 2

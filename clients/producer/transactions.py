@@ -3,8 +3,13 @@
 Guarantees: every call goes to the coordinator that owns the key now
 (FindCoordinator again after NOT_COORDINATOR or a lost connection) and is
 retried on the answers Kafka retries (coordinator.py); PRODUCER_FENCED,
-INVALID_PRODUCER_EPOCH and INVALID_PRODUCER_ID_MAPPING make the producer
-fatal (a zombie: it must be closed); other errors raise KafkaError. A
+INVALID_PRODUCER_EPOCH and TRANSACTIONAL_ID_AUTHORIZATION_FAILED make the
+producer fatal (a zombie: it must be closed); INVALID_PRODUCER_ID_MAPPING and
+UNKNOWN_PRODUCER_ID make the transaction abortable with an epoch bump where
+the release can bump (KIP-360, Kafka's abortableErrorIfPossible), else fatal;
+every other error raises KafkaError. The state changes go through the
+TransactionManager's methods. `init_producer_id(producer_id=, producer_epoch=)`
+is KIP-360's bump of a live producer's epoch. A
 KafkaError raised after an attempt of the same call went unanswered carries
 `maybe_applied = True`: that attempt may have taken effect (an EndTxn(commit)
 that committed, answered PRODUCER_FENCED on its retry after a new instance
@@ -18,8 +23,8 @@ from clients.coordinator import CoordinatorClient
 from clients.errors import E, KafkaError
 from eoslab.v1 import broker_pb2, common_pb2, txn_pb2
 
-FATAL = {E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.INVALID_PRODUCER_ID_MAPPING,
-         E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+FATAL = {E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+ABORTABLE_IF_POSSIBLE = {E.INVALID_PRODUCER_ID_MAPPING, E.UNKNOWN_PRODUCER_ID}
 
 
 @dataclass(frozen=True)
@@ -42,15 +47,18 @@ class TransactionRequests:
             return
         e = KafkaError(err, f"{what} for transactional.id {self.tm.transactional_id!r}")
         e.maybe_applied = (client or self.coordinator).unanswered > 0
-        if err in FATAL:
-            self.tm.fatal_error = e
+        if err in FATAL or (err in ABORTABLE_IF_POSSIBLE and what == "InitProducerId"):
+            self.tm.transition_to_fatal(e)
+        elif err in ABORTABLE_IF_POSSIBLE:
+            self.tm.abortable_error_if_possible(e)
         raise e
 
-    def init_producer_id(self, timeout_s: float | None = None) -> tuple[int, int]:
+    def init_producer_id(self, timeout_s: float | None = None, producer_id: int = -1,
+                         producer_epoch: int = -1) -> tuple[int, int]:
         tm = self.tm
         req = broker_pb2.InitProducerIdRequest(transactional_id=tm.transactional_id,
                                                transaction_timeout_ms=self.p.config.transaction_timeout_ms,
-                                               producer_id=-1, producer_epoch=-1)
+                                               producer_id=producer_id, producer_epoch=producer_epoch)
         r = self.coordinator.call(lambda a: self.coordinator.txn_stub().InitProducerId(req, timeout=10),
                                   timeout_s or self.timeout)
         self._check(r.error, "InitProducerId")

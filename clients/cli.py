@@ -12,18 +12,20 @@ import sys
 import time
 
 from eoslab.cli import CliError
+from eoslab import argtypes
 
 
 def register(sub) -> None:
     p = sub.add_parser("produce", help="send N records to a topic")
     p.add_argument("--bootstrap", required=True, help="HOST:PORT of a broker")
     p.add_argument("--topic", required=True)
-    p.add_argument("--count", type=int, required=True)
-    p.add_argument("--partitions", type=int, default=1, help="partitions when the topic is created")
+    p.add_argument("--count", type=argtypes.nonnegative_int, required=True)
+    p.add_argument("--partitions", type=argtypes.int_range(1, 10000), default=1,
+                   help="partitions when the topic is created")
     p.add_argument("--acks", choices=["all", "1", "0", "-1"], default="all")
     p.add_argument("--idempotent", action="store_true", help="enable.idempotence=true")
-    p.add_argument("--size", type=int, default=100, help="bytes per record value")
-    p.add_argument("--connect-timeout", type=float, default=10.0,
+    p.add_argument("--size", type=argtypes.int_range(0, 64 << 20), default=100, help="bytes per record value")
+    p.add_argument("--connect-timeout", type=argtypes.float_range(0, 86400, low_open=True), default=10.0,
                    help="seconds to keep trying when no bootstrap address answers yet")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="producer setting by Kafka name, e.g. max.in.flight.requests.per.connection=1")
@@ -32,8 +34,8 @@ def register(sub) -> None:
     c.add_argument("--bootstrap", required=True)
     c.add_argument("--topic", required=True)
     c.add_argument("--json", action="store_true", help="one JSON object per record")
-    c.add_argument("--timeout", type=float, default=30.0)
-    c.add_argument("--connect-timeout", type=float, default=10.0,
+    c.add_argument("--timeout", type=argtypes.float_range(0, 86400, low_open=True), default=30.0)
+    c.add_argument("--connect-timeout", type=argtypes.float_range(0, 86400, low_open=True), default=10.0,
                    help="seconds to keep trying when no bootstrap address answers yet")
     c.set_defaults(func=cmd_consume)
 

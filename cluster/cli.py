@@ -14,6 +14,7 @@ import json
 import re
 
 from eoslab import kafka_version
+from eoslab import argtypes
 from eoslab.cli import CliError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -26,10 +27,10 @@ def register(sub) -> None:
     up.add_argument("--runtime", choices=["local", "docker", "auto"], default="local",
                     help="auto: docker when an engine answers and the images exist, else local")
     up.add_argument("--name", default="default")
-    up.add_argument("--brokers", type=int, default=3)
-    up.add_argument("--controllers", type=int, default=2)
-    up.add_argument("--txn-coordinators", type=int, default=2)
-    up.add_argument("--session-timeout-ms", type=int, default=2000,
+    up.add_argument("--brokers", type=argtypes.int_range(1, 9), default=3)
+    up.add_argument("--controllers", type=argtypes.int_range(1, 9), default=2)
+    up.add_argument("--txn-coordinators", type=argtypes.int_range(0, 9), default=2)
+    up.add_argument("--session-timeout-ms", type=argtypes.int_range(400, 2 ** 31 - 1), default=2000,
                     help="ZooKeeper session timeout of brokers and controllers (the lab's default is small)")
     up.add_argument("--kafka-version", default=None, metavar="V",
                     help=f"behave as this Kafka release: {', '.join(kafka_version.names())} "
@@ -53,15 +54,16 @@ def register_run(sub) -> None:
     r = sub.add_parser("run", help="a chaos run: workload + nemesis + history + verdict")
     r.add_argument("--workload", required=True)
     r.add_argument("--nemesis", default="none", help="fault packages, comma separated (or none)")
-    r.add_argument("--time-limit", type=float, default=30.0)
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--time-limit", type=argtypes.float_range(0, 7 * 86400, low_open=True), default=30.0,
+                   help="seconds of workload (at most a week)")
+    r.add_argument("--seed", type=argtypes.nonnegative_int, default=0)
     r.add_argument("--runtime", default="local",
                    help="local, docker, auto, or k8s (a cluster deployed from k8s/; needs --cluster NAMESPACE)")
     r.add_argument("--cluster", help="use this running cluster instead of starting one (on k8s: its namespace)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="producer setting (acks=1), broker flag (broker.producer-state-batches=5) "
                         "or topic config (topic.min.insync.replicas=2)")
-    r.add_argument("--concurrency", type=int, default=4)
+    r.add_argument("--concurrency", type=argtypes.int_range(1, 1000), default=4)
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
                    help=f"cluster and clients behave as this Kafka release: {', '.join(kafka_version.names())}")
     r.add_argument("--out", required=True)

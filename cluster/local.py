@@ -241,6 +241,13 @@ class LocalRuntime(Runtime):
                                f"--name {self.cluster_name})")
         zookeeper.find_zookeeper_classpath()
         zookeeper.java_binary()
+        from cluster import service_args
+        try:       # a flag a service would refuse fails here, in one line, before anything starts
+            for role, key in (("broker", "broker_args"), ("controller", "controller_args"),
+                              ("txn-coordinator", "txn_coordinator_args")):
+                service_args.check(role, self.state.get(key) or [])
+        except ValueError as e:
+            raise ClusterError(str(e)) from None
         failed: list[int] = []
         while True:
             try:

@@ -89,6 +89,10 @@ class RunConfig:
         ProducerConfig.from_props(props)
         parse_consumer(s["consumer"])
         parse_options(self.workload, workload_class(self.workload).OPTIONS, s["workload"])
+        from cluster import service_args     # the services' own parsers and the controller's config rules
+        service_args.check_topic_configs(s["topic"])
+        for role, key in (("broker", "broker"), ("txn-coordinator", "coordinator"), ("controller", "controller")):
+            service_args.check(role, s[key])
 
     def split_settings(self) -> dict:
         """Settings by prefix: broker.* / coordinator.* / controller.* -> service flags, topic.* -> topic

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import sys
 
+from eoslab import argtypes
+
 
 def register(subparsers) -> None:
     a = subparsers.add_parser("analyze", help="Spark job: check every run under STORE, write the anomaly matrix",
@@ -42,10 +44,12 @@ def register(subparsers) -> None:
                         "repeat for each package to sweep against")
     s.add_argument("--settings-matrix", required=True, metavar="FILE",
                    help="JSON or TOML: {\"matrix\": {name: [values]}, \"fixed\": {...}, \"exclude\": [...]}")
-    s.add_argument("--seeds", type=int, required=True, metavar="N", help="seeds per cell: first-seed .. first-seed+N-1")
-    s.add_argument("--first-seed", type=int, default=0)
-    s.add_argument("--time-limit", type=float, default=30.0, help="seconds per run (default 30)")
-    s.add_argument("--concurrency", type=int, default=4)
+    s.add_argument("--seeds", type=argtypes.int_range(1, 1_000_000), required=True, metavar="N",
+                   help="seeds per cell: first-seed .. first-seed+N-1")
+    s.add_argument("--first-seed", type=argtypes.nonnegative_int, default=0)
+    s.add_argument("--time-limit", type=argtypes.float_range(0, 7 * 86400, low_open=True), default=30.0,
+                   help="seconds per run (default 30)")
+    s.add_argument("--concurrency", type=argtypes.int_range(1, 1000), default=4)
     s.add_argument("--out", required=True, metavar="STORE")
     s.add_argument("--skip-invalid", action="store_true",
                    help="leave out cells `eoslab run` refuses (e.g. acks=1 with enable.idempotence=true)")

@@ -18,7 +18,15 @@ Guarantees:
   UNKNOWN_MEMBER_ID, and CompletingRebalance answers REBALANCE_IN_PROGRESS;
   TxnOffsetCommit checks member and generation from KIP-447 (2.5) on.
 
-Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"}.
+- group metadata (generation, leader, members, assignments) is stored in the
+  group's __consumer_offsets partition when the leader's SyncGroup makes a
+  generation Stable and when a member leaves; a broker that becomes leader
+  of the partition loads it, so a coordinator move keeps the generation
+  (no split: a new coordinator never starts the group again at generation 1
+  while the old members still commit).
+
+Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"}; group
+metadata: key = JSON {"g", "meta": 1}, value = JSON of membership.snapshot.
 """
 from __future__ import annotations
 
@@ -39,6 +47,10 @@ def _key(group: str, topic: str, partition: int) -> bytes:
     return json.dumps({"g": group, "t": topic, "p": partition}, separators=(",", ":")).encode()
 
 
+def _meta_key(group: str) -> bytes:
+    return json.dumps({"g": group, "meta": 1}, separators=(",", ":")).encode()
+
+
 def _value(offset: int, metadata: str) -> bytes:
     return json.dumps({"o": offset, "m": metadata}, separators=(",", ":")).encode()
 
@@ -50,6 +62,7 @@ class OffsetsPartitionState:
         self.leader_epoch = leader_epoch
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[int, str]]]] = {}   # pid -> group -> ...
+        self.groups: dict[str, dict | None] = {}   # group -> its stored metadata (membership.snapshot)
 
     def apply_batch(self, b) -> None:
         if b.is_control:
@@ -63,6 +76,9 @@ class OffsetsPartitionState:
         for key, value, _ in rb.iter_records(b.records):
             k = json.loads(key)
             v = json.loads(value) if value else None
+            if k.get("meta"):
+                self.groups[k["g"]] = v
+                continue
             tp, entry = (k["t"], k["p"]), (v["o"], v.get("m", "")) if v else None
             if b.is_transactional:
                 self.pending.setdefault(b.producer_id, {}).setdefault(k["g"], {})[tp] = entry
@@ -129,8 +145,62 @@ class GroupCoordinator:
                     for b in p.log.batches(p.log.log_start_offset):
                         st.apply_batch(b)
                 self.states[n] = st
-                log.info("loaded offsets partition %d at leader epoch %d", n, p.leader_epoch)
+                self._load_groups(n, st)
+                log.info("loaded offsets partition %d at leader epoch %d (%d groups)", n, p.leader_epoch,
+                         len(st.groups))
             return E.NONE, p, st
+
+    def _load_groups(self, n: int, st: OffsetsPartitionState) -> None:
+        """This broker now leads offsets partition n: its groups are the stored ones (what it remembered
+        of them from an earlier time as their coordinator is stale)."""
+        with self.membership.cond:
+            known = [g for g in self.membership.groups if self.partition_for(g) == n]
+        for g in set(known) | set(st.groups):
+            self.membership.load(g, st.groups.get(g))
+
+    def _store_group(self, group: str) -> None:
+        """Write the group's metadata to its offsets partition (acks=all), as Kafka's storeGroup."""
+        err, p, st = self._state(group)
+        meta = self.membership.snapshot(group)
+        if err != E.NONE or meta is None:
+            return
+        err = self._append(p, [(_meta_key(group), json.dumps(meta, separators=(",", ":")).encode(), 0)])
+        if err == E.NONE:
+            with self.lock:
+                st.groups[group] = meta
+        else:
+            log.warning("group %s: metadata not stored (%s)", group, E.Name(err))
+
+    # -- membership, stored ---------------------------------------------------------------------
+    def join(self, req) -> broker_pb2.JoinGroupResponse:
+        err = self.owns(req.group_id)
+        if err != E.NONE:
+            return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
+        return self.membership.join(req)
+
+    def sync(self, req) -> broker_pb2.SyncGroupResponse:
+        err = self.owns(req.group_id)
+        if err != E.NONE:
+            return broker_pb2.SyncGroupResponse(error=err)
+        r = self.membership.sync(req)
+        if r.error == E.NONE and req.assignments:         # the leader's sync made the generation Stable
+            self._store_group(req.group_id)
+        return r
+
+    def heartbeat(self, req) -> broker_pb2.HeartbeatResponse:
+        err = self.owns(req.group_id)
+        if err != E.NONE:
+            return broker_pb2.HeartbeatResponse(error=err)
+        return self.membership.heartbeat(req)
+
+    def leave(self, req) -> broker_pb2.LeaveGroupResponse:
+        err = self.owns(req.group_id)
+        if err != E.NONE:
+            return broker_pb2.LeaveGroupResponse(error=err)
+        r = self.membership.leave(req)
+        if r.error == E.NONE:
+            self._store_group(req.group_id)
+        return r
 
     def _on_marker(self, partition, producer_id: int, committed: bool) -> None:
         if partition.topic != CONSUMER_OFFSETS_TOPIC:

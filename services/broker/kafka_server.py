@@ -333,24 +333,16 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return self.rm.write_txn_markers(request)
 
     def JoinGroup(self, request, context):
-        err = self.s.group_coordinator.owns(request.group_id)
-        return self.s.group_coordinator.membership.join(request) if err == E.NONE else \
-            broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
+        return self.s.group_coordinator.join(request)
 
     def SyncGroup(self, request, context):
-        err = self.s.group_coordinator.owns(request.group_id)
-        return self.s.group_coordinator.membership.sync(request) if err == E.NONE else \
-            broker_pb2.SyncGroupResponse(error=err)
+        return self.s.group_coordinator.sync(request)
 
     def Heartbeat(self, request, context):
-        err = self.s.group_coordinator.owns(request.group_id)
-        return self.s.group_coordinator.membership.heartbeat(request) if err == E.NONE else \
-            broker_pb2.HeartbeatResponse(error=err)
+        return self.s.group_coordinator.heartbeat(request)
 
     def LeaveGroup(self, request, context):
-        err = self.s.group_coordinator.owns(request.group_id)
-        return self.s.group_coordinator.membership.leave(request) if err == E.NONE else \
-            broker_pb2.LeaveGroupResponse(error=err)
+        return self.s.group_coordinator.leave(request)
 
     def OffsetCommit(self, request, context):
         return self.s.group_coordinator.offset_commit(request)

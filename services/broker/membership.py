@@ -17,8 +17,12 @@ Guarantees, per group:
   Kafka's group.min/max.session.timeout.ms do (the lab's minimum is 1 s, not
   Kafka's 6 s, so that fault runs stay short); a rebalance timeout is held to
   the same maximum, so no JoinGroup waits longer than 30 minutes.
-Membership lives in the coordinator's memory only (not in __consumer_offsets):
-after a coordinator move members rejoin from scratch.
+- `snapshot(group)` is what the coordinator stores in __consumer_offsets
+  (generation, leader, members with their assignments) once a generation is
+  synced and when a group empties; `load(group, meta)` installs such a
+  record in a coordinator that gains the partition, so members go on in
+  their generation with fresh session deadlines (Kafka's
+  GroupMetadataManager) instead of rejoining from scratch.
 """
 from __future__ import annotations
 
@@ -200,6 +204,41 @@ class GroupMembership:
                 g.generation += 1
             return broker_pb2.LeaveGroupResponse(error=E.NONE)
 
+    def snapshot(self, group: str) -> dict | None:
+        """The group's metadata as stored in __consumer_offsets (None: not a group here)."""
+        with self.cond:
+            g = self.groups.get(group)
+            if g is None:
+                return None
+            return {"generation": g.generation, "leader": g.leader,
+                    "state": STABLE if g.members and g.state == STABLE else EMPTY if not g.members else g.state,
+                    "members": [{"id": m.member_id, "topics": m.topics, "session_ms": int(m.session_timeout * 1000),
+                                 "rebalance_ms": int(m.rebalance_timeout * 1000),
+                                 "assignment": [[t, p] for t, p in _pairs(m.assignment)]}
+                                for m in g.members.values()]}
+
+    def load(self, group: str, meta: dict | None) -> None:
+        """Install the stored metadata of a group this coordinator now serves (replacing what it
+        remembered from an earlier time as coordinator). A group stored mid-rebalance comes back
+        Stable only if it was synced; otherwise its members rejoin."""
+        now = time.monotonic()
+        with self.cond:
+            if meta is None:
+                self.groups.pop(group, None)
+                return
+            g = Group(group, generation=int(meta["generation"]), leader=meta.get("leader", ""))
+            for d in meta.get("members", []):
+                m = Member(d["id"], list(d.get("topics", [])), d.get("session_ms", 10000) / 1000.0,
+                           d.get("rebalance_ms", 10000) / 1000.0, now)
+                m.assignment = [common_pb2.TopicPartition(topic=t, partition=p) for t, p in d.get("assignment", [])]
+                g.members[m.member_id] = m
+            if g.members and meta.get("state") == STABLE:
+                g.state, g.synced_generation = STABLE, g.generation
+            elif g.members:
+                self._prepare(g, now, max(m.rebalance_timeout for m in g.members.values()))
+            self.groups[group] = g
+            self.cond.notify_all()
+
     def check_commit(self, group: str, generation: int, member_id: str, transactional: bool = False) -> int:
         """Who may commit offsets, as Kafka's GroupCoordinator.validateOffsetCommit: generation -1 to an
         empty (or unknown) group is a standalone commit; a commit naming a member or a generation must
@@ -224,3 +263,13 @@ class GroupMembership:
             if not transactional and g.state != EMPTY:
                 return E.UNKNOWN_MEMBER_ID
             return E.NONE
+
+
+def _pairs(assignment) -> list[tuple[str, int]]:
+    out = []
+    for a in assignment:
+        if isinstance(a, (tuple, list)):
+            out.append((a[0], int(a[1])))
+        else:
+            out.append((a.topic, int(a.partition)))
+    return out

@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import eoslab
+from eoslab import kafka_version
 from cluster import nemesis as nem
 from cluster.workloads import WORKLOADS, workload_class
 
@@ -35,12 +36,13 @@ PREFIXES = ("broker", "coordinator", "controller", "topic", "workload")
 
 
 def _flag(name: str, value: str) -> list[str]:
-    """A service flag from a setting: true -> --name, false -> nothing, else --name=value."""
+    """A service flag from a setting: true -> --name, false -> --no-name (the switches that a Kafka
+    version turns on can be turned off again), else --name=value."""
     flag = f"--{name.replace('.', '-')}"
     if value.lower() == "true":
         return [flag]
     if value.lower() == "false":
-        return []
+        return [f"--no-{flag[2:]}"]
     return [f"{flag}={value}"]
 
 
@@ -64,6 +66,7 @@ class RunConfig:
     settings: dict[str, str] = field(default_factory=dict)
     concurrency: int = 4
     partitions: int = 3
+    kafka_version: str = kafka_version.DEFAULT        # the Kafka release the cluster and clients behave as
 
     def validate(self) -> None:
         from clients.producer import ProducerConfig
@@ -73,15 +76,16 @@ class RunConfig:
         for n in self.nemesis:
             if n not in nem.PACKAGES and n != "none":
                 raise ValueError(f"unknown fault package {n!r} (known: {', '.join(sorted(nem.PACKAGES))}, none)")
-        if self.time_limit <= 0:
-            raise ValueError("--time-limit must be positive")
+        if not (self.time_limit > 0 and self.time_limit != float("inf")):
+            raise ValueError("--time-limit must be a positive, finite number of seconds")
+        kafka_version.get(self.kafka_version)
         if self.runtime not in runtime_kinds():
             raise ValueError(f"runtime {self.runtime!r} is not available (available: {', '.join(runtime_kinds())})")
         if self.runtime == "k8s" and not self.cluster:
             raise ValueError("the k8s runtime runs on a cluster deployed with `kubectl apply -k k8s/`: "
                              "name its namespace with --cluster (e.g. --cluster eoslab)")
         s = self.split_settings()
-        if self.runtime != "local" and (s["controller"] or s["coordinator"]):
+        if self.runtime != "local" and (s["controller"] or s["coordinator"][1:]):
             raise ValueError("controller.* and coordinator.* settings need the local runtime")
         props = dict(s["producer"])
         if props.get("transactional.id"):
@@ -97,8 +101,9 @@ class RunConfig:
     def split_settings(self) -> dict:
         """Settings by prefix: broker.* / coordinator.* / controller.* -> service flags, topic.* -> topic
         configs, workload.* -> workload options, isolation.level -> consumer, the rest -> producer."""
-        out = {"broker": [], "coordinator": [], "controller": [], "topic": {}, "workload": {},
-               "consumer": {}, "producer": {}}
+        v = f"--kafka-version={self.kafka_version}"
+        out = {"broker": [v], "coordinator": [v], "controller": [], "topic": {}, "workload": {},
+               "consumer": {}, "producer": {"kafka.version": self.kafka_version}}
         for k, v in self.settings.items():
             head, _, rest = k.partition(".")
             if head in PREFIXES and rest:
@@ -143,7 +148,7 @@ def make_runtime(cfg: RunConfig, wl_cls, s: dict):
                             **local_extra), True
     from cluster.runtimes import choose, open_runtime
     kind = choose(cfg.runtime)[0] if cfg.runtime == "auto" else cfg.runtime
-    extra = local_extra if kind == "local" else {}
+    extra = local_extra if kind == "local" else {"kafka_version": cfg.kafka_version}
     return open_runtime(kind, name, brokers=3, controllers=2, txn_coordinators=coordinators,
                         broker_args=tuple(s["broker"]), **extra), True
 
@@ -159,7 +164,9 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
     events = nem.schedule(packages, cfg.time_limit, cfg.seed)
     meta = {"workload": cfg.workload, "nemesis": cfg.nemesis, "time_limit": cfg.time_limit, "seed": cfg.seed,
             "runtime": cfg.runtime, "settings": cfg.settings, "concurrency": cfg.concurrency,
-            "partitions": cfg.partitions, "schedule": [e.to_json() for e in events],
+            "partitions": cfg.partitions, "kafka_version": cfg.kafka_version,
+            "kafka_behaviour": kafka_version.get(cfg.kafka_version).as_dict(),
+            "schedule": [e.to_json() for e in events],
             "versions": {"eoslab": eoslab.__version__, "python": platform.python_version()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     with open(os.path.join(cfg.out, "run.json"), "w") as f:

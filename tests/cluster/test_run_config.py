@@ -46,13 +46,23 @@ def test_settings_are_routed_by_prefix():
                       "topic.min.insync.replicas": "2", "workload.abort-ratio": "0.5",
                       "isolation.level": "read_uncommitted", "acks": "all",
                       "broker.transaction-verification": "false"}).split_settings()
-    assert s["broker"] == ["--transaction-verification", "--producer-state-batches=5"]
-    assert s["coordinator"] == ["--epoch-bump-per-transaction"]
+    assert s["broker"] == ["--kafka-version=4.0", "--transaction-verification", "--producer-state-batches=5",
+                           "--no-transaction-verification"]
+    assert s["coordinator"] == ["--kafka-version=4.0", "--epoch-bump-per-transaction"]
     assert s["controller"] == ["--pid-block-size=7"]
     assert s["topic"] == {"min.insync.replicas": "2"}
     assert s["workload"] == {"abort-ratio": "0.5"}
     assert s["consumer"] == {"isolation.level": "read_uncommitted"}
-    assert s["producer"] == {"acks": "all"}
+    assert s["producer"] == {"acks": "all", "kafka.version": "4.0"}
+
+
+def test_kafka_version_reaches_every_service_and_the_producer():
+    s = cfg(kafka_version="2.5", settings={"coordinator.epoch-bump-per-transaction": "true"}).split_settings()
+    assert s["broker"] == ["--kafka-version=2.5"]
+    assert s["coordinator"] == ["--kafka-version=2.5", "--epoch-bump-per-transaction"]   # the override comes last
+    assert s["producer"]["kafka.version"] == "2.5"
+    with pytest.raises(ValueError, match="unknown Kafka version"):
+        cfg(kafka_version="9.9").validate()
 
 
 @pytest.mark.parametrize("kw,message", [

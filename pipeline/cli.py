@@ -53,6 +53,8 @@ def register(subparsers) -> None:
     s.add_argument("--out", required=True, metavar="STORE")
     s.add_argument("--skip-invalid", action="store_true",
                    help="leave out cells `eoslab run` refuses (e.g. acks=1 with enable.idempotence=true)")
+    s.add_argument("--kafka-version", default=None, metavar="V",
+                   help="the Kafka release of every cell that does not set kafka.version (default 4.0)")
     s.add_argument("--dry-run", action="store_true", help="list the runs, run nothing")
     s.set_defaults(func=run_sweep)
 
@@ -107,7 +109,8 @@ def run_sweep(args) -> int:
     try:
         workloads = [w.strip() for spec in args.workload for w in spec.split(",") if w.strip()]
         runs = plan(workloads, args.nemesis, cells, range(args.first_seed, args.first_seed + args.seeds),
-                    args.out, args.time_limit, args.concurrency, skip_invalid=args.skip_invalid, log=sys.stderr)
+                    args.out, args.time_limit, args.concurrency, skip_invalid=args.skip_invalid, log=sys.stderr,
+                    kafka_version=args.kafka_version)
     except ValueError as e:
         raise _error(e) from None
     if not runs:

@@ -130,10 +130,15 @@ def cell_dir(settings: dict[str, str]) -> str:
 
 
 def plan(workloads: list[str], nemesis: list[str], cells: list[dict], seeds: Iterable[int], store: str,
-         time_limit: float, concurrency: int = 4, skip_invalid: bool = False, log=sys.stderr) -> list:
+         time_limit: float, concurrency: int = 4, skip_invalid: bool = False, log=sys.stderr,
+         kafka_version: str | None = None) -> list:
     """RunConfigs for workload x fault package x cell x seed. A cell RunConfig refuses raises
-    ValueError naming it, or with skip_invalid is left out with one line on `log`."""
+    ValueError naming it, or with skip_invalid is left out with one line on `log`. A cell's
+    `kafka.version` is the Kafka release of its runs (a matrix dimension like any setting);
+    `kafka_version` is the release of cells that do not name one (default: eoslab's default)."""
     from cluster.run import RunConfig
+    from eoslab import kafka_version as kv
+    default_version = kv.get(kafka_version).name
     runs = []
     seeds = list(seeds)
     for workload in workloads:
@@ -143,8 +148,10 @@ def plan(workloads: list[str], nemesis: list[str], cells: list[dict], seeds: Ite
                 first = True
                 for seed in seeds:
                     out = os.path.join(store, workload, fault_label(packages), cell_dir(cell), f"seed-{seed}")
+                    settings = {k: v for k, v in cell.items() if k != "kafka.version"}
                     cfg = RunConfig(workload=workload, nemesis=packages, time_limit=time_limit, seed=seed,
-                                    out=out, settings=dict(cell), concurrency=concurrency)
+                                    out=out, settings=settings, concurrency=concurrency,
+                                    kafka_version=cell.get("kafka.version") or default_version)
                     if first:
                         try:
                             cfg.validate()

@@ -263,3 +263,14 @@ def test_page_splits_workloads_by_kafka_version():
                                "cores": 1, "seconds": 1.0}, "/s", "/o")
     assert "queue, Kafka 2.5: invalid runs" in page and "queue, Kafka 4.0: invalid runs" in page
     assert "<td>1.50</td>" in page.replace("<td class=num>", "<td>")
+
+
+def test_a_cells_kafka_version_is_its_runs_release(tmp_path):
+    from pipeline.sweep import plan
+    cells = [{"kafka.version": "2.5", "acks": "all"}, {"acks": "all"}]
+    runs = plan(["queue"], ["none"], cells, [0], str(tmp_path), 5.0, kafka_version="3.6")
+    assert [r.kafka_version for r in runs] == ["2.5", "3.6"]
+    assert all("kafka.version" not in r.settings for r in runs)
+    assert "kafka.version=2.5" in runs[0].out and runs[0].out != runs[1].out
+    with pytest.raises(ValueError, match="unknown Kafka version"):
+        plan(["queue"], ["none"], [{"kafka.version": "1.9"}], [0], str(tmp_path), 5.0)

@@ -7,7 +7,8 @@ cluster's secret in metadata `x-eoslab-cluster-secret`, with UNAUTHENTICATED,
 before its handler runs; the comparison is constant-time (hmac.compare_digest).
 Fetch and OffsetsForLeaderEpoch are internal only when they name a replica
 (replica_id >= 0), AddPartitionsToTxn only when it is verify-only (a broker's
-KIP-890 check); every other client API stays open, as on Kafka's plaintext
+KIP-890 check), Produce only when it writes an internal topic
+(__transaction_state, __consumer_offsets); every other client API stays open, as on Kafka's plaintext
 listener. A request that does not decode is answered INVALID_ARGUMENT with one
 log line (not gRPC's INTERNAL and a traceback). A process finds its own secret
 in $EOSLAB_CLUSTER_SECRET or the file named by $EOSLAB_CLUSTER_SECRET_FILE; a
@@ -45,8 +46,18 @@ INTERNAL_METHODS = frozenset({
     "/eoslab.v1.FaultInjector/ClearFaults",
     "/eoslab.v1.FaultInjector/ListFaults",
 })
-# Internal when the request says so (a replica's fetch, a broker's verification).
+INTERNAL_TOPICS = frozenset({"__transaction_state", "__consumer_offsets"})
+
+
+def _writes_internal_topic(r) -> bool:
+    return any(pd.topic in INTERNAL_TOPICS for pd in r.partitions)
+
+
+# Internal when the request says so (a replica's fetch, a broker's verification, a write to an internal
+# topic: only the coordinators write there, as Kafka refuses clients' appends to internal topics).
 CONDITIONAL_METHODS = {
+    "/eoslab.v1.Broker/Produce": _writes_internal_topic,
+    "/eoslab.v1.Broker/ProduceStream": _writes_internal_topic,
     "/eoslab.v1.Broker/Fetch": lambda r: r.replica_id >= 0,
     "/eoslab.v1.Broker/OffsetsForLeaderEpoch": lambda r: r.replica_id >= 0,
     "/eoslab.v1.TransactionCoordinator/AddPartitionsToTxn": lambda r: r.verify_only,

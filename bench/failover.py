@@ -27,6 +27,27 @@ from clients.producer import KafkaProducer, ProducerConfig  # noqa: E402
 from cluster.local import LocalRuntime  # noqa: E402
 
 
+def in_sync(md, restarted: str) -> int:
+    """The ISR size of failover-0, asked of any broker that answers: the one just restarted may not
+    listen yet (UNAVAILABLE), and the metadata may still name it first."""
+    import grpc
+
+    from clients.errors import KafkaError
+    from eoslab.v1 import broker_pb2
+    try:
+        md.refresh(["failover"])
+    except KafkaError:
+        return 0
+    for addr in md.addresses():
+        try:
+            r = md.stub(addr).Metadata(broker_pb2.MetadataRequest(topics=["failover"]), timeout=3)
+        except grpc.RpcError:
+            continue
+        if r.topics and r.topics[0].partitions:
+            return len(r.topics[0].partitions[0].isr)
+    return 0
+
+
 def percentile(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
@@ -84,12 +105,8 @@ def main() -> None:
             rt.start(f"broker-{leader}")
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:      # back in the ISR before the next round
-                md.refresh(["failover"])
-                if rt.node_state(f"broker-{leader}") == "running" and md.leader("failover", 0):
-                    from eoslab.v1 import broker_pb2
-                    r = md.stub(md.any_broker()).Metadata(broker_pb2.MetadataRequest(topics=["failover"]), timeout=3)
-                    if len(r.topics[0].partitions[0].isr) == 3:
-                        break
+                if rt.node_state(f"broker-{leader}") == "running" and in_sync(md, f"broker-{leader}") == 3:
+                    break
                 time.sleep(0.1)
         stop.set()
         t.join()

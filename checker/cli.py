@@ -5,7 +5,11 @@ Guarantees: prints exactly one JSON object on stdout,
 (the Kafka model adds "allowed": what it found that Kafka permits), and exits
 0 valid, 1 invalid, 2 bad input (missing file, malformed line, bad option —
 one line on stderr naming the line or option, nothing on stdout), 3 unknown
-(time limit reached). `--model kafka` (default) runs checker.kafka; the other
+(time limit reached). A history with nothing to check is never valid: the
+Kafka model says invalid (Jepsen's empty-transaction-graph), the others
+unknown; either way one line on stderr says so. An `ok` send/poll whose value
+does not have the contract's shape (checker.kafka) and an index that does not
+increase (a duplicate) are bad input. `--model kafka` (default) runs checker.kafka; the other
 models run checker.linear's linearizability search from `--initial` (a JSON
 literal). `--out DIR` also writes DIR/results.json and DIR/report.html.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from checker.history import HistoryError
 from checker.result import EXIT_BAD_INPUT, exit_code, to_json, write_results
@@ -101,5 +106,19 @@ def run(args) -> int:
         write_results(args.out, result)
         write_report(os.path.join(args.out, "report.html"), result, series,
                      title=f"{os.path.basename(args.history)} ({args.model})")
+    note = _nothing_to_check(result)
+    if note:
+        print(f"eoslab check: {note}", file=sys.stderr, flush=True)
     print(to_json(result), flush=True)
     return exit_code(result)
+
+
+def _nothing_to_check(result: dict) -> str | None:
+    """The stderr line for a history with nothing to check (never reported as valid)."""
+    empty = result.get("anomalies", {}).get("empty-transaction-graph")
+    if empty:
+        return f"not valid: {empty[0]['reason']} (Jepsen's empty-transaction-graph)"
+    reason = result.get("stats", {}).get("reason", "")
+    if result.get("valid") == "unknown" and reason.startswith("nothing to check"):
+        return f"unknown: {reason}"
+    return None

@@ -21,14 +21,14 @@ import os
 import time
 from typing import Any, Iterable
 
-from checker.history import Op
+from checker.history import HistoryError, Op
 from checker.kafka.cycles import cycle_findings
 from checker.kafka.mops import json_key, norm_key, norm_value
 from checker.kafka.offsets import VersionOrder, duplicates, inconsistent_offsets
 from checker.kafka.order import order_findings
 from checker.kafka.producers import zombie_scanner
 from checker.kafka.source import HistorySource
-from checker.kafka.state import Collector
+from checker.kafka.state import Collector, ShapeError
 from checker.kafka.visibility import (g1a, lost_writes, precommitted_reads, unseen,
                                       unseen_findings)
 from checker.kafka.witness import Finding, materialize
@@ -142,7 +142,10 @@ def check_kafka(history: str | os.PathLike | HistorySource | Iterable[Op | dict]
     deadline = t0 + time_limit if time_limit is not None else None
     src = as_source(history, fmt)
     c = Collector(deadline, series)
-    c.run(src.dicts())
+    try:
+        c.run(src.dicts())
+    except ShapeError as e:
+        raise HistoryError(f"{src.where(e.index)}: {e}") from None
     if series is not None and hasattr(series, "set_unseen"):
         series.set_unseen(*c.unseen_series)
     unseen_summary = unseen(c.keys)

@@ -66,6 +66,7 @@ def iter_jsonl_dicts(path: str) -> Iterator[dict]:
     opener = gzip.open if path.endswith(".gz") else open
     loads, types, DecodeError = _loads, _TYPES, _DecodeError
     position = 0
+    last = -1 << 62
     try:
         with opener(path, "rb") as fh:
             for lineno, raw in enumerate(fh, 1):
@@ -86,10 +87,34 @@ def iter_jsonl_dicts(path: str) -> Iterator[dict]:
                     d["index"] = position
                 elif type(idx) is not int:
                     raise HistoryError(f"{path}: line {lineno}: index must be an integer, got {idx!r}")
+                if idx <= last:
+                    raise HistoryError(f"{path}: line {lineno}: {_order_problem(idx, last)}")
+                last = idx
                 position += 1
                 yield d
     except (OSError, UnicodeDecodeError, EOFError) as e:
         raise HistoryError(f"{path}: cannot read ({e})") from None
+
+
+def _order_problem(idx: int, last: int) -> str:
+    if idx == last:
+        return f"duplicate index {idx} (the op before has it too)"
+    return f"index {idx} is lower than the op before's ({last}); indices must increase"
+
+
+def ordered(ops: Iterable[Any], where: Callable[[Any, int], str]) -> Iterator[Any]:
+    """Ops (dicts or Ops) as they come, raising HistoryError at the first whose index is
+    not greater than the one before (a duplicate or out of order); `where(op, position)`
+    names the op in the message."""
+    last = -1 << 62
+    for position, op in enumerate(ops):
+        idx = op["index"] if type(op) is dict else op.index
+        if type(idx) is not int:
+            raise HistoryError(f"{where(op, position)}: index must be an integer, got {idx!r}")
+        if idx <= last:
+            raise HistoryError(f"{where(op, position)}: {_order_problem(idx, last)}")
+        last = idx
+        yield op
 
 
 def op_dict(op: Op | dict, position: int) -> dict:
@@ -136,10 +161,39 @@ class HistorySource:
 
     def dicts(self) -> Iterator[dict]:
         if self.ops is not None:
-            return (op_dict(op, i) for i, op in enumerate(self.ops))
+            return ordered((op_dict(op, i) for i, op in enumerate(self.ops)),
+                           lambda op, i: f"op {i} (index {op.get('index')})")
         if self.fmt == "jsonl":
             return iter_jsonl_dicts(self.path)
-        return (op.to_dict() for op in self._open_other())
+        return (op.to_dict() for op in ordered(self._open_other(),
+                                               lambda op, i: f"{self.path}: line {op.line}"))
+
+    def where(self, index: Any) -> str:
+        """Where the op with this index sits: "PATH: line N", or "op N" for ops in memory."""
+        if self.ops is not None:
+            for i, op in enumerate(self.ops):
+                if op_dict(op, i).get("index") == index:
+                    return f"op {i} (index {index})"
+            return f"op with index {index}"
+        if self.fmt == "jsonl":
+            opener = gzip.open if self.path.endswith(".gz") else open
+            position = 0
+            with opener(self.path, "rb") as fh:
+                for lineno, raw in enumerate(fh, 1):
+                    if not raw.strip():
+                        continue
+                    try:
+                        d = _loads(raw)
+                    except _DecodeError:
+                        break
+                    if type(d) is dict and d.get("index", position) == index:
+                        return f"{self.path}: line {lineno}"
+                    position += 1
+            return f"{self.path}: op with index {index}"
+        for op in self._open_other():
+            if op.index == index:
+                return f"{self.path}: line {op.line}"
+        return f"{self.path}: op with index {index}"
 
     def _open_other(self) -> Iterator[Op]:
         try:

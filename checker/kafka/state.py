@@ -26,6 +26,7 @@ import time as _time
 from array import array
 from typing import Any, Iterable
 
+from checker.history import HistoryError
 from checker.kafka.keystate import KeyState
 from checker.kafka.mops import norm_key, norm_value
 
@@ -176,6 +177,8 @@ class Collector:
                     self.errors[e] = self.errors.get(e, 0) + 1
             value = d.get("value")
             if type(value) is not list:
+                if t == "ok":
+                    raise ShapeError(idx, f"ok {f}: value must be a list of micro-ops, got {_show(value)}")
                 continue
             tc = 0 if t == "ok" else (1 if t == "info" else 2)
             if tc != 2:
@@ -192,21 +195,34 @@ class Collector:
             for mop in value:
                 pos += 1
                 if type(mop) is not list or not mop:
+                    if tc == 0:
+                        raise ShapeError(idx, f"ok {f}: micro-op {pos} must be a non-empty list, got {_show(mop)}")
                     continue
                 m0 = mop[0]
                 if m0 == "send":
-                    if len(mop) < 3:
-                        continue
+                    if len(mop) != 3 or (tc == 0 and not _is_key(mop[1])):
+                        if tc == 0:
+                            raise ShapeError(idx, f"ok {f}: micro-op {pos} must be [\"send\", key, "
+                                                  f"[offset, value]], got {_show(mop)}")
+                        if len(mop) < 3:
+                            continue
                     k = nk(mop[1])
                     x = mop[2]
                     if type(x) is list and len(x) == 2:
                         off, v = x
                         if type(off) is not int:
+                            if tc == 0 and off is not None:
+                                raise ShapeError(idx, f"ok {f}: micro-op {pos}: offset must be an integer "
+                                                      f"or null, got {_show(off)}")
                             off = None
                     else:
                         off, v = None, x
-                    if type(v) is list or type(v) is dict:
-                        v = norm_value(v)
+                    if type(v) is not int and type(v) is not str:
+                        if tc == 0:
+                            raise ShapeError(idx, f"ok {f}: micro-op {pos}: sent value must be an integer or "
+                                                  f"a string (or [offset, value]), got {_show(x)}")
+                        if type(v) is list or type(v) is dict:
+                            v = norm_value(v)
                     ks = keys.get(k)
                     if ks is None:
                         ks = key_state(k)
@@ -248,9 +264,15 @@ class Collector:
                             e[3] = v
                 elif m0 == "poll":
                     if len(mop) < 2 or type(mop[1]) is not dict:
+                        if tc == 0 and len(mop) != 1:      # ["poll"] alone: polled nothing
+                            raise ShapeError(idx, f"ok {f}: micro-op {pos} must be [\"poll\", "
+                                                  f"{{key: [[offset, value], ...]}}], got {_show(mop)}")
                         continue
                     for rkey, pairs in mop[1].items():
                         if type(pairs) is not list or not pairs:
+                            if tc == 0 and type(pairs) is not list:
+                                raise ShapeError(idx, f"ok {f}: micro-op {pos}: key {rkey!r} must map to a "
+                                                      f"list of [offset, value], got {_show(pairs)}")
                             continue
                         k = nk(rkey)
                         ks = keys.get(k)
@@ -268,9 +290,16 @@ class Collector:
                             try:
                                 off, v = pair
                             except (TypeError, ValueError):
+                                if tc == 0:
+                                    raise ShapeError(idx, f"ok {f}: micro-op {pos}: key {rkey!r}: "
+                                                          f"expected [offset, value], got {_show(pair)}") from None
                                 continue
-                            if type(v) is list or type(v) is dict:
-                                v = norm_value(v)
+                            if type(v) is not int and type(v) is not str:
+                                if tc == 0:
+                                    raise ShapeError(idx, f"ok {f}: micro-op {pos}: key {rkey!r}: polled value "
+                                                          f"must be an integer or a string, got {_show(pair)}")
+                                if type(v) is list or type(v) is dict:
+                                    v = norm_value(v)
                             if type(off) is int:
                                 ov = ks.off2val.get(off, _MISS)
                                 if ov is not v and ov != v:
@@ -285,6 +314,9 @@ class Collector:
                                     e[2] = v
                                 lo = off
                             else:
+                                if off is not None and tc == 0:
+                                    raise ShapeError(idx, f"ok {f}: micro-op {pos}: key {rkey!r}: offset must "
+                                                          f"be an integer or null, got {_show(pair)}")
                                 off = None
                             lv = v
                             if tc == 0:
@@ -399,6 +431,24 @@ class Collector:
             if (k, v) in sent:
                 self.precommitted.append((idx, k, v, off, isolation))
                 return
+
+
+class ShapeError(HistoryError):
+    """An ok op whose value does not have the history contract's shape; `index` names the op."""
+
+    def __init__(self, index: Any, msg: str):
+        super().__init__(msg)
+        self.index = index
+
+
+def _show(x: Any, limit: int = 80) -> str:
+    r = repr(x)
+    return r if len(r) <= limit else r[:limit - 3] + "..."
+
+
+def _is_key(k: Any) -> bool:
+    t = type(k)
+    return t is int or t is str or t is list
 
 
 def _rebalanced(d: dict, k: Any) -> bool:

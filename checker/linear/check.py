@@ -10,8 +10,11 @@ runs the exact search of checker.linear.search on each, smallest first, under
 one shared deadline.
 
 Returns `{"valid": True | False | "unknown", "anomalies": {...}, "stats": {...}}`.
-"unknown" only when the time limit ran out before every partition was decided
-and none was found invalid. When invalid, `anomalies["nonlinearizable"]` names
+"unknown" when the time limit ran out before every partition was decided
+and none was found invalid, or when there is nothing to check (no op that
+constrains the model: an empty history; knossos would say valid, the lab
+says it cannot tell). Indices must increase from op to op (a duplicate is
+bad input). When invalid, `anomalies["nonlinearizable"]` names
 the op no linearization gets past — `op`: its completion's `index`, its
 `invoke_index`, `process`, `type`, `f`, `value` (the completion's value for an
 ok op, else the invoke's), `line` — the `key` of its partition (or None),
@@ -28,6 +31,7 @@ from typing import Any, Iterable
 
 from checker.formats.pairs import Call, pair_calls, resolved_value, where
 from checker.history import HistoryError, Op
+from checker.kafka.source import ordered
 from checker.linear.search import search
 from checker.models import Model, get_model, thaw
 
@@ -38,7 +42,7 @@ class _Counted:
         self.n = 0
 
     def __iter__(self):
-        for op in self.ops:
+        for op in ordered(self.ops, lambda op, i: f"line {op.line}" if op.line else f"op {i}"):
             self.n += 1
             yield op
 
@@ -120,6 +124,10 @@ def check_linearizable(ops: Iterable[Op], model: str | Model, initial: Any = Non
         verdict = "unknown"
         stats["reason"] = f"time limit of {time_limit} s reached"
         stats["undecided_partitions"] = len(undecided)
+    if verdict is True and stats["constraining"] == 0:
+        verdict = "unknown"
+        stats["reason"] = (f"nothing to check: {counted.n} ops, none of them an op that constrains "
+                           f"the {m.name} model")
     stats["elapsed_s"] = round(time.monotonic() - t0, 6)
     return {"valid": verdict, "anomalies": anomalies, "stats": stats}
 

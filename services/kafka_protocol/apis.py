@@ -113,6 +113,9 @@ def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id:
                                        "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
                                        "isr_nodes": list(p.isr), "offline_replicas": []}
                                       for p in t.partitions]})
+    listed = [b["node_id"] for b in brokers if b["node_id"] < COORDINATOR_NODE_BASE]
+    if controller_id not in listed:   # clients send CreateTopics there: it must be a broker they know
+        controller_id = listed[0] if listed else -1
     return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": controller_id, "topics": topics}
 
 

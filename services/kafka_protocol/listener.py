@@ -11,9 +11,9 @@ Guarantees:
   the connection stays open; an exception in a handler closes that
   connection and is logged, the service keeps serving;
 - `acks=0` produce requests get no response; when a handler asks for its
-  response to be dropped (the lost-ACK fault), that response and every later
-  one on the connection are withheld while requests are still processed,
-  as when a response is lost on a TCP connection;
+  response to be dropped (the lost-ACK fault), the request has taken effect
+  and the connection is closed without the response, which is how a
+  response gets lost on TCP (the client sees a disconnect and retries);
 - `start` returns once the port is bound (or raises the bind error);
   `stop` closes the server and every connection.
 """
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 MAX_REQUEST_BYTES = 104857600   # Kafka's socket.request.max.bytes
 NO_RESPONSE = object()          # acks=0
-DROP_RESPONSE = object()        # lost-ACK fault: processed, answer withheld
+DROP_RESPONSE = object()        # lost-ACK fault: processed, connection closed without the answer
 
 
 class KafkaListener:
@@ -77,7 +77,6 @@ class KafkaListener:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         peer = writer.get_extra_info("peername")
-        lost = False
         try:
             while True:
                 try:
@@ -102,8 +101,9 @@ class KafkaListener:
                     log.exception("%s: request from %s failed: closing the connection", self.name, peer)
                     return
                 if out is DROP_RESPONSE:
-                    lost = True
-                if out is NO_RESPONSE or out is DROP_RESPONSE or lost:
+                    log.info("%s: response to %s dropped (lost-ack fault): closing the connection", self.name, peer)
+                    return
+                if out is NO_RESPONSE:
                     continue
                 writer.write(out)
                 await writer.drain()

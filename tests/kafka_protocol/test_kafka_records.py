@@ -1,0 +1,110 @@
+"""Kafka's v2 record batches <-> the lab's batches, checked against kio's independent batch codec."""
+import datetime
+import gzip
+import struct
+
+import crc32c
+import pytest
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record, RecordHeader
+from kio.records.writers import write_new_batch
+
+from eoslab.common import kafka_records as kr
+from eoslab.common import record_batch as rb
+from eoslab.v1 import common_pb2
+
+pytestmark = pytest.mark.fast
+E = common_pb2.ErrorCode
+
+
+def _kio_batch(records, headers=(), attributes=0, pid=7, epoch=1, seq=5) -> bytes:
+    import io
+    buf = io.BytesIO()
+    recs = tuple(Record(attributes=0, offset=i, key=k, value=v, headers=tuple(headers),
+                        timestamp=datetime.datetime.fromtimestamp(ts / 1000, datetime.UTC))
+                 for i, (k, v, ts) in enumerate(records))
+    write_new_batch(buf, NewRecordBatch(producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                        attributes=attributes, records=recs))
+    return buf.getvalue()
+
+
+def test_a_batch_written_by_kio_becomes_the_labs_batch_with_every_field():
+    data = _kio_batch([(b"k0", b"v0", 1_700_000_000_000), (None, b"v1", 1_700_000_001_000), (b"k2", None,
+                                                                                             1_700_000_002_000)],
+                      attributes=rb.TRANSACTIONAL_FLAG)
+    [kb] = kr.decode_batches(data)
+    lab = kr.to_lab(kb)
+    assert (lab.producer_id, lab.producer_epoch, lab.base_sequence, lab.record_count) == (7, 1, 5, 3)
+    assert lab.attributes == rb.TRANSACTIONAL_FLAG
+    assert list(rb.iter_records(lab.records)) == [(b"k0", b"v0", 1_700_000_000_000), (None, b"v1", 1_700_000_001_000),
+                                                  (b"k2", None, 1_700_000_002_000)]
+    assert rb.validate_batch(lab, 1 << 20) is None      # the lab's own CRC is set
+
+
+def test_the_labs_stored_batch_is_written_as_kafka_reads_it():
+    lab = rb.build_batch([(b"a", b"1", 1_700_000_000_123), (b"b", b"2", 1_700_000_000_456)], producer_id=42,
+                         producer_epoch=3, base_sequence=10, transactional=True)
+    lab.base_offset, lab.partition_leader_epoch = 1000, 9
+    data = kr.to_kafka(lab)
+    batch, size = read_batch(data, 0)          # kio checks the CRC-32C and the lengths
+    assert size == len(data)
+    assert (batch.base_offset, batch.partition_leader_epoch, batch.producer_id, batch.producer_epoch,
+            batch.base_sequence, batch.last_offset_delta) == (1000, 9, 42, 3, 10, 1)
+    assert batch.attributes == rb.TRANSACTIONAL_FLAG
+    assert [(r.offset, r.key, r.value) for r in batch.records] == [(1000, b"a", b"1"), (1001, b"b", b"2")]
+    assert batch.base_timestamp == 1_700_000_000_123 and batch.max_timestamp == 1_700_000_000_456
+    again = kr.to_lab(kr.decode_batches(data)[0])
+    assert again.records == lab.records and again.crc == lab.crc
+
+
+def test_control_batches_keep_their_flag_and_records():
+    from services.broker.txn_index import control_record
+    key, value = control_record(True, 4)
+    lab = rb.build_batch([(key, value, 5)], producer_id=1, producer_epoch=0, base_sequence=-1, control=True,
+                         transactional=True)
+    batch, _ = read_batch(kr.to_kafka(lab), 0)
+    assert batch.attributes == rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG
+    assert batch.records[0].key == b"\x00\x00\x00\x01" and batch.records[0].value == value
+
+
+def test_a_flipped_bit_is_corrupt_message():
+    data = bytearray(_kio_batch([(b"k", b"v", 1)]))
+    data[-1] ^= 1
+    with pytest.raises(kr.BatchFormatError) as e:
+        kr.decode_batches(bytes(data))
+    assert e.value.code == E.CORRUPT_MESSAGE
+
+
+def test_headers_are_refused_not_dropped():
+    data = _kio_batch([(b"k", b"v", 1)], headers=[RecordHeader(key=b"h", value=b"x")])
+    with pytest.raises(kr.BatchFormatError) as e:
+        kr.decode_batches(data)
+    assert e.value.code == E.INVALID_RECORD and "headers" in str(e.value)
+
+
+def _recompress(data: bytes, codec: int) -> bytes:
+    """The same batch with its records section compressed (gzip) or merely flagged (other codecs)."""
+    head = bytearray(data[:kr.HEADER_SIZE])
+    body = data[kr.HEADER_SIZE:]
+    body = gzip.compress(body) if codec == 1 else body
+    struct.pack_into(">h", head, 21, struct.unpack_from(">h", head, 21)[0] | codec)
+    struct.pack_into(">i", head, 8, kr.HEADER_SIZE - 12 + len(body))
+    out = bytes(head) + body
+    crc = crc32c.crc32c(out[21:])
+    return out[:17] + struct.pack(">I", crc) + out[21:]
+
+
+def test_gzip_batches_are_read_and_other_codecs_refused():
+    data = _kio_batch([(b"k", b"v" * 100, 1), (b"l", b"w", 2)])
+    [kb] = kr.decode_batches(_recompress(data, 1))
+    assert [r[1] for r in kb.records] == [b"v" * 100, b"w"]
+    with pytest.raises(kr.BatchFormatError) as e:
+        kr.decode_batches(_recompress(data, 4))
+    assert e.value.code == kr.UNSUPPORTED_COMPRESSION_TYPE
+
+
+@pytest.mark.parametrize("cut", [1, 10, 60, 70])
+def test_truncated_bytes_never_raise_anything_but_batch_format_error(cut):
+    data = _kio_batch([(b"key", b"value", 1), (b"key2", b"value2", 2)])
+    with pytest.raises(kr.BatchFormatError):
+        kr.decode_batches(data[:len(data) - cut])

@@ -1,0 +1,122 @@
+"""KafkaListener and ApiHandlers over real sockets: framing, ordering, Kafka's answer to what is not
+served, and bad frames closing one connection only."""
+import io
+import socket
+import struct
+import time
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from services.kafka_protocol import codec
+from services.kafka_protocol.apis import UNSUPPORTED_VERSION, ApiHandlers
+from services.kafka_protocol.listener import KafkaListener
+
+pytestmark = pytest.mark.fast
+HEARTBEAT = 12
+
+
+def _request(api_key, version, corr, **fields) -> bytes:
+    cls = load_request_schema(api_key, version)
+    buf = io.BytesIO()
+    entity_writer(cls.__header_schema__)(buf, cls.__header_schema__(
+        request_api_key=api_key, request_api_version=version, correlation_id=corr, client_id="test"))
+    entity_writer(cls)(buf, codec.make(cls, fields))
+    data = buf.getvalue()
+    return struct.pack(">i", len(data)) + data
+
+
+def _read_frame(sock) -> bytes:
+    head = _recv_exactly(sock, 4)
+    return _recv_exactly(sock, struct.unpack(">i", head)[0])
+
+
+def _recv_exactly(sock, n) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("closed")
+        out += chunk
+    return out
+
+
+def _response(frame, api_key, version):
+    cls = load_response_schema(api_key, version)
+    corr = struct.unpack_from(">i", frame)[0]
+    off = 4 + (1 if cls.__flexible__ and api_key != 18 else 0)
+    return corr, entity_reader(cls)(frame, off)[0]
+
+
+@pytest.fixture
+def listener():
+    h = ApiHandlers()
+    delays = {}
+
+    def heartbeat(header, req):
+        time.sleep(delays.get(req.member_id, 0))
+        return {"error_code": 27 if req.member_id == "rebalancing" else 0}
+    h.register(HEARTBEAT, 0, 2, heartbeat)
+    lst = KafkaListener("127.0.0.1:0", h, max_request_bytes=4096)
+    lst.start()
+    lst.delays = delays
+    yield lst
+    lst.stop()
+
+
+def _connect(lst):
+    return socket.create_connection(("127.0.0.1", lst.port), timeout=5)
+
+
+def _heartbeat(corr, member="m", version=1):
+    return _request(HEARTBEAT, version, corr, group_id="g", generation_id=1, member_id=member)
+
+
+def test_api_versions_lists_exactly_what_is_served(listener):
+    with _connect(listener) as s:
+        s.sendall(_request(18, 3, 1, client_software_name="t", client_software_version="1"))
+        corr, r = _response(_read_frame(s), 18, 3)
+    assert corr == 1 and r.error_code.value == 0
+    assert {(k.api_key, k.min_version, k.max_version) for k in r.api_keys} == {(18, 0, 3), (HEARTBEAT, 0, 2)}
+
+
+def test_api_versions_at_an_unserved_version_gets_a_v0_answer_with_the_list(listener):
+    with _connect(listener) as s:
+        s.sendall(_request(18, 4, 7, client_software_name="t", client_software_version="1"))
+        corr, r = _response(_read_frame(s), 18, 0)
+    assert corr == 7 and r.error_code.value == UNSUPPORTED_VERSION
+    assert (HEARTBEAT, 0, 2) in {(k.api_key, k.min_version, k.max_version) for k in r.api_keys}
+
+
+def test_another_api_at_an_unserved_version_gets_unsupported_version_and_the_connection_stays(listener):
+    with _connect(listener) as s:
+        s.sendall(_heartbeat(3, version=3))
+        corr, r = _response(_read_frame(s), HEARTBEAT, 3)
+        assert corr == 3 and r.error_code.value == UNSUPPORTED_VERSION
+        s.sendall(_heartbeat(4, member="rebalancing"))
+        corr, r = _response(_read_frame(s), HEARTBEAT, 1)
+        assert corr == 4 and r.error_code.value == 27
+
+
+def test_pipelined_requests_are_answered_in_request_order(listener):
+    listener.delays.update({"m0": 0.3, "m1": 0.0, "m2": 0.1})
+    with _connect(listener) as s:
+        s.sendall(b"".join(_heartbeat(100 + i, member=f"m{i}") for i in range(3)))
+        order = [_response(_read_frame(s), HEARTBEAT, 1)[0] for _ in range(3)]
+    assert order == [100, 101, 102]
+
+
+@pytest.mark.parametrize("bad", [struct.pack(">i", 5000) + b"x" * 16,          # over max_request_bytes
+                                 struct.pack(">i", -1),                        # negative size
+                                 struct.pack(">i", 12) + struct.pack(">hhi", HEARTBEAT, 1, 9) + b"\xff\xff\xff\xff"])
+def test_a_bad_frame_closes_its_connection_only(listener, bad):
+    with _connect(listener) as healthy, _connect(listener) as victim:
+        victim.sendall(bad)
+        with pytest.raises(ConnectionError):
+            _read_frame(victim)
+        healthy.sendall(_heartbeat(5))
+        assert _response(_read_frame(healthy), HEARTBEAT, 1)[0] == 5
+    with _connect(listener) as again:       # and the listener still accepts
+        again.sendall(_heartbeat(6))
+        assert _response(_read_frame(again), HEARTBEAT, 1)[0] == 6

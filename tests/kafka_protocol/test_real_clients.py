@@ -1,0 +1,189 @@
+"""Real Kafka clients (librdkafka through confluent-kafka, kafka-python, aiokafka) against a real local
+cluster over the brokers' and coordinators' Kafka listeners."""
+import asyncio
+import os
+import time
+import uuid
+
+import pytest
+
+from tests import helpers as h
+
+pytestmark = pytest.mark.integration
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def kcluster(eoslab_home):
+    from cluster.local import LocalRuntime
+    from tests.conftest import _zookeeper_missing
+    missing = _zookeeper_missing()
+    if missing:
+        pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    rt = LocalRuntime(f"t-{worker}-kp-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1)
+    rt.up()
+    yield rt
+    rt.down()
+
+
+def _topic(boot: str, name: str, partitions: int = 1) -> str:
+    name = f"{name}-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": boot})    # kept until the result: its handle serves the future
+    for f in admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30).values():
+        f.result(30)
+    return name
+
+
+def _read_all(boot, topic, partitions, isolation, expect, timeout_s=20.0):
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, deadline = [], time.monotonic() + timeout_s
+    quiet_until = None
+    while time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is None or m.error():
+            if len(got) >= expect:
+                quiet_until = quiet_until or time.monotonic() + 1.0   # nothing more may come after
+                if time.monotonic() > quiet_until:
+                    break
+            continue
+        got.append(m.value().decode())
+    c.close()
+    return got
+
+
+def test_confluent_kafka_idempotent_produce_reads_back_exactly_once(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-idem", 2)
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    errors = []
+    for i in range(300):
+        p.produce(topic, key=str(i).encode(), value=f"v{i}".encode(),
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0 and errors == []
+    got = _read_all(boot, topic, 2, "read_uncommitted", 300)
+    assert sorted(got) == sorted(f"v{i}" for i in range(300))
+
+
+def test_confluent_kafka_lost_ack_is_retried_into_one_copy(kcluster):
+    info = kcluster.info()
+    boot = info.kafka_bootstrap
+    topic = _topic(boot, "ck-lost")
+    from clients.metadata import ClusterMetadata
+    leader = h.leader_address(ClusterMetadata(info.bootstrap), topic)
+    h.drop_responses(leader, topic, count=1)
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "acks": "all",
+                  "request.timeout.ms": 2000, "linger.ms": 50})
+    for i in range(20):
+        p.produce(topic, value=f"v{i}".encode())
+    assert p.flush(30) == 0
+    assert h.faults_applied(leader) == 1
+    got = _read_all(boot, topic, 1, "read_uncommitted", 20)
+    assert got == [f"v{i}" for i in range(20)]
+
+
+def test_confluent_kafka_read_committed_sees_only_committed_transactions(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-txn")
+    p = Producer({"bootstrap.servers": boot, "transactional.id": f"tx-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    for kind, n in (("c", 10), ("a", 7), ("d", 5)):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce(topic, value=f"{kind}{i}".encode())
+        if kind == "a":
+            p.flush(10)
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    committed = [f"c{i}" for i in range(10)] + [f"d{i}" for i in range(5)]
+    assert _read_all(boot, topic, 1, "read_committed", 15) == committed
+    everything = _read_all(boot, topic, 1, "read_uncommitted", 22)
+    assert everything == [f"c{i}" for i in range(10)] + [f"a{i}" for i in range(7)] + [f"d{i}" for i in range(5)]
+
+
+def test_confluent_kafka_copier_commits_offsets_inside_the_transaction(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    src, dst = _topic(boot, "ck-in", 2), _topic(boot, "ck-out")
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True})
+    for i in range(60):
+        p.produce(src, key=str(i).encode(), value=f"m{i}".encode())
+    assert p.flush(30) == 0
+    group = f"copier-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": boot, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "isolation.level": "read_committed"})
+    c.subscribe([src])
+    tp = Producer({"bootstrap.servers": boot, "transactional.id": f"copier-{uuid.uuid4().hex[:6]}"})
+    tp.init_transactions(30)
+    copied, deadline = 0, time.monotonic() + 60
+    while copied < 60 and time.monotonic() < deadline:
+        msgs = [m for m in c.consume(25, 1.0) if not m.error()]
+        if not msgs:
+            continue
+        tp.begin_transaction()
+        for m in msgs:
+            tp.produce(dst, value=m.value())
+        tp.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        tp.commit_transaction(30)
+        copied += len(msgs)
+    c.close()
+    assert copied == 60
+    check = Consumer({"bootstrap.servers": boot, "group.id": group})
+    offsets = check.committed([TopicPartition(src, 0), TopicPartition(src, 1)], 10)
+    check.close()
+    assert sum(o.offset for o in offsets) == 60
+    assert sorted(_read_all(boot, dst, 1, "read_committed", 60)) == sorted(f"m{i}" for i in range(60))
+
+
+def test_kafka_python_idempotent_produce_reads_back_exactly_once(kcluster):
+    kafka = pytest.importorskip("kafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "kp-idem", 2)
+    p = kafka.KafkaProducer(bootstrap_servers=boot, enable_idempotence=True, acks="all")
+    futures = [p.send(topic, key=str(i).encode(), value=f"v{i}".encode()) for i in range(200)]
+    p.flush(30)
+    assert all(f.get(10).offset >= 0 for f in futures)
+    p.close()
+    c = kafka.KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, consumer_timeout_ms=3000,
+                            isolation_level="read_committed")
+    c.assign([kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)])
+    c.seek_to_beginning()
+    got = [m.value.decode() for m in c]
+    c.close()
+    assert sorted(got) == sorted(f"v{i}" for i in range(200))
+
+
+def test_aiokafka_idempotent_produce_reads_back_exactly_once(kcluster):
+    aiokafka = pytest.importorskip("aiokafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ak-idem")
+
+    async def run():
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=boot, enable_idempotence=True, acks="all")
+        await p.start()
+        try:
+            for i in range(100):
+                await p.send(topic, f"v{i}".encode())
+            await p.flush()
+        finally:
+            await p.stop()
+        c = aiokafka.AIOKafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False,
+                                      isolation_level="read_committed")
+        await c.start()
+        got = []
+        try:
+            c.assign([aiokafka.TopicPartition(topic, 0)])
+            await c.seek_to_beginning()
+            deadline = time.monotonic() + 20
+            while len(got) < 100 and time.monotonic() < deadline:
+                for msgs in (await c.getmany(timeout_ms=500)).values():
+                    got += [m.value.decode() for m in msgs]
+        finally:
+            await c.stop()
+        return got
+
+    assert asyncio.run(run()) == [f"v{i}" for i in range(100)]

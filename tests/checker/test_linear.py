@@ -34,8 +34,9 @@ def test_sequential_history_is_valid():
     assert r["valid"] is True and r["anomalies"] == {}
 
 
-def test_empty_history_is_valid():
-    assert check([])["valid"] is True
+def test_empty_history_is_unknown_not_valid():
+    r = check([])
+    assert r["valid"] == "unknown" and r["stats"]["reason"].startswith("nothing to check")
 
 
 @pytest.mark.parametrize("seen", [0, 1])

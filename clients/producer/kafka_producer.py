@@ -59,7 +59,7 @@ class KafkaProducer:
         self.accumulator = RecordAccumulator(self.config.batch_size, self.config.linger_ms,
                                              self.config.buffer_memory)
         self.transaction_manager = TransactionManager(self.config.enable_idempotence, self.config.transactional_id,
-                                                      self.config.version)
+                                                      self.config.version, self.config.on_out_of_order)
         self.txn = (TransactionRequests(self, max(self.config.request_timeout_ms / 1000.0, 30.0))
                     if self.config.transactional_id else None)
         self.sender = Sender(self.config, self.metadata, self.accumulator, self.transaction_manager,

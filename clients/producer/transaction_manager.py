@@ -94,9 +94,11 @@ class InvalidStateTransition(KafkaError):
 
 
 class TransactionManager:
-    def __init__(self, idempotent: bool, transactional_id: str = "", version=None):
+    def __init__(self, idempotent: bool, transactional_id: str = "", version=None, on_out_of_order: str | None = None):
         self.idempotent = idempotent
         self.transactional_id = transactional_id
+        # the idempotent producer's answer to a sequence it cannot resolve: "bump-epoch" (2.5+) or "fatal"
+        self.on_out_of_order = on_out_of_order or getattr(version, "on_out_of_order", "bump-epoch")
         # KIP-360: may this release bump the epoch after an abortable error (InitProducerId(pid, epoch))?
         self.can_bump_epoch = bool(getattr(version, "abortable_epoch_bump", True)) and \
             bool(getattr(version, "init_with_producer_id", True))
@@ -390,8 +392,11 @@ class TransactionManager:
                     else:
                         self.transition_to_fatal(KafkaError(E.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                                             msg + "it is not safe to go on"))
-                elif self.idempotent:
+                elif self.idempotent and self.on_out_of_order == "bump-epoch":
                     self.request_epoch_bump(tp)
+                elif self.idempotent:
+                    self.transition_to_fatal(KafkaError(E.OUT_OF_ORDER_SEQUENCE_NUMBER, msg + "it is not safe to go "
+                                                        "on (on.out.of.order=fatal)"))
 
     def request_epoch_bump(self, tp=None) -> None:
         """Idempotent producer: bump the epoch (and renumber from 0) once nothing is in flight."""

@@ -1,5 +1,7 @@
 """The producer's reactions by Kafka release, against real processes: delivery timeout of in-flight batches and
 unresolved sequences, KIP-360's abort with an epoch bump, and what stays fatal on 0.11."""
+import time
+
 import pytest
 
 from clients.errors import E, KafkaError
@@ -131,3 +133,33 @@ def test_invalid_producer_epoch_on_produce(make_cluster, version, state):
         old.close()
         new.close()
     assert committed_values(boot, "fenced") == [b"c"]
+
+
+def test_unknown_producer_id_bumps_the_idempotent_epoch_on_2_5_and_is_fatal_on_0_11(make_cluster):
+    """The broker forgets an idle producer (producer.id.expiration.ms) and answers its next sequence with
+    UNKNOWN_PRODUCER_ID (1.0-2.4 brokers; forced here): a 4.0 client bumps its epoch and writes from sequence 0
+    (KIP-360); a 0.11 client fails."""
+    rt = make_cluster(brokers=1, controllers=1, broker_args=[
+        "--unknown-producer=UNKNOWN_PRODUCER_ID", "--producer-id-expiration-ms=300",
+        "--producer-id-expiration-check-interval-ms=100"])
+    boot = rt.bootstrap_all()
+    h.new_topic(boot, "forgotten", 2)
+    new = KafkaProducer(boot, ProducerConfig.from_props({"linger.ms": "0"}, kafka_version="4.0"))
+    old = KafkaProducer(boot, ProducerConfig.from_props({"linger.ms": "0", "enable.idempotence": "true",
+                                                         "max.in.flight.requests.per.connection": "1"},
+                                                        kafka_version="0.11"))
+    try:
+        assert new.send("forgotten", b"n0", partition=0).result(timeout=30).base_sequence == 0
+        assert old.send("forgotten", b"o0", partition=1).result(timeout=30).base_sequence == 0
+        time.sleep(1.5)                                  # idle past producer.id.expiration.ms: both forgotten
+        m = new.send("forgotten", b"n1", partition=0).result(timeout=30)
+        assert (m.producer_epoch, m.base_sequence) == (1, 0) and new.metrics()["epoch_bumps"] == 1
+        assert _error(old.send("forgotten", b"o1", partition=1)).code == E.UNKNOWN_PRODUCER_ID
+        assert old.transaction_manager.state is State.FATAL_ERROR
+        with pytest.raises(KafkaError):
+            old.send("forgotten", b"o2", partition=1)
+    finally:
+        new.close()
+        old.close()
+    assert [r.value for r in h.read_partition(boot, "forgotten", 0)] == [b"n0", b"n1"]
+    assert [r.value for r in h.read_partition(boot, "forgotten", 1)] == [b"o0"]

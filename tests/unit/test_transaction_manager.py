@@ -197,3 +197,17 @@ def test_a_late_answer_from_an_older_epoch_does_not_count():
     batch(tm)
     tm.handle_completed_batch(a)                       # epoch 0's answer
     assert tm.last_acked == {}
+
+
+@pytest.mark.parametrize("version", ["0.11", "4.0"])
+def test_unresolved_sequence_of_an_idempotent_producer_follows_on_out_of_order(version):
+    tm = TransactionManager(True, "", kv.get(version))
+    tm.begin_idempotent_init()
+    tm.complete_idempotent_init(1, 0)
+    _expire(tm, batch(tm))
+    tm.maybe_resolve_sequences(lambda tp: False)
+    if version == "0.11":       # fatal: no epoch bump before KIP-360
+        assert tm.state is S.FATAL_ERROR and tm.fatal_error.code == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    else:
+        assert tm.state is S.READY and tm.bump_pending
+    assert TransactionManager(True, "", kv.get("4.0"), on_out_of_order="fatal").on_out_of_order == "fatal"

@@ -64,6 +64,9 @@ class ApiHandlers:
         except UnsupportedVersion as u:
             return self.unsupported(u)
         fn = self.handlers[header.api_key][2]
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("API %d v%d from %s (correlation id %d)", header.api_key, header.api_version, header.client_id,
+                      header.correlation_id)
         result = fn(header, req)
         if result is NO_RESPONSE:
             return NO_RESPONSE

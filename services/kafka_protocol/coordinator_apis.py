@@ -2,7 +2,7 @@
 AddOffsetsToTxn, EndTxn), each translated to the call its gRPC servicer makes.
 
 Guarantees: a transactional request is answered by the coordinator's own
-state machine with Kafka's error codes; EndTxn is served up to v4, the
+state machine with Kafka's error codes; EndTxn is served up to v3, the
 versions of transaction.version 1 clients, so it never bumps the epoch
 (KIP-890 part 2 needs EndTxn v5, which carries the new epoch back) (NOT_COORDINATOR when it does not own
 the id's __transaction_state partition, as Kafka's coordinator answers).

@@ -64,6 +64,7 @@ BATCH_ROWS = 65_536
 OPS_ARROW = pa.schema([("pos", pa.int64()), ("index", pa.int64()), ("time", pa.int64()),
                        ("process", pa.string()), ("type", pa.string()), ("f", pa.string()),
                        ("error", pa.string()), ("op", pa.string())])
+_STATS = [f.name for f in OPS_ARROW if f.name != "op"]     # min/max of whole ops: no use, much work
 _COUNTS = pa.map_(pa.string(), pa.int64())
 RUN_META = ("run", "workload", "fault", "config", "kafka_version", "seed", "settings", "dir", "report")
 RUNS_ARROW = pa.schema([("run", pa.string()), ("workload", pa.string()), ("fault", pa.string()),
@@ -171,8 +172,8 @@ def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
     final = os.path.join(d, "part-00000.parquet")
     tmp = os.path.join(d, f".part-00000.parquet.{os.getpid()}.tmp")
     os.makedirs(d, exist_ok=True)
-    pq.write_table(table, tmp, compression="zstd", row_group_size=BATCH_ROWS,
-                   use_dictionary=["process", "type", "f", "error"])
+    pq.write_table(table, tmp, compression="zstd", compression_level=1, row_group_size=BATCH_ROWS,
+                   use_dictionary=["process", "type", "f", "error"], write_statistics=_STATS)
     os.replace(tmp, final)
     return final
 

@@ -12,7 +12,8 @@ container's hostname may not resolve for them). `conf` (KEY=VALUE pairs)
 overrides any of these. Failure to start (no Java, bad master) raises
 `SparkStartError` with one line. With `jvm_log`, the JVM's own stderr (its
 start-up banner, executor and Python worker output) goes to that file, not
-to the terminal. `Progress` prints, while a phase runs, one
+to the terminal. The driver's and executors' JVMs run with JVM_OPTIONS
+(C1 only, serial GC) unless `conf` sets their extraJavaOptions. `Progress` prints, while a phase runs, one
 line per update on stderr: phase, tasks done/total over the active stages,
 elapsed seconds — rewritten in place on a terminal, at most every 10 s
 otherwise — and a final line when the phase ends.
@@ -27,6 +28,10 @@ import threading
 import time
 import warnings
 
+# The JVMs only schedule tasks and pass bytes to Python workers: the quick JIT alone (C1) and
+# the serial collector do that with about half the CPU of a JVM's start-up with C2 and G1
+# (docs/analysis.md has the figures)
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 MASTER_RE = re.compile(r"^(local(\[(\*|\d+)\])?|spark://[\w.\-]+:\d+(,[\w.\-]+:\d+)*)$")
 
 
@@ -56,6 +61,8 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.executorEnv.PYTHONWARNINGS": "ignore::FutureWarning",
+        "spark.driver.extraJavaOptions": JVM_OPTIONS,
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
     }
     if local:
         opts.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})

@@ -30,7 +30,8 @@ STORE_SPEC = [
 ]
 FIXED_LATENCY_RUN = "all/kill/seed-0"          # every op of this run takes exactly FIXED_LATENCY_NS
 FIXED_LATENCY_NS = 3_000_000
-EMPTY_RUN = "all/none/seed-0"                  # an empty history: valid, no ops
+EMPTY_RUN = "all/none/seed-0"                  # an empty history: no ops, so Jepsen's empty-transaction-graph
+EMPTY_FINDINGS = {"empty-transaction-graph": 1}
 WITH_REPORT_RUN = "1/kill/seed-0"              # has its own report.html, as `eoslab run` leaves it
 
 

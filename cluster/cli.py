@@ -66,6 +66,9 @@ def register_run(sub) -> None:
     r.add_argument("--concurrency", type=argtypes.int_range(1, 1000), default=4)
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
                    help=f"cluster and clients behave as this Kafka release: {', '.join(kafka_version.names())}")
+    r.add_argument("--client", default="eoslab",
+                   help="who sends and polls: eoslab (the lab's client, gRPC), confluent-kafka or kafka-python "
+                        "(over the Kafka listeners; settings by Kafka's names with --set)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
 
@@ -81,7 +84,7 @@ def cmd_run(args) -> int:
     cfg = RunConfig(workload=args.workload, nemesis=[n.strip() for n in args.nemesis.split(",") if n.strip()],
                     time_limit=args.time_limit, seed=args.seed, out=args.out, runtime=args.runtime,
                     cluster=args.cluster, settings=settings, concurrency=args.concurrency,
-                    kafka_version=args.kafka_version)
+                    kafka_version=args.kafka_version, client=args.client)
     try:
         cfg.validate()
         if args.cluster:

@@ -10,7 +10,10 @@ DIR/report.html, before the cluster goes down: an invalid or failed run also
 keeps the nodes' log tails in DIR/logs. Faults are always healed and a
 cluster the run started is always torn down, also on error. The workload
 comes from cluster.workloads' registry; a transactional workload gets a
-cluster with transaction coordinators. Bad settings are a ValueError from
+cluster with transaction coordinators. `client` picks who sends and polls:
+the lab's own client, or a real Kafka client (confluent-kafka,
+kafka-python) over the brokers' Kafka listeners, for the workloads that
+list it; run.json records the client and its version. Bad settings are a ValueError from
 `validate()` before anything starts. Exit status: 0 valid, 1 anomalies, 2
 error (3 when the checker ran out of time).
 """
@@ -67,6 +70,7 @@ class RunConfig:
     concurrency: int = 4
     partitions: int = 3
     kafka_version: str = kafka_version.DEFAULT        # the Kafka release the cluster and clients behave as
+    client: str = "eoslab"                            # or a real Kafka client over the Kafka listeners
 
     def validate(self) -> None:
         from clients.producer import ProducerConfig
@@ -90,7 +94,16 @@ class RunConfig:
         props = dict(s["producer"])
         if props.get("transactional.id"):
             raise ValueError("transactional.id is set by the workload, not by --set")
-        ProducerConfig.from_props(props)
+        from cluster.workloads.real_clients import CLIENTS, check_settings
+        if self.client not in CLIENTS:
+            raise ValueError(f"unknown client {self.client!r} (known: {', '.join(CLIENTS)})")
+        served = getattr(workload_class(self.workload), "clients", ("eoslab",))
+        if self.client not in served:
+            raise ValueError(f"the {self.workload} workload drives {', '.join(served)}, not {self.client}")
+        if self.client == "eoslab":
+            ProducerConfig.from_props(props)
+        else:
+            check_settings(self.client, props)
         parse_consumer(s["consumer"])
         parse_options(self.workload, workload_class(self.workload).OPTIONS, s["workload"])
         from cluster import service_args     # the services' own parsers and the controller's config rules
@@ -164,7 +177,7 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
     events = nem.schedule(packages, cfg.time_limit, cfg.seed)
     meta = {"workload": cfg.workload, "nemesis": cfg.nemesis, "time_limit": cfg.time_limit, "seed": cfg.seed,
             "runtime": cfg.runtime, "settings": cfg.settings, "concurrency": cfg.concurrency,
-            "partitions": cfg.partitions, "kafka_version": cfg.kafka_version,
+            "partitions": cfg.partitions, "kafka_version": cfg.kafka_version, "client": cfg.client,
             "kafka_behaviour": kafka_version.get(cfg.kafka_version).as_dict(),
             "schedule": [e.to_json() for e in events],
             "versions": {"eoslab": eoslab.__version__, "python": platform.python_version()},
@@ -182,9 +195,17 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
         boot = rt.bootstrap_all()
         topic = f"{cfg.workload}-{cfg.seed}" + (f"-{uuid.uuid4().hex[:6]}" if not own else "")
         meta["topic"] = topic
+        real = {}
+        if cfg.client != "eoslab":
+            from cluster.workloads.real_clients import versions
+            kboot = getattr(rt.info(), "kafka_bootstrap", "")
+            if not kboot:
+                raise ValueError(f"the {rt.name} runtime has no Kafka listeners for --client {cfg.client}")
+            meta["versions"].update(versions(cfg.client))
+            real = {"client": cfg.client, "kafka_bootstrap": kboot}
         wl = wl_cls(boot, history, cfg.seed, topic=topic, partitions=cfg.partitions,
                     concurrency=cfg.concurrency, producer_props=s["producer"], topic_configs=s["topic"],
-                    consumer_props=s["consumer"], options=s["workload"], runtime=rt)
+                    consumer_props=s["consumer"], options=s["workload"], runtime=rt, **real)
         wl.setup()
         md = ClusterMetadata(boot)
         ctx = nem.Context(rt, history, wl.topic, cfg.partitions, md, random.Random(cfg.seed),

@@ -10,7 +10,10 @@ process (Jepsen's rule: an indeterminate op may still take effect later).
 so every acknowledged record is accounted for in the history.
 Ops follow Jepsen's Kafka workload shape: send [["send", k, v]] completing as
 [["send", k, [offset, v]]]; poll completing as [["poll", {k: [[offset, v], ...]}]];
-k is the partition number.
+k is the partition number. With `client` set to a real Kafka client
+(confluent-kafka, kafka-python; `eoslab run --client`), its sends and polls
+go through that client over the brokers' Kafka listeners, with the same ops
+and the same fail/info rule; final reads stay with the lab's consumer.
 """
 from __future__ import annotations
 
@@ -26,13 +29,17 @@ from cluster.workloads.base import Workload, by_key, final_read, outcome, produc
 
 class QueueWorkload(Workload):
     name = "queue"
+    clients = ("eoslab", "confluent-kafka", "kafka-python")   # `eoslab run --client`
 
     def __init__(self, bootstrap: str, history, seed: int, topic: str = "queue", partitions: int = 3,
                  concurrency: int = 4, producer_props: dict | None = None, topic_configs: dict | None = None,
-                 replication_factor: int = 0, send_ratio: float = 0.7, op_timeout: float = 10.0, **kw):
+                 replication_factor: int = 0, send_ratio: float = 0.7, op_timeout: float = 10.0,
+                 client: str = "eoslab", kafka_bootstrap: str = "", **kw):
         super().__init__(bootstrap, history, seed, topic, partitions, concurrency, producer_props, topic_configs,
                          replication_factor, op_timeout, **kw)
         self.send_ratio = send_ratio
+        self.client = client                  # eoslab, or a real Kafka client (cluster/workloads/real_clients.py)
+        self.kafka_bootstrap = kafka_bootstrap
 
     def setup(self) -> None:
         md = ClusterMetadata(self.bootstrap)
@@ -47,7 +54,16 @@ class QueueWorkload(Workload):
 
     def _new_producer(self) -> KafkaProducer:
         props = self.client_props()
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import make_producer
+            return make_producer(self.client, self.kafka_bootstrap, props)
         return KafkaProducer(self.bootstrap, ProducerConfig.from_props(props))
+
+    def _new_consumer(self):
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import make_consumer
+            return make_consumer(self.client, self.kafka_bootstrap)
+        return KafkaConsumer(self.bootstrap)
 
     def _client(self, slot: int) -> None:
         rng = random.Random(self.seed * 1000 + slot)
@@ -55,7 +71,7 @@ class QueueWorkload(Workload):
         sessions = itertools.count(1)
         session = f"p{slot}-{next(sessions)}"       # one per producer instance (checker contract)
         producer = self._new_producer()
-        consumer = KafkaConsumer(self.bootstrap)
+        consumer = self._new_consumer()
         consumer.assign([(self.topic, p) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():

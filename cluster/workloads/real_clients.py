@@ -1,0 +1,226 @@
+"""Real Kafka clients behind the interface the workloads use of the lab's producer and consumer.
+
+Guarantees: `make_producer(client, ...)` / `make_consumer(client, ...)` give
+objects with the lab client's methods the queue workload calls (`send(topic,
+value, partition=k).result(timeout)` with `.offset`, `close(timeout)`,
+`transaction_manager.fatal_error`; `assign`, `poll(timeout_ms)` returning
+records with topic, partition, offset and value, `close()`), driving
+confluent-kafka (librdkafka) or kafka-python over the brokers' Kafka
+listeners. Settings go by Kafka's names, as given (`--set
+enable.idempotence=true`); a setting the client does not know fails when the
+client is built, with the client's own message. A failed send raises the
+lab's `KafkaError` with Kafka's code when the broker answered one (so the
+errors table decides fail or info exactly as for the lab's client) and any
+other exception when the client gave up on its own (timeouts, lost
+connections: info). These clients do not expose their producer id, epoch or
+sequence numbers: those history fields are left empty (None).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from dataclasses import dataclass
+
+from clients.errors import KafkaError
+
+CLIENTS = ("eoslab", "confluent-kafka", "kafka-python")
+LAB_ONLY = {"kafka.version"}     # the lab's own producer settings that real clients do not take
+
+
+@dataclass
+class SendResult:
+    offset: int
+    producer_id: int | None = None
+    producer_epoch: int | None = None
+    base_sequence: int | None = None
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    value: bytes
+
+
+class _Fatal:
+    def __init__(self):
+        self.fatal_error = None
+
+
+def versions(client: str) -> dict:
+    """The client's version (and librdkafka's) for run.json."""
+    if client == "confluent-kafka":
+        import confluent_kafka
+        return {"confluent-kafka": confluent_kafka.version(), "librdkafka": confluent_kafka.libversion()[0]}
+    if client == "kafka-python":
+        import kafka
+        return {"kafka-python": kafka.__version__}
+    return {}
+
+
+def _props(props: dict) -> dict:
+    return {k: v for k, v in props.items() if k not in LAB_ONLY}
+
+
+# -- confluent-kafka ---------------------------------------------------------------------------------
+class ConfluentProducer:
+    def __init__(self, bootstrap: str, props: dict):
+        from confluent_kafka import Producer
+        self.p = Producer({**_props(props), "bootstrap.servers": bootstrap})
+        self.transaction_manager = _Fatal()
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, name="librdkafka-poll", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.p.poll(0.05)
+
+    def send(self, topic: str, value: bytes, partition: int) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+
+        def delivered(err, msg):
+            if err is None:
+                fut.set_result(SendResult(msg.offset()))
+                return
+            if err.fatal():
+                self.transaction_manager.fatal_error = err
+            code = err.code()
+            fut.set_exception(KafkaError(code, err.str()) if code >= 0 else RuntimeError(err.name()))
+        try:
+            self.p.produce(topic, value, partition=partition, on_delivery=delivered)
+        except Exception as e:  # noqa: BLE001 - BufferError, a fatal client: the send did not start
+            fut.set_exception(e)
+        return fut
+
+    def close(self, timeout: float = 5.0) -> None:
+        try:
+            self.p.flush(timeout)
+        finally:
+            self._stop.set()
+            self._poller.join(1)
+
+
+class ConfluentConsumer:
+    def __init__(self, bootstrap: str, isolation: str = "read_uncommitted"):
+        from confluent_kafka import Consumer
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": "eoslab-poller", "enable.auto.commit": False,
+                           "isolation.level": isolation, "auto.offset.reset": "earliest"})
+
+    def assign(self, tps) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+        self.c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in tps])
+
+    def poll(self, timeout_ms: int = 200) -> list[Record]:
+        out = []
+        for m in self.c.consume(500, timeout_ms / 1000.0):
+            if m.error() is None:
+                out.append(Record(m.topic(), m.partition(), m.offset(), m.value()))
+        return out
+
+    def close(self) -> None:
+        self.c.close()
+
+
+# -- kafka-python ------------------------------------------------------------------------------------
+def _kafka_python_config(props: dict) -> dict:
+    out = {}
+    for k, v in _props(props).items():
+        if isinstance(v, str) and v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        elif isinstance(v, str) and v.lstrip("-").isdigit():
+            v = int(v)
+        out[k.replace(".", "_")] = v
+    return out
+
+
+class KafkaPythonProducer:
+    def __init__(self, bootstrap: str, props: dict):
+        from kafka import KafkaProducer
+        self.p = KafkaProducer(bootstrap_servers=bootstrap.split(","), **_kafka_python_config(props))
+        self.transaction_manager = _Fatal()
+
+    def send(self, topic: str, value: bytes, partition: int):
+        return _KafkaPythonFuture(self.p.send(topic, value, partition=partition))
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.p.close(timeout)
+
+
+class _KafkaPythonFuture:
+    def __init__(self, fut):
+        self.fut = fut
+
+    def result(self, timeout: float | None = None) -> SendResult:
+        from kafka.errors import KafkaError as KPError
+        try:
+            m = self.fut.get(timeout)
+        except KPError as e:
+            errno = getattr(e, "errno", None)
+            if isinstance(errno, int) and errno > 0:      # the broker's answer: the errors table decides
+                raise KafkaError(errno, str(e)) from None
+            raise
+        return SendResult(m.offset)
+
+
+class KafkaPythonConsumer:
+    def __init__(self, bootstrap: str, isolation: str = "read_uncommitted"):
+        from kafka import KafkaConsumer
+        self.c = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
+                               isolation_level=isolation, auto_offset_reset="earliest")
+
+    def assign(self, tps) -> None:
+        from kafka import TopicPartition
+        parts = [TopicPartition(t, p) for t, p in tps]
+        self.c.assign(parts)
+        self.c.seek_to_beginning(*parts)
+
+    def poll(self, timeout_ms: int = 200) -> list[Record]:
+        out = []
+        for tp, msgs in self.c.poll(timeout_ms=timeout_ms).items():
+            out += [Record(tp.topic, tp.partition, m.offset, m.value) for m in msgs]
+        return out
+
+    def close(self) -> None:
+        self.c.close()
+
+
+def make_producer(client: str, bootstrap: str, props: dict):
+    if client == "confluent-kafka":
+        return ConfluentProducer(bootstrap, props)
+    if client == "kafka-python":
+        return KafkaPythonProducer(bootstrap, props)
+    raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENTS)})")
+
+
+def make_consumer(client: str, bootstrap: str, isolation: str = "read_uncommitted"):
+    if client == "confluent-kafka":
+        return ConfluentConsumer(bootstrap, isolation)
+    if client == "kafka-python":
+        return KafkaPythonConsumer(bootstrap, isolation)
+    raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENTS)})")
+
+
+def check_settings(client: str, props: dict) -> None:
+    """Build (and close at once) a producer with these settings, pointed nowhere: the client's own
+    check of every setting's name and value, as a ValueError with its message."""
+    if client == "eoslab":
+        return
+    try:
+        if client == "confluent-kafka":
+            from confluent_kafka import Producer
+            Producer({**_props(props), "bootstrap.servers": "127.0.0.1:1"})
+        elif client == "kafka-python":
+            from kafka.producer.kafka import KafkaProducer
+            unknown = set(_kafka_python_config(props)) - set(KafkaProducer.DEFAULT_CONFIG)
+            if unknown:
+                raise ValueError(f"kafka-python has no producer setting {', '.join(sorted(unknown))}")
+        else:
+            raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENTS)})")
+    except ImportError:
+        raise ValueError(f"the {client} client is not installed (pip install -e '.[clients]')") from None
+    except ValueError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the client's own rejection of a setting
+        raise ValueError(f"{client}: {e}") from None

@@ -1,0 +1,42 @@
+"""`eoslab run --client`: the queue workload driven by a real Kafka client."""
+import json
+import os
+
+import pytest
+
+from cluster.run import RunConfig, run
+
+
+def _cfg(tmp_path, **kw):
+    base = dict(workload="queue", nemesis=["none"], time_limit=8, seed=3, out=str(tmp_path / "run"))
+    base.update(kw)
+    return RunConfig(**base)
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("kw, message", [
+    ({"client": "sarama"}, "unknown client 'sarama'"),
+    ({"client": "confluent-kafka", "workload": "txn"}, "the txn workload drives eoslab, not confluent-kafka"),
+    ({"client": "confluent-kafka", "settings": {"no.such.setting": "1"}}, "confluent-kafka: "),
+    ({"client": "kafka-python", "settings": {"no.such.setting": "1"}}, "kafka-python has no producer setting"),
+])
+def test_bad_client_choices_are_refused_before_anything_starts(tmp_path, kw, message):
+    with pytest.raises(ValueError, match=message):
+        _cfg(tmp_path, **kw).validate()
+    assert not os.path.exists(tmp_path / "run")
+
+
+@pytest.mark.integration
+def test_a_queue_run_with_librdkafka_under_lost_acks_is_valid_and_says_which_client(tmp_path, eoslab_home,
+                                                                                  monkeypatch):
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    cfg = _cfg(tmp_path, client="confluent-kafka", nemesis=["lost-ack"], time_limit=12,
+               settings={"enable.idempotence": "true", "acks": "all"})
+    assert run(cfg) == 0
+    meta = json.load(open(tmp_path / "run" / "run.json"))
+    assert meta["client"] == "confluent-kafka"
+    assert meta["versions"]["librdkafka"].startswith("2.")
+    hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
+    sends = [o for o in hist if o["f"] == "send" and o["type"] == "ok" and o["process"] != "nemesis"]
+    assert len(sends) > 50
+    assert any(o["f"] == "start-lost-ack" for o in hist)

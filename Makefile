@@ -46,6 +46,8 @@ cluster-up: venv
 	   --kafka-version $(KAFKA_VERSION) > .cluster-$(NAME).json || { rm -f .cluster-$(NAME).json; exit 1; }; \
 	 boot=$$($(BIN)/python -c 'import json;print(json.load(open(".cluster-$(NAME).json"))["bootstrap"])'); \
 	 echo "cluster '$(NAME)' is up on $$kind as Kafka $(KAFKA_VERSION); bootstrap: $$boot"; \
+	 kboot=$$($(BIN)/python -c 'import json;print(json.load(open(".cluster-$(NAME).json")).get("kafka_bootstrap", ""))'); \
+	 if [ -n "$$kboot" ]; then echo "  Kafka clients: bootstrap.servers=$$kboot"; fi; \
 	 echo "  produce:  $(BIN)/eoslab produce --bootstrap $$boot --topic demo --count 1000 --idempotent"; \
 	 echo "  consume:  $(BIN)/eoslab consume --bootstrap $$boot --topic demo --json"; \
 	 echo "  status:   make cluster-status NAME=$(NAME)"; \

@@ -187,3 +187,112 @@ def test_aiokafka_idempotent_produce_reads_back_exactly_once(kcluster):
         return got
 
     assert asyncio.run(run()) == [f"v{i}" for i in range(100)]
+
+
+def _kp_read(kafka, boot, topic, isolation):
+    c = kafka.KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, consumer_timeout_ms=3000,
+                            isolation_level=isolation)
+    c.assign([kafka.TopicPartition(topic, 0)])
+    c.seek_to_beginning()
+    got = [m.value.decode() for m in c]
+    c.close()
+    return got
+
+
+def test_kafka_python_read_committed_sees_only_committed_transactions(kcluster):
+    kafka = pytest.importorskip("kafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "kp-txn")
+    p = kafka.KafkaProducer(bootstrap_servers=boot, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    p.init_transactions()
+    for kind, n in (("c", 6), ("a", 4), ("d", 3)):
+        p.begin_transaction()
+        for i in range(n):
+            p.send(topic, f"{kind}{i}".encode())
+        if kind == "a":
+            p.flush()
+            p.abort_transaction()
+        else:
+            p.commit_transaction()
+    p.close()
+    assert _kp_read(kafka, boot, topic, "read_committed") == [f"c{i}" for i in range(6)] + [f"d{i}" for i in range(3)]
+    assert len(_kp_read(kafka, boot, topic, "read_uncommitted")) == 13
+
+
+def test_kafka_python_copier_commits_offsets_inside_the_transaction(kcluster):
+    kafka = pytest.importorskip("kafka")
+    boot = kcluster.info().kafka_bootstrap
+    src, dst = _topic(boot, "kp-in"), _topic(boot, "kp-out")
+    p = kafka.KafkaProducer(bootstrap_servers=boot, enable_idempotence=True)
+    for i in range(30):
+        p.send(src, f"m{i}".encode())
+    p.flush()
+    p.close()
+    group = f"kp-copier-{uuid.uuid4().hex[:6]}"
+    c = kafka.KafkaConsumer(src, bootstrap_servers=boot, group_id=group, enable_auto_commit=False,
+                            auto_offset_reset="earliest", isolation_level="read_committed")
+    tp = kafka.KafkaProducer(bootstrap_servers=boot, transactional_id=f"kp-copier-{uuid.uuid4().hex[:6]}")
+    tp.init_transactions()
+    copied, deadline = 0, time.monotonic() + 60
+    while copied < 30 and time.monotonic() < deadline:
+        batches = c.poll(timeout_ms=1000)
+        msgs = [m for ms in batches.values() for m in ms]
+        if not msgs:
+            continue
+        tp.begin_transaction()
+        for m in msgs:
+            tp.send(dst, m.value)
+        offsets = {tpart: kafka.OffsetAndMetadata(ms[-1].offset + 1, "", -1) for tpart, ms in batches.items()}
+        tp.send_offsets_to_transaction(offsets, c.group_metadata())
+        tp.commit_transaction()
+        copied += len(msgs)
+    c.close()
+    tp.close()
+    assert copied == 30
+    check = kafka.KafkaConsumer(bootstrap_servers=boot, group_id=group, enable_auto_commit=False)
+    assert check.committed(kafka.TopicPartition(src, 0)) == 30
+    check.close()
+    assert sorted(_kp_read(kafka, boot, dst, "read_committed")) == sorted(f"m{i}" for i in range(30))
+
+
+def test_aiokafka_read_committed_sees_only_committed_transactions(kcluster):
+    aiokafka = pytest.importorskip("aiokafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ak-txn")
+
+    async def run():
+        p = aiokafka.AIOKafkaProducer(bootstrap_servers=boot, transactional_id=f"ak-{uuid.uuid4().hex[:6]}")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(5):
+                    await p.send(topic, f"c{i}".encode())
+            with pytest.raises(RuntimeError):
+                async with p.transaction():
+                    for i in range(4):
+                        await p.send(topic, f"a{i}".encode())
+                    raise RuntimeError("abort this one")
+            async with p.transaction():
+                for i in range(3):
+                    await p.send(topic, f"d{i}".encode())
+        finally:
+            await p.stop()
+        out = {}
+        for iso in ("read_committed", "read_uncommitted"):
+            c = aiokafka.AIOKafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, isolation_level=iso)
+            await c.start()
+            got = []
+            try:
+                c.assign([aiokafka.TopicPartition(topic, 0)])
+                await c.seek_to_beginning()
+                for _ in range(8):
+                    for msgs in (await c.getmany(timeout_ms=400)).values():
+                        got += [m.value.decode() for m in msgs]
+            finally:
+                await c.stop()
+            out[iso] = got
+        return out
+
+    out = asyncio.run(run())
+    assert out["read_committed"] == [f"c{i}" for i in range(5)] + [f"d{i}" for i in range(3)]
+    assert len(out["read_uncommitted"]) == 12

@@ -114,9 +114,13 @@ class RunConfig:
     def split_settings(self) -> dict:
         """Settings by prefix: broker.* / coordinator.* / controller.* -> service flags, topic.* -> topic
         configs, workload.* -> workload options, isolation.level -> consumer, the rest -> producer."""
-        v = f"--kafka-version={self.kafka_version}"
-        out = {"broker": [v], "coordinator": [v], "controller": [], "topic": {}, "workload": {},
+        flag = f"--kafka-version={self.kafka_version}"
+        out = {"broker": [flag], "coordinator": [flag], "controller": [], "topic": {}, "workload": {},
                "consumer": {}, "producer": {"kafka.version": self.kafka_version}}
+        limit = kafka_version.get(self.kafka_version).max_in_flight_idempotent
+        if limit < 5 and not any(k in self.settings for k in ("max.in.flight.requests.per.connection",
+                                                                 "max.in.flight")):
+            out["producer"]["max.in.flight.requests.per.connection"] = str(limit)   # as 0.11 requires
         for k, v in self.settings.items():
             head, _, rest = k.partition(".")
             if head in PREFIXES and rest:

@@ -42,20 +42,28 @@ class Context:
     def values(self, n: int) -> list[int]:
         return [next(self._values) for _ in range(n)]
 
+    def _for_version(self, config: dict) -> dict:
+        """The producer config as a user of the scenario's Kafka release writes it: that release, and
+        on 0.11 one request in flight (all 0.11 allows an idempotent producer) unless set."""
+        if not self.kafka_version:
+            return config
+        from eoslab import kafka_version as kv
+        v = kv.get(self.kafka_version)
+        config.setdefault("kafka_version", v.name)
+        if v.max_in_flight_idempotent < 5:
+            config.setdefault("max_in_flight", v.max_in_flight_idempotent)
+        return config
+
     def producer(self, **config):
         from clients.producer import KafkaProducer, ProducerConfig
-        if self.kafka_version:
-            config.setdefault("kafka_version", self.kafka_version)
-        p = KafkaProducer(self.bootstrap, ProducerConfig(**config))
+        p = KafkaProducer(self.bootstrap, ProducerConfig(**self._for_version(config)))
         self._clients.append(p)
         return p
 
     def worker(self, **config):
         """A producer in its own process (cluster.scenarios.worker), so it can be killed or paused."""
         from cluster.scenarios.worker import WorkerProducer
-        if self.kafka_version:
-            config.setdefault("kafka_version", self.kafka_version)
-        w = WorkerProducer(self.bootstrap, config)
+        w = WorkerProducer(self.bootstrap, self._for_version(config))
         self._clients.append(w)
         return w
 

@@ -18,14 +18,16 @@ from cluster.scenarios.base import ClusterSpec, Fact, completions, register
 
 TOPIC = "window"
 PER_BATCH = 10
+# Seed 001's broker on every Kafka version: five batches remembered, OUT_OF_ORDER beyond them (as 1.0+)
 OOO_BROKER = ClusterSpec(brokers=1, controllers=1,
-                         broker_args=("--duplicate-beyond-cache-error=OUT_OF_ORDER_SEQUENCE_NUMBER",))
+                         broker_args=("--duplicate-beyond-cache-error=OUT_OF_ORDER_SEQUENCE_NUMBER",
+                                      "--producer-state-batches=5"))
 
 
 def pipelined(ctx, batches: int, in_flight: int, lost: int, reaction: str = "bump-epoch") -> None:
     ctx.create_topic(TOPIC)
-    p = ctx.producer(max_in_flight=in_flight, batch_size=record.batch_bytes(PER_BATCH), linger_ms=5000,
-                     request_timeout_ms=3000, retry_backoff_ms=20, on_out_of_order=reaction)
+    p = ctx.producer(enable_idempotence=True, max_in_flight=in_flight, batch_size=record.batch_bytes(PER_BATCH),
+                     linger_ms=5000, request_timeout_ms=3000, retry_backoff_ms=20, on_out_of_order=reaction)
     address = ctx.drop_acks(TOPIC, count=lost)
     ops = [ctx.send(i, p, "producer-1", TOPIC, [(0, v) for v in ctx.values(PER_BATCH)]) for i in range(batches)]
     ctx.wait_acks_dropped(address, lost)
@@ -107,3 +109,21 @@ def lost_ack_6_fatal(ctx) -> None:
           facts=(Fact("batches A, B, C re-sent in a new epoch", bumped_for(3)),))
 def out_of_order_bump(ctx) -> None:
     pipelined(ctx, batches=8, in_flight=8, lost=3)
+
+
+def default_producer_lost_ack(ctx) -> None:
+    ctx.create_topic("defaults")
+    p = ctx.producer(linger_ms=0, request_timeout_ms=2000, retry_backoff_ms=20)     # the release's defaults
+    address = ctx.drop_acks("defaults", count=1)
+    op = ctx.send(0, p, "producer-1", "defaults", [(0, v) for v in ctx.values(1)])
+    ctx.wait_acks_dropped(address, 1)
+    op.complete(timeout=60)
+    ctx.read_all("defaults")
+
+
+register("default-producer-lost-ack", seed="KIP-679 (3.0: idempotence on by default); 003 (what the producer "
+         "config does)",
+         description="a producer left at its release's defaults, its first ACK lost: before 3.0 it is not "
+                     "idempotent (acks=1) and its retry writes the record twice; from 3.0 it is, and writes it once",
+         cluster=ClusterSpec(brokers=1, controllers=1), expected=(),
+         expected_by_version={"0.11": ("duplicate",), "2.5": ("duplicate",)})(default_producer_lost_ack)

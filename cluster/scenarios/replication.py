@@ -72,7 +72,7 @@ def acked_after_kill(ops: list[dict]) -> str | None:
 def isr_acks1_unclean(ctx) -> None:
     topic = "unclean"
     ctx.create_topic(topic, configs={"unclean.leader.election.enable": "true"})
-    safe = ctx.producer(linger_ms=0)                                       # acks=all, idempotent
+    safe = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=0)
     ctx.send(0, safe, "safe", topic, [(0, v) for v in ctx.values(1)]).complete()
     fast = ctx.producer(acks=1, enable_idempotence=False, linger_ms=0)
     leader, followers = _isolate_leader(ctx, topic)
@@ -95,7 +95,7 @@ def isr_acks1_unclean(ctx) -> None:
 def isr_acks_all(ctx) -> None:
     topic = "durable"
     ctx.create_topic(topic, configs={"min.insync.replicas": "2"})
-    p = ctx.producer(linger_ms=0, request_timeout_ms=3000, retry_backoff_ms=100)
+    p = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=0, request_timeout_ms=3000, retry_backoff_ms=100)
     ctx.send(0, p, "p", topic, [(0, v) for v in ctx.values(1)]).complete()
     leader, followers = _isolate_leader(ctx, topic)
     retries = p.metrics()["retries"]
@@ -121,7 +121,8 @@ def isr_acks_all(ctx) -> None:
 def leader_reelection(ctx) -> None:
     topic = "seed000"
     ctx.create_topic(topic, configs={"min.insync.replicas": "2"})
-    p = ctx.producer(linger_ms=5000, batch_size=record.batch_bytes(10), request_timeout_ms=1500,
+    p = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=5000, batch_size=record.batch_bytes(10),
+                     request_timeout_ms=1500,
                      retry_backoff_ms=50)
     ctx.send(0, p, "p", topic, [(0, v) for v in ctx.values(100)]).complete()
     old = note_leader(ctx, topic)

@@ -99,3 +99,10 @@ def test_outcome_follows_the_errors_table_and_unanswered_attempts():
     retried.maybe_applied = True             # an EndTxn whose first attempt got no answer
     assert outcome(retried) == ("info", "PRODUCER_FENCED")
     assert outcome(TimeoutError()) == ("info", "TimeoutError")
+
+
+def test_on_0_11_the_workload_producer_gets_one_request_in_flight():
+    assert cfg(kafka_version="0.11").split_settings()["producer"]["max.in.flight.requests.per.connection"] == "1"
+    cfg(kafka_version="0.11").validate()                      # the txn workload's producer is idempotent
+    s = cfg(kafka_version="0.11", settings={"max.in.flight": "3", "enable.idempotence": "false"}).split_settings()
+    assert "max.in.flight.requests.per.connection" not in s["producer"]

@@ -83,6 +83,14 @@ def analyze(store: str, out: str, master: str = "local[*]", conf: dict | None = 
             spark.stop()
 
 
+def _count_dirs(path: str) -> int:
+    """Runs whose Parquet exists so far (the progress line's count)."""
+    try:
+        return sum(1 for e in os.scandir(path) if e.name.startswith("run="))
+    except OSError:
+        return 0
+
+
 def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
     sc = spark.sparkContext
     par = max(sc.defaultParallelism, 1)
@@ -98,7 +106,7 @@ def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
     need = frozenset(r.run for r in runs if r.report is None) if write_reports else frozenset()
     fn = task_fn(ops_dir, stage, os.path.join(out, "reports") if write_reports else None, need)
     try:
-        with Progress(spark, "check", log, progress):
+        with Progress(spark, "check", log, progress, units=("runs", len(runs), lambda: _count_dirs(ops_dir))):
             rows = sc.parallelize(work, len(work)).flatMap(lambda b: b).mapPartitions(fn).collect()
         got = {r["run"]: r for r in rows}
         bad = sorted((r["run"], r["problem"] or "no result") for r in rows if r["problem"] or r["valid"] is None)

@@ -14,8 +14,9 @@ overrides any of these. Failure to start (no Java, bad master) raises
 start-up banner, executor and Python worker output) goes to that file, not
 to the terminal. The driver's and executors' JVMs run with JVM_OPTIONS
 (C1 only, serial GC) unless `conf` sets their extraJavaOptions. `Progress` prints, while a phase runs, one
-line per update on stderr: phase, tasks done/total over the active stages,
-elapsed seconds — rewritten in place on a terminal, at most every 10 s
+line per update on stderr: phase, tasks done/total over the active stages
+(and, given `units`, a finer count such as runs done, read at most every
+2 s), elapsed seconds — rewritten in place on a terminal, at most every 10 s
 otherwise — and a final line when the phase ends.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ import sys
 import threading
 import time
 import warnings
+from typing import Callable
 
 # The JVMs only schedule tasks and pass bytes to Python workers: the quick JIT alone (C1) and
 # the serial collector do that with about half the CPU of a JVM's start-up with C2 and G1
@@ -134,7 +136,8 @@ def spark_error(e: BaseException) -> str:
 class Progress:
     """`with Progress(spark, "check", out=sys.stderr):` prints the phase's task progress."""
 
-    def __init__(self, spark, phase: str, out=sys.stderr, enabled: bool = True, interval: float = 0.5):
+    def __init__(self, spark, phase: str, out=sys.stderr, enabled: bool = True, interval: float = 0.5,
+                 units: tuple[str, int, Callable[[], int]] | None = None):
         self.sc = spark.sparkContext
         self.phase = phase
         self.out = out
@@ -146,6 +149,9 @@ class Progress:
         self.t0 = 0.0
         self.done = self.total = 0
         self._last_print = 0.0
+        self.units = units                  # (name, total, count()): finer than tasks, e.g. runs written
+        self.units_done = 0
+        self._last_count = 0.0
 
     def __enter__(self):
         self.t0 = time.monotonic()
@@ -175,12 +181,21 @@ class Progress:
                 done += info.numCompletedTasks
                 total += info.numTasks
         self.done, self.total = done, total
+        now = time.monotonic()
+        if self.units and now - self._last_count >= 2:
+            self._last_count = now
+            self.units_done = min(self.units[2](), self.units[1])
 
     def line(self) -> str:
         width = 24
-        frac = self.done / self.total if self.total else 0.0
+        if self.units and self.units[1]:
+            frac = self.units_done / self.units[1]
+        else:
+            frac = self.done / self.total if self.total else 0.0
         bar = "#" * int(frac * width)
         tasks = f"{self.done}/{self.total} tasks" if self.total else "starting"
+        if self.units:
+            tasks = f"{self.units_done}/{self.units[1]} {self.units[0]}, {tasks}"
         return f"[{self.phase}] [{bar:<{width}}] {tasks}  {time.monotonic() - self.t0:6.1f} s"
 
     def _loop(self) -> None:

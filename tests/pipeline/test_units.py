@@ -274,3 +274,36 @@ def test_a_cells_kafka_version_is_its_runs_release(tmp_path):
     assert "kafka.version=2.5" in runs[0].out and runs[0].out != runs[1].out
     with pytest.raises(ValueError, match="unknown Kafka version"):
         plan(["queue"], ["none"], [{"kafka.version": "1.9"}], [0], str(tmp_path), 5.0)
+
+
+class _Tracker:
+    def __init__(self, done, total):
+        self.done, self.total = done, total
+
+    def getActiveStageIds(self):
+        return [7]
+
+    def getStageInfo(self, _sid):
+        return type("Info", (), {"numCompletedTasks": self.done, "numTasks": self.total})()
+
+
+def test_progress_counts_runs_finer_than_tasks():
+    """A stage of few large tasks still moves: the line counts runs written, the bar follows them."""
+    import io
+
+    from pipeline.session import Progress
+    sc = type("SC", (), {"statusTracker": lambda self: _Tracker(1, 4), "setJobDescription": lambda self, d: None})()
+    counts = iter([120, 600, 5000])
+    p = Progress(type("S", (), {"sparkContext": sc})(), "check", io.StringIO(),
+                 units=("runs", 1000, lambda: next(counts)))
+    p._poll()
+    assert "120/1000 runs, 1/4 tasks" in p.line() and "[##   " in p.line()
+    p._last_count = 0
+    p._poll()
+    assert "600/1000 runs" in p.line() and "#" * 14 in p.line()
+    p._last_count = 0
+    p._poll()
+    assert "1000/1000 runs" in p.line()                 # never above the total
+    plain = Progress(type("S", (), {"sparkContext": sc})(), "aggregate", io.StringIO())
+    plain._poll()
+    assert "1/4 tasks" in plain.line() and "runs" not in plain.line()

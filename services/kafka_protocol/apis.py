@@ -43,6 +43,12 @@ def ms(value) -> int:
     return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
 
 
+def fenced_error(code: int, version: int, first_version: int) -> int:
+    """PRODUCER_FENCED as a client at this version understands it: before KIP-588 (the version that
+    introduced it, `first_version`) Kafka answers INVALID_PRODUCER_EPOCH instead."""
+    return E.INVALID_PRODUCER_EPOCH if code == E.PRODUCER_FENCED and version < first_version else code
+
+
 def int_error(code) -> int:
     return int(code.value) if hasattr(code, "value") else int(code)
 

@@ -4,7 +4,9 @@ AddOffsetsToTxn, EndTxn), each translated to the call its gRPC servicer makes.
 Guarantees: a transactional request is answered by the coordinator's own
 state machine with Kafka's error codes; EndTxn is served up to v3, the
 versions of transaction.version 1 clients, so it never bumps the epoch
-(KIP-890 part 2 needs EndTxn v5, which carries the new epoch back) (NOT_COORDINATOR when it does not own
+(KIP-890 part 2 needs EndTxn v5, which carries the new epoch back);
+PRODUCER_FENCED reaches a client below the version that introduced it
+(KIP-588) as INVALID_PRODUCER_EPOCH, as Kafka answers it (NOT_COORDINATOR when it does not own
 the id's __transaction_state partition, as Kafka's coordinator answers).
 Kafka clients treat the coordinator as one more node, and some send it
 whatever a node may get: Metadata and FindCoordinator are answered from the
@@ -20,7 +22,7 @@ import grpc
 
 from eoslab.v1 import broker_pb2, common_pb2, txn_pb2
 from services.kafka_protocol import apis
-from services.kafka_protocol.apis import ApiHandlers, ms
+from services.kafka_protocol.apis import ApiHandlers, fenced_error, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 
 E = apis.E
@@ -75,7 +77,8 @@ class CoordinatorApis(ApiHandlers):
                                               producer_id=int(getattr(req, "producer_id", -1)),
                                               producer_epoch=int(getattr(req, "producer_epoch", -1)))
         r = self.svc.InitProducerId(pb, None)
-        return {"error_code": r.error, "producer_id": r.producer_id, "producer_epoch": r.producer_epoch}
+        return {"error_code": fenced_error(r.error, header.api_version, 4), "producer_id": r.producer_id,
+                "producer_epoch": r.producer_epoch}
 
     def add_partitions_to_txn(self, header, req) -> dict:
         pb = txn_pb2.AddPartitionsToTxnRequest(transactional_id=req.v3_and_below_transactional_id,
@@ -87,7 +90,8 @@ class CoordinatorApis(ApiHandlers):
         by_topic: dict[str, list] = {}
         for pr in r.partitions:
             by_topic.setdefault(pr.topic, []).append({"partition_index": pr.partition,
-                                                      "partition_error_code": pr.error})
+                                                      "partition_error_code": fenced_error(
+                                                          pr.error, header.api_version, 2)})
         return {"results_by_topic_v3_and_below": [{"name": t, "results_by_partition": ps}
                                                   for t, ps in by_topic.items()]}
 
@@ -95,7 +99,7 @@ class CoordinatorApis(ApiHandlers):
         r = self.svc.AddOffsetsToTxn(txn_pb2.AddOffsetsToTxnRequest(
             transactional_id=req.transactional_id, producer_id=int(req.producer_id),
             producer_epoch=int(req.producer_epoch), group_id=req.group_id), None)
-        return {"error_code": r.error}
+        return {"error_code": fenced_error(r.error, header.api_version, 2)}
 
     def end_txn(self, header, req) -> dict:
         if int(req.producer_id) < 0 or int(req.producer_epoch) < 0:
@@ -103,7 +107,8 @@ class CoordinatorApis(ApiHandlers):
         pb = txn_pb2.EndTxnRequest(transactional_id=req.transactional_id, producer_id=int(req.producer_id),
                                    producer_epoch=int(req.producer_epoch), committed=bool(req.committed))
         try:   # EndTxn below v5: a transaction.version 1 client, which expects no KIP-890 epoch bump
-            return {"error_code": self.s.coordinator.end_txn(pb, epoch_bump=False).error}
+            err = self.s.coordinator.end_txn(pb, epoch_bump=False).error
+            return {"error_code": fenced_error(err, header.api_version, 2)}
         except Exception:  # noqa: BLE001 - a bug must not take the coordinator down
             log.exception("EndTxn failed")
             return {"error_code": E.UNKNOWN_SERVER_ERROR}

@@ -20,7 +20,7 @@ import struct
 import threading
 
 from eoslab.v1 import broker_pb2, common_pb2
-from services.kafka_protocol.apis import E, ms
+from services.kafka_protocol.apis import E, fenced_error, ms
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
@@ -201,7 +201,11 @@ class GroupApis:
             transactional_id=req.transactional_id, group_id=req.group_id, producer_id=int(req.producer_id),
             producer_epoch=int(req.producer_epoch), generation_id=int(getattr(req, "generation_id", -1)),
             member_id=getattr(req, "member_id", "") or "", partitions=self._commit_partitions(req)), None)
-        return self._commit_answer(req, r)
+        out = self._commit_answer(req, r)
+        for t in out["topics"]:              # KIP-588: PRODUCER_FENCED from v3 on
+            for p in t["partitions"]:
+                p["error_code"] = fenced_error(p["error_code"], header.api_version, 3)
+        return out
 
     def offset_fetch(self, header, req) -> dict:
         pb = broker_pb2.OffsetFetchRequest(group_id=req.group_id,

@@ -123,8 +123,11 @@ class KafkaProducer:
         tm.maybe_fail_with_error()
         if tm.state is not txm.COMMITTING:
             tm.ensure_in_transaction("commit_transaction")
-            self.flush(timeout)
+            flushed = self.flush(timeout)
             tm.maybe_fail_with_error()       # a send of the transaction failed: it must be aborted
+            if not flushed:
+                raise KafkaError(E.REQUEST_TIMED_OUT, "commit_transaction: sends still unacknowledged "
+                                                      f"after {timeout} s (the transaction is still open)")
         tm.begin_commit()
         r = self._end_txn(True)
         tm.complete_transaction(r.producer_id, r.producer_epoch) if r is not None else tm.complete_transaction()
@@ -142,9 +145,11 @@ class KafkaProducer:
                 self.accumulator.batches[b.tp].remove(b)
         for b in dropped:
             self.sender._fail(b, err)
-        self.flush(timeout)
+        flushed = self.flush(timeout)
         if tm.fatal_error is not None:
             raise tm.fatal_error
+        if not flushed:
+            raise KafkaError(E.REQUEST_TIMED_OUT, f"abort_transaction: sends still in flight after {timeout} s")
         last = tm.abort_cause
         r = None
         # the coordinator takes no EndTxn for an id it no longer maps: go straight to the bump (as Kafka)
@@ -218,7 +223,8 @@ class KafkaProducer:
             tm.maybe_add_partition((topic, partition))
         return self.accumulator.append(topic, partition, key, value, ts, self.sender.wake)
 
-    def flush(self, timeout: float | None = None) -> None:
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every record sent before is resolved; False if `timeout` passed first."""
         self.accumulator.begin_flush()
         self.sender.wake()
         try:
@@ -232,7 +238,8 @@ class KafkaProducer:
             for b in self.accumulator.all_batches() + in_flight:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not b.result.wait(left):
-                    return
+                    return False
+            return True
         finally:
             self.accumulator.end_flush()
 

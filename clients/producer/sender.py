@@ -25,58 +25,15 @@ import queue
 import threading
 import time
 
-import grpc
-
 from clients.errors import E, NEEDS_METADATA, RETRIABLE, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
+from clients.producer.connection import BrokerConnection
 from clients.producer.record_accumulator import ProducerBatch, RecordAccumulator
 from clients.producer.transaction_manager import InvalidStateTransition, TransactionManager
 from eoslab.v1 import broker_pb2
 
 log = logging.getLogger(__name__)
-
-
-class BrokerConnection:
-    """One ProduceStream: requests handled in order, answers matched by correlation id."""
-
-    def __init__(self, address: str, stub, inbox: queue.Queue):
-        self.address = address
-        self.inbox = inbox
-        self.q: queue.Queue = queue.Queue()
-        self.in_flight: dict[int, tuple[float, dict]] = {}   # correlation id -> (sent at, {tp: (batch, token)})
-        self.closed = False
-        self.call = stub.ProduceStream(self._requests())
-        self.reader = threading.Thread(target=self._read, name=f"producer-read-{address}", daemon=True)
-        self.reader.start()
-
-    def _requests(self):
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            yield item
-
-    def _read(self) -> None:
-        why = "stream ended"
-        try:
-            for resp in self.call:
-                self.inbox.put(("response", self, resp))
-        except grpc.RpcError as e:
-            why = e.code().name
-        self.inbox.put(("closed", self, why))
-
-    def send(self, req) -> None:
-        self.q.put(req)
-
-    def close(self, graceful_s: float = 0.0) -> None:
-        """End the stream; with graceful_s, first let requests already queued reach the broker."""
-        if not self.closed:
-            self.closed = True
-            self.q.put(None)
-            if graceful_s > 0:
-                self.reader.join(graceful_s)
-            self.call.cancel()
 
 
 class Sender(threading.Thread):

@@ -36,45 +36,17 @@ waiting to be added are in `pending_partitions`.
 from __future__ import annotations
 
 import bisect
-import enum
 import logging
 import threading
 
 from clients.errors import E, KafkaError
 from clients.producer.record_accumulator import ProducerBatch
+from clients.producer.transaction_state import VALID_PREVIOUS, InvalidStateTransition, State
 from services.broker import record_batch as rb
 
+__all__ = ["InvalidStateTransition", "State", "TransactionManager", "VALID_PREVIOUS"]
 log = logging.getLogger(__name__)
-
-
-class State(enum.Enum):
-    UNINITIALIZED = "UNINITIALIZED"
-    INITIALIZING = "INITIALIZING"
-    READY = "READY"
-    IN_TRANSACTION = "IN_TRANSACTION"
-    COMMITTING_TRANSACTION = "COMMITTING_TRANSACTION"
-    ABORTING_TRANSACTION = "ABORTING_TRANSACTION"
-    ABORTABLE_ERROR = "ABORTABLE_ERROR"
-    FATAL_ERROR = "FATAL_ERROR"
-
-    def __str__(self) -> str:
-        return self.value
-
-
 S = State
-# target -> the states it may be entered from (Kafka's TransactionManager.State.isTransitionValid);
-# FATAL_ERROR may be entered from anywhere and is never left.
-VALID_PREVIOUS: dict[State, frozenset[State]] = {
-    S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
-    S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
-    S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
-    S.IN_TRANSACTION: frozenset({S.READY}),
-    S.COMMITTING_TRANSACTION: frozenset({S.IN_TRANSACTION}),
-    S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
-    S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTABLE_ERROR,
-                                  S.INITIALIZING}),
-    S.FATAL_ERROR: frozenset(State) - {S.FATAL_ERROR},
-}
 
 # names the workloads use (tm.state == txm.COMMITTING ...)
 UNINITIALIZED, INITIALIZING, READY, IN_TRANSACTION = S.UNINITIALIZED, S.INITIALIZING, S.READY, S.IN_TRANSACTION
@@ -82,15 +54,6 @@ COMMITTING, ABORTING = S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION
 ABORTABLE_ERROR, FATAL_ERROR = S.ABORTABLE_ERROR, S.FATAL_ERROR
 
 NO_LAST_ACKED = -1
-
-
-class InvalidStateTransition(KafkaError):
-    """A transition its target does not allow from the current state (Kafka: IllegalStateException)."""
-
-    def __init__(self, source: State, target: State, transactional_id: str = ""):
-        who = f"transactional.id {transactional_id!r}: " if transactional_id else ""
-        super().__init__(E.INVALID_TXN_STATE, f"{who}invalid transition from {source} to {target}")
-        self.source, self.target = source, target
 
 
 class TransactionManager:
@@ -110,6 +73,9 @@ class TransactionManager:
         self.offsets_added = False
         self.epoch_bump_required = False      # transactional: the abort ends with InitProducerId(pid, epoch)
         self.abort_cause: Exception | None = None   # the error that made the transaction abortable
+        # EndTxn(commit) of the current transaction may have gone out (set with COMMITTING_TRANSACTION, kept
+        # when an error moves the state on): its outcome is then unknown unless the error says otherwise
+        self.commit_sent = False
         self.producer_id = -1
         self.producer_epoch = -1
         self.next_seq: dict[tuple[str, int], int] = {}
@@ -181,10 +147,10 @@ class TransactionManager:
         with self._lock:
             if not self.can_bump_epoch:
                 self.transition_to_fatal(error)
-            elif self._state is S.ABORTING_TRANSACTION:
-                self.epoch_bump_required = True
-            else:
-                self.transition_to_abortable(error, bump=True)
+                return
+            if self._state is not S.ABORTING_TRANSACTION:
+                self.transition_to_abortable(error)
+            self.epoch_bump_required = True
 
     def maybe_fail_with_error(self) -> None:
         """Raise if the producer is in an error state (the fatal error itself; abortable: TRANSACTION_ABORTABLE)."""
@@ -219,6 +185,7 @@ class TransactionManager:
             self.maybe_fail_with_error()
             self.transition_to(S.IN_TRANSACTION)
             self.reset_transaction()
+            self.commit_sent = False
 
     def begin_commit(self) -> None:
         """EndTxn(commit) is about to be sent: every batch of the transaction is resolved and none failed.
@@ -227,6 +194,7 @@ class TransactionManager:
             self.maybe_fail_with_error()
             if self._state is not S.COMMITTING_TRANSACTION:    # else: a retry of the same commit
                 self.transition_to(S.COMMITTING_TRANSACTION)
+            self.commit_sent = True
 
     def begin_abort(self) -> None:
         with self._lock:

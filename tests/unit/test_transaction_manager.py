@@ -211,3 +211,24 @@ def test_unresolved_sequence_of_an_idempotent_producer_follows_on_out_of_order(v
     else:
         assert tm.state is S.READY and tm.bump_pending
     assert TransactionManager(True, "", kv.get("4.0"), on_out_of_order="fatal").on_out_of_order == "fatal"
+
+
+def test_commit_sent_survives_the_error_that_ends_the_commit():
+    """A fenced EndTxn(commit) makes the producer fatal, as Kafka; commit_sent still says the commit may have
+    gone out, so a caller does not take the transaction for certainly not committed."""
+    tm = txn_tm()
+    tm.begin_transaction()
+    assert not tm.commit_sent
+    tm.begin_commit()
+    tm.transition_to_fatal(KafkaError(E.PRODUCER_FENCED))
+    assert tm.state is S.FATAL_ERROR and tm.commit_sent
+
+
+def test_unknown_pid_on_end_txn_commit_is_abortable_with_a_bump():
+    tm = txn_tm("2.5")
+    tm.begin_transaction()
+    tm.begin_commit()
+    tm.abortable_error_if_possible(KafkaError(E.UNKNOWN_PRODUCER_ID))
+    assert tm.state is S.ABORTABLE_ERROR and tm.epoch_bump_required
+    tm.begin_abort()
+    assert tm.complete_transaction() is True and tm.state is S.INITIALIZING

@@ -7,7 +7,13 @@ the witnesses name), never holds it in memory, and returns
     {"valid": True | False | "unknown",
      "anomalies": {type: [witness, ...]},   # the ones that make it invalid
      "allowed":   {type: [witness, ...]},   # found, but Kafka's model permits them
-     "stats": {...}}
+     "stats": {...},
+     "realtime_lag": {"max_ms", "p99_ms", "per_key", "worst", "series", ...}}
+
+(`realtime_lag`: Jepsen's realtime lag, see checker.kafka.lag; max_ms is None
+when no ok poll was timed.) A history with nothing to analyse (Jepsen's
+transaction graph would have no edge) is not valid: `empty-transaction-graph`,
+reported only when nothing else was found (Jepsen lists it beside the rest).
 
 `valid` is False iff `anomalies` is non-empty; "unknown" when the time limit
 ran out first (then nothing is claimed). At most `cap` witnesses per type are
@@ -153,7 +159,8 @@ def check_kafka(history: str | os.PathLike | HistorySource | Iterable[Op | dict]
     if c.timed_out:
         stats["reason"] = f"time limit of {time_limit} s reached after {c.n_ops} ops"
         stats["elapsed_s"] = round(time.monotonic() - t0, 6)
-        return {"valid": "unknown", "anomalies": {}, "allowed": {}, "stats": stats}
+        return _jsonable({"valid": "unknown", "anomalies": {}, "allowed": {}, "stats": stats,
+                          "realtime_lag": c.lag.summary(c.t_first)})
 
     c.finish()
     keys = c.keys
@@ -193,4 +200,4 @@ def check_kafka(history: str | os.PathLike | HistorySource | Iterable[Op | dict]
     elif not complete:
         valid = "unknown"
     return _jsonable({"valid": valid, "anomalies": _ordered(bad), "allowed": _ordered(allowed),
-                      "stats": stats})
+                      "stats": stats, "realtime_lag": c.lag.summary(c.t_first)})

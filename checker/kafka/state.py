@@ -26,8 +26,9 @@ import time as _time
 from array import array
 from typing import Any, Iterable
 
-from checker.history import HistoryError
 from checker.kafka.keystate import KeyState
+from checker.kafka.lag import RealtimeLag
+from checker.kafka.positions import Positions, ShapeError, _rebalanced, _show
 from checker.kafka.mops import norm_key, norm_value
 
 _MISS = object()
@@ -36,7 +37,7 @@ _TCODE = {"ok": OK, "info": INFO, "fail": FAIL}
 UNSEEN_SAMPLE_EVERY = 64
 
 
-class Collector:
+class Collector(Positions):
     """The state of the streaming pass; see the module docstring."""
 
     def __init__(self, deadline: float | None = None, series: Any = None):
@@ -73,6 +74,7 @@ class Collector:
         # from an ok send/poll/txn to an ok or info one invoked after it completed.
         self.first_ok_end: int | None = None
         self.realtime_edge = False
+        self.lag = RealtimeLag()
         self.int_poll_gaps: list = []   # (idx, k, off1, off2, v1, v2, rebalanced)
         self.poll_gaps: list = []       # (idx0, idx1, k, off0, off1, v0, v1, subscribed)
         self.info_writes: dict[int, list] = {}      # info op index -> [(k, off, v)]
@@ -107,6 +109,8 @@ class Collector:
         from checker.kafka.producers import ProducerTracker
 
         self.producers = producers = ProducerTracker()
+        lag = self.lag
+        lagkeys = lag.keys
         keys, counts, pending = self.keys, self.counts, {}
         record, key_state = self.record, self.key_state
         kcache: dict = {}
@@ -153,7 +157,7 @@ class Collector:
                     t_first = tm
                 t_last = tm
             if t == "invoke":
-                pending[p] = idx
+                pending[p] = (idx, tm)
                 if f == "send" or f == "txn":
                     value = d.get("value")
                     if type(value) is list:
@@ -161,10 +165,11 @@ class Collector:
                             if type(mop) is list and mop and mop[0] == "send":
                                 self.sent += 1
                 continue
-            inv = pending.pop(p, None)
+            pv = pending.pop(p, None)
+            inv = pv[0] if pv is not None else None
             if f != "send" and f != "poll" and f != "txn":
                 if (f == "assign" or f == "subscribe") and t != "fail":
-                    self._reassign(p, f, d, nk)     # an info one may have taken effect (Jepsen)
+                    self._reassign(p, f, d, nk, t == "ok")  # an info one may have taken effect (Jepsen)
                 if t == "ok":
                     pr = d.get("producer")
                     if type(pr) is dict:
@@ -191,6 +196,7 @@ class Collector:
             rk = None   # key -> [first off, last off, first v, last v] of this op's polls
             ws = None   # [(k, off, v, mop position)]
             rs = None   # [(k, off, v)] only for ops that also send
+            mo = None   # key -> highest offset this op sent or polled (realtime lag)
             pos = -1
             for mop in value:
                 pos += 1
@@ -200,7 +206,8 @@ class Collector:
                     continue
                 m0 = mop[0]
                 if m0 == "send":
-                    if len(mop) != 3 or (tc == 0 and not _is_key(mop[1])):
+                    if len(mop) != 3 or (tc == 0 and type(mop[1]) is not int and type(mop[1]) is not str
+                                         and type(mop[1]) is not list):
                         if tc == 0:
                             raise ShapeError(idx, f"ok {f}: micro-op {pos} must be [\"send\", key, "
                                                   f"[offset, value]], got {_show(mop)}")
@@ -217,6 +224,11 @@ class Collector:
                             off = None
                     else:
                         off, v = None, x
+                    if off is not None and tc != 2 and f != "poll":
+                        if mo is None:
+                            mo = {k: off}
+                        elif off > mo.get(k, -1):
+                            mo[k] = off
                     if type(v) is not int and type(v) is not str:
                         if tc == 0:
                             raise ShapeError(idx, f"ok {f}: micro-op {pos}: sent value must be an integer or "
@@ -273,6 +285,10 @@ class Collector:
                             if tc == 0 and type(pairs) is not list:
                                 raise ShapeError(idx, f"ok {f}: micro-op {pos}: key {rkey!r} must map to a "
                                                       f"list of [offset, value], got {_show(pairs)}")
+                            if tc != 2 and f != "send":       # polled nothing: position -1 (Jepsen)
+                                if mo is None:
+                                    mo = {}
+                                mo.setdefault(nk(rkey), -1)
                             continue
                         k = nk(rkey)
                         ks = keys.get(k)
@@ -285,6 +301,7 @@ class Collector:
                             e = rk[k] = [None, None, None, None]
                         lo = e[1]
                         lv = e[3]
+                        pm = -1
                         read_ok = ks.read_ok
                         for pair in pairs:
                             try:
@@ -301,6 +318,8 @@ class Collector:
                                 if type(v) is list or type(v) is dict:
                                     v = norm_value(v)
                             if type(off) is int:
+                                if off > pm:
+                                    pm = off
                                 ov = ks.off2val.get(off, _MISS)
                                 if ov is not v and ov != v:
                                     record(ks, off, v)
@@ -334,6 +353,21 @@ class Collector:
                                 rs.append((k, off, v))
                         e[1] = lo
                         e[3] = lv
+                        if tc != 2 and f != "send":
+                            if mo is None:
+                                mo = {k: pm}
+                            elif pm > mo.get(k, -2):
+                                mo[k] = pm
+            if tm is not None and tc != 2:
+                if mo is not None:
+                    for k, m in mo.items():     # RealtimeLag.reveal, inlined
+                        e = lagkeys.get(k) or lag.key(k)
+                        if m > e[0]:
+                            e[0] = m
+                            e[1].append(m)
+                            e[2].append(tm)
+                if tc == 0 and f != "send" and pv is not None and pv[1] is not None:
+                    lag.poll(p, pv[1], mo)
             # ---- per-process order across ops
             if rk is not None:
                 self._poll_order(p, idx, tc, rk)
@@ -368,96 +402,3 @@ class Collector:
                 if off is not None:
                     self.record(keys[k], off, v)
 
-    # ------------------------------------------------------------------ per-op helpers
-    def _reassign(self, p: Any, f: str, d: dict, nk) -> None:
-        """An ok or info assign/subscribe (an info one may have taken effect): keep only
-        the last offsets of keys still assigned, as Jepsen does for poll-skip and
-        nonmonotonic-send."""
-        value = d.get("value")
-        ks = set()
-        if type(value) is list:
-            for x in value:
-                try:
-                    ks.add(nk(x))
-                except TypeError:
-                    pass
-        for table in (self.last_reads, self.last_sends):
-            m = table.get(p)
-            if m:
-                for k in [k for k in m if k not in ks]:
-                    del m[k]
-        if d.get("seek-to-beginning") or d.get("seek_to_beginning"):
-            self.last_reads.pop(p, None)
-        if f == "subscribe":
-            self.subscribed.add(p)
-        else:
-            self.subscribed.discard(p)
-
-    def _poll_order(self, p: Any, idx: int, tc: int, rk: dict) -> None:
-        lr = self.last_reads.get(p)
-        if lr is None:
-            lr = self.last_reads[p] = {}
-        sub = p in self.subscribed
-        for k, e in rk.items():
-            first = e[0]
-            if first is None:
-                continue
-            prev = lr.get(k)
-            if prev is not None and prev[0] is not None:
-                if first <= prev[0]:
-                    self.nm_poll.append((prev[1], idx, k, prev[0], first, prev[2], e[2], sub))
-                elif first > prev[0] + 1:
-                    self.poll_gaps.append((prev[1], idx, k, prev[0], first, prev[2], e[2], sub))
-            if tc == 0:
-                lr[k] = (e[1], idx, e[3])
-
-    def _send_order(self, p: Any, idx: int, wk: dict) -> None:
-        ls = self.last_sends.get(p)
-        if ls is None:
-            ls = self.last_sends[p] = {}
-        for k, e in wk.items():
-            prev = ls.get(k)
-            if prev is not None:
-                if prev[0] is not None and e[0] is not None:
-                    if e[0] <= prev[0]:
-                        self.nm_send.append((prev[1], idx, k, prev[0], e[0], prev[2], e[2]))
-                else:
-                    self.nm_send_late.append((prev[1], idx, k, prev[2], e[2]))
-            ls[k] = (e[1], idx, e[3])
-
-    def _precommitted(self, idx: int, ws: list, rs: list, isolation: Any) -> None:
-        sent = {(w[0], w[2]) for w in ws}
-        for k, off, v in rs:
-            if (k, v) in sent:
-                self.precommitted.append((idx, k, v, off, isolation))
-                return
-
-
-class ShapeError(HistoryError):
-    """An ok op whose value does not have the history contract's shape; `index` names the op."""
-
-    def __init__(self, index: Any, msg: str):
-        super().__init__(msg)
-        self.index = index
-
-
-def _show(x: Any, limit: int = 80) -> str:
-    r = repr(x)
-    return r if len(r) <= limit else r[:limit - 3] + "..."
-
-
-def _is_key(k: Any) -> bool:
-    t = type(k)
-    return t is int or t is str or t is list
-
-
-def _rebalanced(d: dict, k: Any) -> bool:
-    """Did this op's rebalance log (Jepsen's `rebalance-log`) touch key k?"""
-    log = d.get("rebalance-log") or d.get("rebalance_log")
-    if not isinstance(log, list):
-        return False
-    for ev in log:
-        ks = ev.get("keys") if isinstance(ev, dict) else None
-        if isinstance(ks, list) and any(norm_key(x) == k for x in ks):
-            return True
-    return False

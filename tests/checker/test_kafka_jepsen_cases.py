@@ -371,3 +371,57 @@ def test_unseen_records_are_counted_in_stats():
     ops[-2]["index"], ops[-1]["index"] = 6, 7
     r = check_kafka(ops)
     assert r["valid"] is True and r["stats"]["unseen"]["count"] == 0
+
+
+# ------------------------------------------------------------------ realtime lag
+
+MS = 1_000_000     # Jepsen's test counts time in ns and index; here one index is one ms
+
+
+def lag_history():
+    """realtime-lag-test, "up to date": process 0 assigns, polls, falls behind, reassigns, catches up."""
+    ops = [(0, "invoke", "assign", ["x"]), (0, "ok", "assign", ["x"]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {"x": []}]]),
+           (0, "invoke", "send", [["send", "x", "a"]]), (0, "ok", "send", [["send", "x", [0, "a"]]]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {"x": []}]]),
+           (1, "invoke", "send", [["send", "x", "c"], ["send", "x", "d"]]),
+           (1, "ok", "send", [["send", "x", [2, "c"]], ["send", "x", [3, "d"]]]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll"]]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {"x": [[0, "a"], [1, "b"]]}]]),
+           (0, "invoke", "assign", ["x", "y"]), (0, "ok", "assign", ["x", "y"]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {}]]),
+           (0, "invoke", "assign", ["y"]), (0, "ok", "assign", ["y"]),
+           (0, "invoke", "assign", ["x"]), (0, "ok", "assign", ["x"]),
+           (0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {}]]),
+           (0, "invoke", "poll", [["poll"], ["poll"]]),
+           (0, "ok", "poll", [["poll", {"x": [[0, "a"], [1, "b"]]}], ["poll", {"x": [[2, "c"], [3, "d"]]}]]),
+           (1, "invoke", "send", [["send", "x", "b"]]), (1, "info", "send", [["send", "x", "b"]])]
+    hist = h(*ops)
+    for d in hist:
+        d["time"] = d["index"] * MS
+    return hist
+
+
+def test_realtime_lag_per_poll_and_key_as_jepsen_computes_it():
+    from checker.kafka.state import Collector
+    c = Collector()
+    c.run(lag_history())
+    assert [(t // MS, k, lag // MS) for t, k, lag in c.lag.samples()] == \
+        [(2, "x", 0), (6, "x", 1), (10, "x", 5), (12, "x", 3), (16, "x", 7), (16, "y", 0), (22, "x", 17),
+         (24, "x", 0)]
+
+
+def test_realtime_lag_summary_in_the_result():
+    lag = check_kafka(lag_history())["realtime_lag"]
+    assert lag["max_ms"] == 17 and lag["samples"] == 8
+    assert lag["worst"] == {"time_s": 0.022, "process": 0, "key": "x", "lag_ms": 17}
+    assert lag["per_key"] == {"x": {"max_ms": 17, "p99_ms": 17, "samples": 7},
+                              "y": {"max_ms": 0, "p99_ms": 0, "samples": 1}}
+    assert max(ms for _, ms in lag["series"]) == 17
+
+
+def test_a_history_without_times_has_no_realtime_lag():
+    hist = lag_history()
+    for d in hist:
+        del d["time"]
+    assert check_kafka(hist)["realtime_lag"]["max_ms"] is None

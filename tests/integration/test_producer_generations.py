@@ -163,3 +163,41 @@ def test_unknown_producer_id_bumps_the_idempotent_epoch_on_2_5_and_is_fatal_on_0
         old.close()
     assert [r.value for r in h.read_partition(boot, "forgotten", 0)] == [b"n0", b"n1"]
     assert [r.value for r in h.read_partition(boot, "forgotten", 1)] == [b"o0"]
+
+
+def test_unknown_producer_id_in_a_transaction_aborts_with_a_bump_on_2_5_and_is_fatal_on_0_11(make_cluster):
+    """Between two transactions the broker forgets the idle producer and answers its next sequence with
+    UNKNOWN_PRODUCER_ID: a 2.5 client aborts, bumps its epoch with InitProducerId(pid, epoch) and commits the
+    next transaction from sequence 0 (KIP-360); a 0.11 client is fatal."""
+    flag = "--kafka-version=2.5"
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinator_args=[flag], broker_args=[
+        flag, "--unknown-producer=UNKNOWN_PRODUCER_ID", "--producer-id-expiration-ms=300",
+        "--producer-id-expiration-check-interval-ms=100"])
+    boot = rt.bootstrap_all()
+    h.new_topic(boot, "txn-forgotten", 2)
+    props = {"linger.ms": "0", "request.timeout.ms": "3000", "max.in.flight.requests.per.connection": "1"}
+    new = KafkaProducer(boot, ProducerConfig.from_props({**props, "transactional.id": "f-new"}, kafka_version="2.5"))
+    old = KafkaProducer(boot, ProducerConfig.from_props({**props, "transactional.id": "f-old"}, kafka_version="0.11"))
+    try:
+        for p, part in ((new, 0), (old, 1)):
+            p.init_transactions()
+            p.begin_transaction()
+            p.send("txn-forgotten", b"first", partition=part)
+            p.commit_transaction()
+        epoch = new.producer_epoch
+        time.sleep(1.5)                                  # idle past producer.id.expiration.ms: both forgotten
+        for p, part in ((new, 0), (old, 1)):
+            p.begin_transaction()
+            assert _error(p.send("txn-forgotten", b"lost", partition=part)).code == E.UNKNOWN_PRODUCER_ID
+        assert old.transaction_manager.state is State.FATAL_ERROR
+        assert new.transaction_manager.state is State.ABORTABLE_ERROR
+        new.abort_transaction()
+        assert new.producer_epoch == epoch + 1 and new.transaction_manager.state is State.READY
+        new.begin_transaction()
+        m = new.send("txn-forgotten", b"again", partition=0).result(timeout=30)
+        assert (m.base_sequence, m.producer_epoch) == (0, epoch + 1)
+        new.commit_transaction()
+    finally:
+        new.close()
+        old.close()
+    assert committed_values(boot, "txn-forgotten", 2) == [b"first", b"again", b"first"]

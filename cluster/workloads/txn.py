@@ -19,7 +19,10 @@ records:
   from a consumer assigned every partition.
 After `info` the process is retired (a new number, as Jepsen does). Final
 reads wait until no transaction is open, then read every partition at the
-workload's isolation level.
+workload's isolation level. With `client="confluent-kafka"` the transactions
+and polls go through librdkafka over the Kafka listeners, decided by the same
+rules (cluster.workloads.real_clients.confluent_transaction); producer ids,
+epochs and sequences are then unknown (None).
 """
 from __future__ import annotations
 
@@ -38,7 +41,13 @@ from cluster.workloads.txn_ops import transaction
 class TxnWorkload(Workload):
     name = "txn"
     transactional = True
+    clients = ("eoslab", "confluent-kafka")   # `eoslab run --client`
     OPTIONS = {"abort-ratio": (float, 0.2), "max-sends": (int, 4), "send-ratio": (float, 0.6)}
+
+    def __init__(self, *args, client: str = "eoslab", kafka_bootstrap: str = "", **kw):
+        super().__init__(*args, **kw)
+        self.client = client                  # eoslab, or a real Kafka client (cluster/workloads/real_clients.py)
+        self.kafka_bootstrap = kafka_bootstrap
 
     def setup(self) -> None:
         if self.options["max-sends"] < 1:
@@ -62,6 +71,9 @@ class TxnWorkload(Workload):
     # -- producer instances ---------------------------------------------------------------------
     def _new_producer(self, slot: int) -> KafkaProducer:
         props = self.client_props(transaction_timeout_ms="10000")
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import ConfluentTxnProducer
+            return ConfluentTxnProducer(self.kafka_bootstrap, props, self._tid(slot))
         props["transactional.id"] = self._tid(slot)
         return KafkaProducer(self.bootstrap, ProducerConfig.from_props(props))
 
@@ -83,7 +95,11 @@ class TxnWorkload(Workload):
         process = slot
         sessions = itertools.count(1)
         producer, session = None, ""
-        consumer = KafkaConsumer(self.bootstrap, isolation_level=self.isolation)
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import make_consumer
+            consumer = make_consumer(self.client, self.kafka_bootstrap, self.isolation)
+        else:
+            consumer = KafkaConsumer(self.bootstrap, isolation_level=self.isolation)
         consumer.assign([(self.topic, p) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():
@@ -117,7 +133,11 @@ class TxnWorkload(Workload):
         mops = [["send", rng.randrange(self.partitions), self.next_value()] for _ in range(n)]
         abort = rng.random() < self.options["abort-ratio"]
         self.history.invoke(process, "txn", mops)
-        r = transaction(producer, self.topic, mops, self.op_timeout, abort=abort)
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import confluent_transaction
+            r = confluent_transaction(producer, self.topic, mops, self.op_timeout, abort=abort)
+        else:
+            r = transaction(producer, self.topic, mops, self.op_timeout, abort=abort)
         self.history.complete(process, r.type, "txn", r.value, seq=r.seq, **r.extra,
                               producer=producer_field(r.pid, r.epoch, session, producer.config.transactional_id))
         return r.type, r.healthy

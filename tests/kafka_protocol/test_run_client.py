@@ -16,7 +16,8 @@ def _cfg(tmp_path, **kw):
 @pytest.mark.fast
 @pytest.mark.parametrize("kw, message", [
     ({"client": "sarama"}, "unknown client 'sarama'"),
-    ({"client": "confluent-kafka", "workload": "txn"}, "the txn workload drives eoslab, not confluent-kafka"),
+    ({"client": "confluent-kafka", "workload": "copier"}, "the copier workload drives eoslab, not confluent-kafka"),
+    ({"client": "kafka-python", "workload": "txn"}, "the txn workload drives eoslab, confluent-kafka, not kafka-py"),
     ({"client": "confluent-kafka", "settings": {"no.such.setting": "1"}}, "confluent-kafka: "),
     ({"client": "kafka-python", "settings": {"no.such.setting": "1"}}, "kafka-python has no producer setting"),
 ])
@@ -40,3 +41,15 @@ def test_a_queue_run_with_librdkafka_under_lost_acks_is_valid_and_says_which_cli
     sends = [o for o in hist if o["f"] == "send" and o["type"] == "ok" and o["process"] != "nemesis"]
     assert len(sends) > 50
     assert any(o["f"] == "start-lost-ack" for o in hist)
+
+
+@pytest.mark.integration
+def test_a_txn_run_with_librdkafka_under_kill_leader_is_valid(tmp_path, eoslab_home, monkeypatch):
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    cfg = _cfg(tmp_path, workload="txn", client="confluent-kafka", nemesis=["kill-leader"], time_limit=15)
+    assert run(cfg) == 0
+    hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
+    done = [o for o in hist if o["f"] == "txn" and o["type"] != "invoke"]
+    assert sum(o["type"] == "ok" for o in done) > 10
+    assert any(o.get("error") == "aborted-by-client" for o in done)
+    assert any(o["f"] == "poll" and o["type"] == "ok" and o["value"][0][1] for o in hist)

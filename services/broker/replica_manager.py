@@ -10,7 +10,8 @@ that broker is a replica of the partition, and moves the follower's position
 the log end is OFFSET_OUT_OF_RANGE and changes nothing). A long poll waits at
 most MAX_FETCH_WAIT_MS, ends at once when its caller goes away, and at most
 MAX_PARKED_CLIENT_FETCHES client fetches wait at a time (the others are
-answered at once, empty), so long polls never take every server thread.
+answered at once, empty), so long polls never take every server thread; an
+acks=all produce waits at most MAX_PRODUCE_WAIT_MS for its replicas.
 Markers with a producer id, producer epoch or coordinator epoch out of
 Kafka's ranges are INVALID_REQUEST.
 """
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 # A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
 # already given the request up.
 MAX_FETCH_WAIT_MS = 30000
-MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 64 threads; replicas' fetches are not counted
+MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 128 threads; replicas' fetches are not counted
+MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
 INT16_MAX = 32767
 
 
@@ -143,7 +145,7 @@ class ReplicaManager:
             out.leader_epoch = p.leader_epoch
             if r.error == E.NONE and req.acks == -1:
                 waits.append((out, p, r.last_offset, out.leader_epoch))
-        timeout = (req.timeout_ms if req.timeout_ms > 0 else 30000) / 1000.0
+        timeout = min(req.timeout_ms if req.timeout_ms > 0 else 30000, MAX_PRODUCE_WAIT_MS) / 1000.0
         for out, p, last, epoch in waits:   # acks=all: answer once the ISR has it (Kafka's purgatory)
             err, msg = p.wait_for_replication(last, epoch, timeout)
             if err != E.NONE:

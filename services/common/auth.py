@@ -10,7 +10,9 @@ Fetch and OffsetsForLeaderEpoch are internal only when they name a replica
 KIP-890 check), Produce only when it writes an internal topic
 (__transaction_state, __consumer_offsets); every other client API stays open, as on Kafka's plaintext
 listener. A request that does not decode is answered INVALID_ARGUMENT with one
-log line (not gRPC's INTERNAL and a traceback). A process finds its own secret
+log line (not gRPC's INTERNAL and a traceback). Calls that may hold a thread
+long (ProduceStream, JoinGroup, SyncGroup) are limited per method for callers
+outside the cluster (CLIENT_LIMITS; RESOURCE_EXHAUSTED beyond). A process finds its own secret
 in $EOSLAB_CLUSTER_SECRET or the file named by $EOSLAB_CLUSTER_SECRET_FILE; a
 harness that talks to several clusters registers each cluster's secret for the
 hosts of its nodes (`register`), and `rpc.channel` sends the matching secret on
@@ -63,6 +65,14 @@ CONDITIONAL_METHODS = {
     "/eoslab.v1.TransactionCoordinator/AddPartitionsToTxn": lambda r: r.verify_only,
 }
 DENIED = "not a member of this cluster: internal RPCs need the cluster's secret"
+# Calls that may hold a server thread long (a stream is a producer's connection; a join waits for its group):
+# at most this many at once from callers outside the cluster, so they can never take every thread of a
+# server (rpc.make_server: 128); a caller over the limit gets RESOURCE_EXHAUSTED at once.
+CLIENT_LIMITS = {
+    "/eoslab.v1.Broker/ProduceStream": 32,
+    "/eoslab.v1.Broker/JoinGroup": 16,
+    "/eoslab.v1.Broker/SyncGroup": 16,
+}
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +238,8 @@ class ServerGuard(grpc.ServerInterceptor):
         self._secret = secret.encode()
         self._cache: dict[tuple[str, bool], grpc.RpcMethodHandler] = {}
         self._lines = _OneLine()
+        self._in_use: collections.Counter = collections.Counter()
+        self._slots = threading.Lock()
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
@@ -257,6 +269,19 @@ class ServerGuard(grpc.ServerInterceptor):
             h = self._cache[key] = self._wrap(method, inner, member)
         return h
 
+    def _acquire(self, method: str, context) -> None:
+        with self._slots:
+            if self._in_use[method] < CLIENT_LIMITS[method]:
+                self._in_use[method] += 1
+                return
+        self._lines.warn("busy", f"refused {method}: {CLIENT_LIMITS[method]} already in progress")
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      f"too many {method.rsplit('/', 1)[-1]} calls in progress; try again")
+
+    def _release(self, method: str) -> None:
+        with self._slots:
+            self._in_use[method] -= 1
+
     def _reject(self, method: str, context, req) -> None:
         if isinstance(req, _Undecodable):
             self._lines.warn("undecodable", f"{method}: request does not decode ({req.error!r}): INVALID_ARGUMENT")
@@ -264,6 +289,7 @@ class ServerGuard(grpc.ServerInterceptor):
 
     def _wrap(self, method: str, h: grpc.RpcMethodHandler, member: bool) -> grpc.RpcMethodHandler:
         internal = None if member else CONDITIONAL_METHODS.get(method)
+        limited = not member and method in CLIENT_LIMITS
         guard = self
 
         def check(req, context):
@@ -284,7 +310,13 @@ class ServerGuard(grpc.ServerInterceptor):
 
             def uu(req, context):
                 check(req, context)
-                return fn(req, context)
+                if not limited:
+                    return fn(req, context)
+                guard._acquire(method, context)
+                try:
+                    return fn(req, context)
+                finally:
+                    guard._release(method)
             return grpc.unary_unary_rpc_method_handler(uu, request_deserializer=des, response_serializer=ser)
         if h.unary_stream is not None:
             fn = h.unary_stream
@@ -298,5 +330,14 @@ class ServerGuard(grpc.ServerInterceptor):
             return grpc.stream_unary_rpc_method_handler(lambda it, context: fn(checked_stream(it, context), context),
                                                         request_deserializer=des, response_serializer=ser)
         fn = h.stream_stream
-        return grpc.stream_stream_rpc_method_handler(lambda it, context: fn(checked_stream(it, context), context),
-                                                     request_deserializer=des, response_serializer=ser)
+
+        def ss(it, context):
+            if not limited:
+                yield from fn(checked_stream(it, context), context)
+                return
+            guard._acquire(method, context)
+            try:
+                yield from fn(checked_stream(it, context), context)
+            finally:
+                guard._release(method)
+        return grpc.stream_stream_rpc_method_handler(ss, request_deserializer=des, response_serializer=ser)

@@ -34,7 +34,7 @@ CHANNEL_OPTIONS = [
 ]
 
 
-def make_server(max_workers: int = 64, secret: str | None = None) -> grpc.Server:
+def make_server(max_workers: int = 128, secret: str | None = None) -> grpc.Server:
     """A service's server; refuses to exist without the cluster's secret (the process's by default)."""
     try:
         guard = auth.ServerGuard(secret or auth.require_process_secret())

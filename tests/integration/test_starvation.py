@@ -45,3 +45,37 @@ def test_metadata_is_answered_while_500_long_polls_are_open(make_cluster):
     finally:
         for ch in channels:
             ch.close()
+
+
+def test_idle_producer_connections_cannot_take_every_thread(make_cluster):
+    import threading
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    leader = rt.bootstrap_all().split(",")[0]
+    stop = threading.Event()
+
+    def idle():                       # a producer connection that never sends a request
+        stop.wait(60)
+        return
+        yield
+    channels = [grpc.insecure_channel(leader) for _ in range(10)]
+    try:
+        calls = [broker_pb2_grpc.BrokerStub(channels[i % 10]).ProduceStream(idle(), timeout=60) for i in range(150)]
+        time.sleep(2)
+        stub = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(leader))
+        for _ in range(5):
+            assert stub.Metadata(broker_pb2.MetadataRequest(), timeout=5).brokers
+        refused = [c for c in calls if c.done() and c.code() == grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert len(refused) == 150 - 32, len(refused)          # at most 32 client streams at once
+        stop.set()
+        assert h.wait_for(lambda: all(c.done() for c in calls), timeout=20, what="the streams to end")
+        # the slots are free again: a real producer connects and writes
+        md = h.new_topic(rt.bootstrap_all(), "after-idle")
+        pid, epoch = h.init_pid(h.leader_address(md, "after-idle"))
+        r = list(broker_pb2_grpc.BrokerStub(channels[0]).ProduceStream(iter([broker_pb2.ProduceRequest(
+            acks=-1, partitions=[broker_pb2.PartitionProduceData(topic="after-idle", partition=0,
+                                                                 batch=h.batch(pid, epoch, 0, 2))])]), timeout=10))
+        assert r[0].partitions[0].error == 0
+    finally:
+        stop.set()
+        for ch in channels:
+            ch.close()

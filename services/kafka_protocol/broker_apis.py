@@ -26,6 +26,8 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
+VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+            OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
 
 class BrokerApis(ApiHandlers):
@@ -35,14 +37,11 @@ class BrokerApis(ApiHandlers):
         self.svc = service         # BrokerService: the gRPC servicer's methods
         self.rm = server.replica_manager
         self.endpoints = KafkaEndpoints(server.zk)
-        self.register(apis.METADATA, 0, 12, self.metadata)
-        self.register(CREATE_TOPICS, 2, 7, self.create_topics)
-        self.register(PRODUCE, 3, 9, self.produce)
-        self.register(FETCH, 4, 12, self.fetch)
-        self.register(LIST_OFFSETS, 1, 7, self.list_offsets)
-        self.register(OFFSET_FOR_LEADER_EPOCH, 2, 4, self.offset_for_leader_epoch)
-        self.register(apis.FIND_COORDINATOR, 0, 4, self.find_coordinator)
-        self.register(INIT_PRODUCER_ID, 0, 4, self.init_producer_id)
+        for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics), (PRODUCE, self.produce),
+                        (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
+                        (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
+                        (apis.FIND_COORDINATOR, self.find_coordinator), (INIT_PRODUCER_ID, self.init_producer_id)):
+            self.register(key, *VERSIONS[key], fn)
         from services.kafka_protocol.group_apis import register_group_apis
         register_group_apis(self)
 

@@ -28,6 +28,8 @@ from services.kafka_protocol.endpoints import KafkaEndpoints
 E = apis.E
 log = logging.getLogger(__name__)
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
+VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
+            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3)}
 
 
 class CoordinatorApis(ApiHandlers):
@@ -36,12 +38,10 @@ class CoordinatorApis(ApiHandlers):
         self.s = server          # TransactionCoordinatorServer
         self.svc = service       # TransactionCoordinatorService
         self.endpoints = KafkaEndpoints(server.zk)
-        self.register(apis.METADATA, 0, 12, self.metadata)
-        self.register(apis.FIND_COORDINATOR, 0, 4, self.find_coordinator)
-        self.register(INIT_PRODUCER_ID, 0, 4, self.init_producer_id)
-        self.register(ADD_PARTITIONS_TO_TXN, 0, 3, self.add_partitions_to_txn)
-        self.register(ADD_OFFSETS_TO_TXN, 0, 3, self.add_offsets_to_txn)
-        self.register(END_TXN, 0, 3, self.end_txn)
+        for key, fn in ((apis.METADATA, self.metadata), (apis.FIND_COORDINATOR, self.find_coordinator),
+                        (INIT_PRODUCER_ID, self.init_producer_id), (ADD_PARTITIONS_TO_TXN, self.add_partitions_to_txn),
+                        (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn)):
+            self.register(key, *VERSIONS[key], fn)
 
     def metadata(self, header, req) -> dict:
         topics = apis.metadata_topics(header, req)

@@ -223,12 +223,13 @@ class GroupApis:
         return {"error_code": r.error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
+VERSIONS = {JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 8),
+            OFFSET_FETCH: (1, 7), TXN_OFFSET_COMMIT: (0, 3)}
+
+
 def register_group_apis(apis) -> None:
     g = GroupApis(apis)
-    apis.register(JOIN_GROUP, 0, 7, g.join_group)
-    apis.register(SYNC_GROUP, 0, 5, g.sync_group)
-    apis.register(HEARTBEAT, 0, 4, g.heartbeat)
-    apis.register(LEAVE_GROUP, 0, 4, g.leave_group)
-    apis.register(OFFSET_COMMIT, 2, 8, g.offset_commit)
-    apis.register(OFFSET_FETCH, 1, 7, g.offset_fetch)
-    apis.register(TXN_OFFSET_COMMIT, 0, 3, g.txn_offset_commit)
+    for key, fn in ((JOIN_GROUP, g.join_group), (SYNC_GROUP, g.sync_group), (HEARTBEAT, g.heartbeat),
+                    (LEAVE_GROUP, g.leave_group), (OFFSET_COMMIT, g.offset_commit), (OFFSET_FETCH, g.offset_fetch),
+                    (TXN_OFFSET_COMMIT, g.txn_offset_commit)):
+        apis.register(key, *VERSIONS[key], fn)

@@ -1,0 +1,51 @@
+"""Hostile bytes: the frame and batch decoders raise only their own errors, never anything else."""
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from eoslab.common import kafka_records as kr
+from eoslab.common import record_batch as rb
+from services.kafka_protocol import codec
+
+pytestmark = pytest.mark.fast
+SERVED = {0: (3, 9), 1: (4, 12), 3: (0, 12), 11: (0, 7), 14: (0, 5), 18: (0, 3), 22: (0, 4), 24: (0, 3)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(api=st.sampled_from(sorted(SERVED)), version=st.integers(0, 13), body=st.binary(max_size=200))
+def test_any_frame_parses_or_is_refused_with_the_codecs_own_errors(api, version, body):
+    frame = struct.pack(">hhi", api, version, 1) + body
+    try:
+        codec.parse_request(frame, SERVED)
+    except (codec.MalformedRequest, codec.UnsupportedVersion):
+        pass
+
+
+_GOOD = kr.to_kafka(rb.build_batch([(b"key", b"value", 1_700_000_000_000), (None, b"v2", 1_700_000_000_001)],
+                                   producer_id=3, producer_epoch=0, base_sequence=0))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pos=st.integers(0, len(_GOOD) - 1), byte=st.integers(0, 255), cut=st.integers(0, len(_GOOD)))
+def test_a_mutated_or_cut_batch_decodes_or_raises_batch_format_error(pos, byte, cut):
+    data = bytearray(_GOOD)
+    data[pos] = byte
+    try:
+        for kb in kr.decode_batches(bytes(data[:cut])):
+            kr.to_lab(kb)
+    except kr.BatchFormatError:
+        pass
+
+
+def test_every_served_version_has_kio_schemas_for_request_and_response():
+    """Every (API, version) advertised can be read and answered with kio's schemas."""
+    from kio.index import load_request_schema, load_response_schema
+
+    from services.kafka_protocol import broker_apis, coordinator_apis, group_apis
+    for table in (broker_apis.VERSIONS, group_apis.VERSIONS, coordinator_apis.VERSIONS):
+        for key, (lo, hi) in table.items():
+            for v in range(lo, hi + 1):
+                load_request_schema(key, v)
+                load_response_schema(key, v)

@@ -26,8 +26,15 @@ Guarantees:
   INVALID_PRODUCER_EPOCH on produce, and OUT_OF_ORDER_SEQUENCE_NUMBER /
   UNKNOWN_PRODUCER_ID in a transaction make the transaction abortable and
   require an epoch bump, which the abort performs with InitProducerId(pid,
-  epoch), so the producer goes on. Without it (0.11) those produce errors are
-  fatal. PRODUCER_FENCED is fatal on every release.
+  epoch), so the producer goes on. Without it (0.11) INVALID_PRODUCER_EPOCH,
+  OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID are fatal, and a
+  failed batch makes the transaction abortable without a bump (sequences are
+  not adjusted: a gap it leaves fails the next batch of that partition).
+  PRODUCER_FENCED is fatal on every release.
+- `commit_sent` is set with COMMITTING_TRANSACTION and kept until the next
+  begin_transaction: EndTxn(commit) may have gone out, even when its error
+  (PRODUCER_FENCED after an unanswered attempt) moved the state to
+  FATAL_ERROR, as Kafka's does.
 
 Transactional bookkeeping: a batch goes out only for a partition the
 coordinator has added to the transaction (`txn_partitions`); partitions

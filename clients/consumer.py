@@ -21,7 +21,7 @@ import grpc
 from clients.errors import E, NEEDS_METADATA, KafkaError
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from clients.producer.futures import FutureRecordMetadata, ProduceRequestResult
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 
 RECORD_OVERHEAD = 16
 

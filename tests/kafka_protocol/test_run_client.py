@@ -53,3 +53,15 @@ def test_a_txn_run_with_librdkafka_under_kill_leader_is_valid(tmp_path, eoslab_h
     assert sum(o["type"] == "ok" for o in done) > 10
     assert any(o.get("error") == "aborted-by-client" for o in done)
     assert any(o["f"] == "poll" and o["type"] == "ok" and o["value"][0][1] for o in hist)
+
+
+@pytest.mark.integration
+def test_a_queue_run_with_kafka_python_under_kill_leader_and_lost_acks_is_valid(tmp_path, eoslab_home, monkeypatch):
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    cfg = _cfg(tmp_path, client="kafka-python", nemesis=["kill-leader", "lost-ack"], time_limit=15,
+               settings={"enable.idempotence": "true", "acks": "all"})
+    assert run(cfg) == 0
+    meta = json.load(open(tmp_path / "run" / "run.json"))
+    assert meta["client"] == "kafka-python" and meta["versions"]["kafka-python"]
+    hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
+    assert sum(o["f"] == "send" and o["type"] == "ok" for o in hist) > 50

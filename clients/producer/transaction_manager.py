@@ -49,7 +49,7 @@ import threading
 from clients.errors import E, KafkaError
 from clients.producer.record_accumulator import ProducerBatch
 from clients.producer.transaction_state import VALID_PREVIOUS, InvalidStateTransition, State
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 
 __all__ = ["InvalidStateTransition", "State", "TransactionManager", "VALID_PREVIOUS"]
 log = logging.getLogger(__name__)

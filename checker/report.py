@@ -7,7 +7,8 @@ are <details>), every history-derived string escaped. It shows: the verdict;
 the anomalies that make a history invalid, each with its meaning and its
 witnesses (facts first, the ops as JSON on demand); what was found but is
 allowed by Kafka's model; for a linearizability failure, the op where it
-breaks and the end of the longest linearizable prefix; the plots of
+breaks and the longest linearizable prefix, drawn per process on a timeline
+of the failing key (checker.report_linear); the plots of
 checker.report_plots (downsampled, so size does not grow with the history);
 the fault intervals; and the statistics. `write_report(path, ...)` writes it.
 """
@@ -17,6 +18,7 @@ import json
 from html import escape
 from typing import Any
 
+from checker.report_linear import failure_svg, prefix_list
 from checker.report_plots import charts, fault_rows
 from checker.report_series import SeriesCollector
 
@@ -130,6 +132,9 @@ def _nonlinearizable(result: dict) -> str:
             f"(invoke indices): <code>{_e(', '.join(map(str, tail)))}</code>.</p>"
             + (f"<p>Model states reachable just before it: <code>{_e(json.dumps(states[:8], default=str))}</code></p>"
                if states else "")
+            + failure_svg(nl)
+            + (f"<details open><summary>The longest linearizable prefix found, in order</summary>"
+               f"{prefix_list(nl)}</details>" if nl.get("timeline") else "")
             + "<p class='muted'>The red dashed line in the plots marks this op.</p>")
 
 

@@ -6,7 +6,9 @@ page as a 100-op one; each time plot shades the fault intervals and marks
 where a linearizability check broke (the failing op's time), when there is
 one. Plots: op timeline per process (in-flight spans, share of failed and
 indefinite ops per bin), latency (p50 solid, p99 dashed, per f, log scale, ms), throughput
-(completions per second by type), unseen records over time (Kafka).
+(completions per second by type), unseen records over time and realtime lag
+(Kafka: the largest lag of any poll per time bin, from the result's
+`realtime_lag.series`, at most checker.kafka.lag.SERIES_BINS points).
 """
 from __future__ import annotations
 
@@ -190,7 +192,22 @@ def charts(s: SeriesCollector | None, result: dict) -> list[tuple[str, str, str]
                                                  x_label=unit, y_label="records", x_max=x_max,
                                                  shading=shade, markers=marks),
                     "A count that stays up at the end means records no consumer ever saw."))
+    lag = _realtime_lag(result)
+    if lag:
+        out.append(("Realtime lag", line_chart(lag, title="largest realtime lag of a poll (Jepsen's)",
+                                               x_label=unit, y_label="lag (ms)", x_max=x_max,
+                                               shading=shade, markers=marks),
+                    "How long before a poll began the newest record its consumer had seen had "
+                    "already been superseded in the partition (a lower bound; per key in results.json)."))
     return out
+
+
+def _realtime_lag(result: dict) -> list:
+    lag = result.get("realtime_lag")
+    if not isinstance(lag, dict) or not lag.get("series"):
+        return []
+    return [{"name": "max lag per bin", "color": "#d62728",
+             "points": [(t, ms) for t, ms in lag["series"]]}]
 
 
 def fault_rows(s: SeriesCollector | None, limit: int = 200) -> list[dict[str, Any]]:

@@ -19,7 +19,9 @@ the op no linearization gets past — `op`: its completion's `index`, its
 ok op, else the invoke's), `line` — the `key` of its partition (or None),
 `prefix`: the invoke indices, in linearization order, of the ops linearized
 in a configuration that reached it (the longest linearizable prefix found),
-and `states`: a few model states reachable just before it. Bad input (double
+`states`: a few model states reachable just before it, and `timeline`: the
+partition's ops around it (at most TIMELINE_MAX) with their positions, their
+place in that prefix and which one fails, for checker.report_linear. Bad input (double
 invoke, orphan completion, an op the model does not know) raises
 `HistoryError` naming the line; an unknown model raises `ValueError`.
 """
@@ -59,6 +61,36 @@ def _prepare(model: Model, calls: list[Call]) -> tuple[list, list[Call]]:
     return prepared, kept
 
 
+TIMELINE_BEFORE = 40      # ops of the failing partition drawn before the failing one (by invoke)
+TIMELINE_MAX = 120
+
+
+def _timeline(calls: list[Call], fail: int, prefix: list[int]) -> list[dict]:
+    """The failing partition's ops around the failing one, for the report's drawing:
+    each with its invoke/completion positions (`end` None: indeterminate), its place in
+    the linearizable prefix (`order`, or None) and whether it is the failing op."""
+    c = calls[fail]
+    order = {i: n for n, i in enumerate(prefix)}
+    by_start = sorted(range(len(calls)), key=lambda i: calls[i].start)
+    at = by_start.index(fail)
+    lo = calls[by_start[max(0, at - TIMELINE_BEFORE)]].start
+    hi = c.end
+    chosen = [i for i in by_start
+              if calls[i].start <= hi and (calls[i].end is None or calls[i].end >= lo)]
+    if len(chosen) > TIMELINE_MAX:
+        keep = set(sorted(chosen, key=lambda i: abs(calls[i].start - c.start))[:TIMELINE_MAX])
+        chosen = [i for i in chosen if i in keep]
+    out = []
+    for i in chosen:
+        x = calls[i]
+        comp = x.completion
+        out.append({"index": x.invoke.index, "process": x.process, "f": x.f,
+                    "value": resolved_value(x.invoke, comp) if comp is not None else x.value,
+                    "type": comp.type if comp is not None else "invoke",
+                    "start": x.start, "end": x.end, "order": order.get(i), "failed": i == fail})
+    return out
+
+
 def _witness(model: Model, key: Any, keyed: bool, calls: list[Call], res) -> dict:
     c = calls[res.fail_op]
     comp = c.completion
@@ -70,6 +102,7 @@ def _witness(model: Model, key: Any, keyed: bool, calls: list[Call], res) -> dic
         "prefix": [calls[i].invoke.index for i in res.prefix],
         "states": [model.describe(s) for s in res.states],
         "model": model.name,
+        "timeline": _timeline(calls, res.fail_op, res.prefix),
     }
 
 

@@ -11,7 +11,7 @@ so every acknowledged record is accounted for in the history.
 Ops follow Jepsen's Kafka workload shape: send [["send", k, v]] completing as
 [["send", k, [offset, v]]]; poll completing as [["poll", {k: [[offset, v], ...]}]];
 k is the partition number. With `client` set to a real Kafka client
-(confluent-kafka, kafka-python; `eoslab run --client`), its sends and polls
+(confluent-kafka, kafka-python, aiokafka; `eoslab run --client`), its sends and polls
 go through that client over the brokers' Kafka listeners, with the same ops
 and the same fail/info rule; final reads stay with the lab's consumer.
 """
@@ -29,7 +29,7 @@ from cluster.workloads.base import Workload, by_key, final_read, outcome, produc
 
 class QueueWorkload(Workload):
     name = "queue"
-    clients = ("eoslab", "confluent-kafka", "kafka-python")   # `eoslab run --client`
+    clients = ("eoslab", "confluent-kafka", "kafka-python", "aiokafka")   # `eoslab run --client`
 
     def __init__(self, bootstrap: str, history, seed: int, topic: str = "queue", partitions: int = 3,
                  concurrency: int = 4, producer_props: dict | None = None, topic_configs: dict | None = None,

@@ -5,15 +5,18 @@ objects with the lab client's methods the queue workload calls (`send(topic,
 value, partition=k).result(timeout)` with `.offset`, `close(timeout)`,
 `transaction_manager.fatal_error`; `assign`, `poll(timeout_ms)` returning
 records with topic, partition, offset and value, `close()`), driving
-confluent-kafka (librdkafka) or kafka-python over the brokers' Kafka
-listeners. Settings go by Kafka's names, as given (`--set
-enable.idempotence=true`); a setting the client does not know fails when the
-client is built, with the client's own message. A failed send raises the
-lab's `KafkaError` with Kafka's code when the broker answered one (so the
-errors table decides fail or info exactly as for the lab's client) and any
-other exception when the client gave up on its own (timeouts, lost
-connections: info). These clients do not expose their producer id, epoch or
-sequence numbers: those history fields are left empty (None).
+confluent-kafka (librdkafka), kafka-python or aiokafka (on an event loop of
+its own) over the brokers' Kafka listeners. Settings go by Kafka's names, as
+given (`--set enable.idempotence=true`); a setting the client does not know
+fails before the run starts, with the client's own message (aiokafka has no
+delivery.timeout.ms: that one is dropped, the workload's op timeout bounds a
+send). A failed send raises the lab's `KafkaError` with Kafka's code when the
+broker answered one (so the errors table decides fail or info exactly as for
+the lab's client) and any other exception when the client gave up on its own
+(timeouts, lost connections: info). These clients do not expose their
+producer id, epoch or sequence numbers: those history fields stay empty
+(None). `confluent_transaction` runs one txn-workload transaction through
+librdkafka.
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from clients.errors import KafkaError
 
-CLIENTS = ("eoslab", "confluent-kafka", "kafka-python")
+CLIENTS = ("eoslab", "confluent-kafka", "kafka-python", "aiokafka")
 LAB_ONLY = {"kafka.version"}     # the lab's own producer settings that real clients do not take
 
 
@@ -56,6 +59,9 @@ def versions(client: str) -> dict:
     if client == "kafka-python":
         import kafka
         return {"kafka-python": kafka.__version__}
+    if client == "aiokafka":
+        import aiokafka
+        return {"aiokafka": aiokafka.__version__}
     return {}
 
 
@@ -186,11 +192,114 @@ class KafkaPythonConsumer:
         self.c.close()
 
 
+# -- aiokafka ----------------------------------------------------------------------------------------
+AIOKAFKA_DROPPED = {"delivery.timeout.ms"}   # aiokafka has none: the workload's op timeout bounds a send
+
+
+def _aiokafka_config(props: dict) -> dict:
+    return _kafka_python_config({k: v for k, v in props.items() if k not in AIOKAFKA_DROPPED})
+
+
+class _Loop:
+    """An asyncio event loop in its own thread, for one aiokafka client."""
+
+    def __init__(self):
+        import asyncio
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="aiokafka-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coro, timeout: float | None = None):
+        import asyncio
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def submit(self, coro) -> concurrent.futures.Future:
+        import asyncio
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(2)
+
+
+def _aiokafka_error(e: BaseException) -> BaseException:
+    errno = getattr(e, "errno", None)
+    return KafkaError(errno, str(e)) if isinstance(errno, int) and errno > 0 else e
+
+
+class AioKafkaProducer:
+    def __init__(self, bootstrap: str, props: dict):
+        from aiokafka import AIOKafkaProducer
+        self.io = _Loop()
+        self.transaction_manager = _Fatal()
+
+        async def start():
+            p = AIOKafkaProducer(bootstrap_servers=bootstrap.split(","), **_aiokafka_config(props))
+            await p.start()
+            return p
+        try:
+            self.p = self.io.run(start(), 30)
+        except Exception:
+            self.io.close()
+            raise
+
+    def send(self, topic: str, value: bytes, partition: int) -> concurrent.futures.Future:
+        async def send():
+            try:
+                m = await self.p.send_and_wait(topic, value, partition=partition)
+            except Exception as e:  # noqa: BLE001 - converted for the errors table
+                raise _aiokafka_error(e) from None
+            return SendResult(m.offset)
+        return self.io.submit(send())
+
+    def close(self, timeout: float = 5.0) -> None:
+        try:
+            self.io.run(self.p.stop(), timeout)
+        except Exception:  # noqa: BLE001 - closing after a failure
+            pass
+        finally:
+            self.io.close()
+
+
+class AioKafkaConsumer:
+    def __init__(self, bootstrap: str, isolation: str = "read_uncommitted"):
+        from aiokafka import AIOKafkaConsumer
+        self.io = _Loop()
+
+        async def start():
+            c = AIOKafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False,
+                                 isolation_level=isolation, auto_offset_reset="earliest")
+            await c.start()
+            return c
+        self.c = self.io.run(start(), 30)
+
+    def assign(self, tps) -> None:
+        from aiokafka import TopicPartition
+
+        async def assign():
+            parts = [TopicPartition(t, p) for t, p in tps]
+            self.c.assign(parts)
+            await self.c.seek_to_beginning(*parts)
+        self.io.run(assign(), 30)
+
+    def poll(self, timeout_ms: int = 200) -> list[Record]:
+        batches = self.io.run(self.c.getmany(timeout_ms=timeout_ms), 30)
+        return [Record(tp.topic, tp.partition, m.offset, m.value) for tp, msgs in batches.items() for m in msgs]
+
+    def close(self) -> None:
+        try:
+            self.io.run(self.c.stop(), 10)
+        finally:
+            self.io.close()
+
+
 def make_producer(client: str, bootstrap: str, props: dict):
     if client == "confluent-kafka":
         return ConfluentProducer(bootstrap, props)
     if client == "kafka-python":
         return KafkaPythonProducer(bootstrap, props)
+    if client == "aiokafka":
+        return AioKafkaProducer(bootstrap, props)
     raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENTS)})")
 
 
@@ -199,6 +308,8 @@ def make_consumer(client: str, bootstrap: str, isolation: str = "read_uncommitte
         return ConfluentConsumer(bootstrap, isolation)
     if client == "kafka-python":
         return KafkaPythonConsumer(bootstrap, isolation)
+    if client == "aiokafka":
+        return AioKafkaConsumer(bootstrap, isolation)
     raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENTS)})")
 
 
@@ -216,6 +327,13 @@ def check_settings(client: str, props: dict) -> None:
             unknown = set(_kafka_python_config(props)) - set(KafkaProducer.DEFAULT_CONFIG)
             if unknown:
                 raise ValueError(f"kafka-python has no producer setting {', '.join(sorted(unknown))}")
+        elif client == "aiokafka":
+            import inspect
+
+            from aiokafka import AIOKafkaProducer
+            unknown = set(_aiokafka_config(props)) - set(inspect.signature(AIOKafkaProducer.__init__).parameters)
+            if unknown:
+                raise ValueError(f"aiokafka has no producer setting {', '.join(sorted(unknown))}")
         else:
             raise ValueError(f"unknown client {client!r} (known: {', '.join(CLIENTS)})")
     except ImportError:

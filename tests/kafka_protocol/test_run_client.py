@@ -20,6 +20,7 @@ def _cfg(tmp_path, **kw):
     ({"client": "kafka-python", "workload": "txn"}, "the txn workload drives eoslab, confluent-kafka, not kafka-py"),
     ({"client": "confluent-kafka", "settings": {"no.such.setting": "1"}}, "confluent-kafka: "),
     ({"client": "kafka-python", "settings": {"no.such.setting": "1"}}, "kafka-python has no producer setting"),
+    ({"client": "aiokafka", "settings": {"no.such.setting": "1"}}, "aiokafka has no producer setting"),
 ])
 def test_bad_client_choices_are_refused_before_anything_starts(tmp_path, kw, message):
     with pytest.raises(ValueError, match=message):
@@ -63,5 +64,17 @@ def test_a_queue_run_with_kafka_python_under_kill_leader_and_lost_acks_is_valid(
     assert run(cfg) == 0
     meta = json.load(open(tmp_path / "run" / "run.json"))
     assert meta["client"] == "kafka-python" and meta["versions"]["kafka-python"]
+    hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
+    assert sum(o["f"] == "send" and o["type"] == "ok" for o in hist) > 50
+
+
+@pytest.mark.integration
+def test_a_queue_run_with_aiokafka_under_kill_leader_and_lost_acks_is_valid(tmp_path, eoslab_home, monkeypatch):
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    cfg = _cfg(tmp_path, client="aiokafka", nemesis=["kill-leader", "lost-ack"], time_limit=15,
+               settings={"enable.idempotence": "true", "acks": "all"})
+    assert run(cfg) == 0
+    meta = json.load(open(tmp_path / "run" / "run.json"))
+    assert meta["client"] == "aiokafka" and meta["versions"]["aiokafka"]
     hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
     assert sum(o["f"] == "send" and o["type"] == "ok" for o in hist) > 50

@@ -67,8 +67,8 @@ def register_run(sub) -> None:
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
                    help=f"cluster and clients behave as this Kafka release: {', '.join(kafka_version.names())}")
     r.add_argument("--client", default="eoslab",
-                   help="who sends and polls: eoslab (the lab's client, gRPC), confluent-kafka or kafka-python "
-                        "(over the Kafka listeners; settings by Kafka's names with --set)")
+                   help="who sends and polls: eoslab (the lab's client, gRPC), confluent-kafka, kafka-python or "
+                        "aiokafka (over the Kafka listeners; settings by Kafka's names with --set)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
 

@@ -5,7 +5,8 @@ checker.kafka; ops without it are ignored here):
 
 - producer-order: two records of one producer session in one partition whose
   log order contradicts the producer's order. A session is (pid, epoch) when
-  the op names a pid, else its `session` label, else its process. The
+  the op names a pid (a negative pid, a producer without idempotence, names
+  none), else its `session` label, else its process. The
   producer's order is the per-record `seq` when the op carries one, else the
   order of invocation (then micro-op order). Witness: the two records
   adjacent in producer order (seq, offset, value, op) whose offsets go
@@ -44,6 +45,8 @@ class ProducerTracker:
     def _session(self, pr: dict, idx: int, p: Any) -> tuple:
         pid = pr.get("pid")
         epoch = pr.get("epoch")
+        if isinstance(pid, int) and pid < 0:
+            pid = None          # a producer without idempotence has no id: it is its session, not pid -1
         session = pr.get("session")
         if session is None:
             session = f"process {p}"

@@ -147,7 +147,7 @@ class CopierInstance:
             self._complete("fail", reads, sends, error=f"crashed {c}")
             raise
         except Exception as e:  # noqa: BLE001 - classified below
-            if committing and prod.transaction_manager.state == txm.COMMITTING:
+            if committing and prod.transaction_manager.commit_sent:     # EndTxn(commit) may have gone out
                 return self._after_commit_error(e, reads, sends)
             err = cause(prod, e)
             send_failed = prod.transaction_manager.abortable_error is not None

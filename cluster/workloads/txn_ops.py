@@ -60,8 +60,8 @@ def transaction(producer: KafkaProducer, topic: str, mops: list, op_timeout: flo
         committing = True
         producer.commit_transaction()
     except Exception as e:  # noqa: BLE001 - classified here
-        if committing and tm.state == txm.COMMITTING:
-            t, err = outcome(e)                     # EndTxn went out: the table (and retries) decide
+        if committing and tm.commit_sent:
+            t, err = outcome(e)                     # EndTxn may have gone out: the table (and retries) decide
             return _result(t, mops, futures, producer, False, error=err)
         err = cause(producer, e)
         send_failed = tm.abortable_error is not None

@@ -85,3 +85,14 @@ def test_a_write_invoked_before_the_fence_is_not_a_zombie():
     for i, op in enumerate(ops):
         op["index"] = i
     assert check_kafka(ops)["valid"] is True
+
+
+def test_producers_without_an_id_are_not_one_producer():
+    """A producer without idempotence records pid -1: two of them are two sessions, not a reused pid."""
+    ops = load("pid-reuse.jsonl")
+    for op in ops:
+        if "producer" in op:
+            op["producer"]["pid"] = -1
+            op["producer"]["epoch"] = -1
+    r = check_kafka(ops)
+    assert "pid-reuse" not in r["anomalies"], r["anomalies"]

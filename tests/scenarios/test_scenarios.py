@@ -31,3 +31,25 @@ def test_scenario_verdict_is_the_expected_one(sc, tmp_path, eoslab_home):
     r = json.loads((out / "results.json").read_text())
     assert sorted(r["anomalies"]) == sorted(expected)          # what the checker wrote, not what we expect
     assert r["scenario"]["match"] is True and r["scenario"]["expected"] == sorted(expected)
+
+
+def _newest_differing_release(sc):
+    from eoslab import kafka_version
+    differ = [v for v in kafka_version.names() if sc.expected_for(v) != sc.expected_for(None)]
+    return differ[-1] if differ else None
+
+
+VERSIONED = [pytest.param(s, _newest_differing_release(s), id=f"{s.name}-{_newest_differing_release(s)}")
+             for s in scenarios() if _newest_differing_release(s) and not s.slow]
+
+
+@pytest.mark.parametrize("sc,version", VERSIONED)
+def test_scenarios_whose_verdict_depends_on_the_release_give_that_releases_verdict(sc, version, tmp_path,
+                                                                                    eoslab_home):
+    """The releases a scenario names differently (the default one is covered above)."""
+    o = run_scenario(sc, str(tmp_path), home=eoslab_home, kafka_version=version)
+    assert o.error is None, o.error
+    assert o.expected == sc.expected_for(version) and o.observed == o.expected, o.line()
+    assert all(v is None for v in o.facts.values()), o.facts
+    r = json.loads((tmp_path / sc.name / "results.json").read_text())
+    assert r["scenario"]["kafka_version"] == version

@@ -24,7 +24,7 @@ from services.broker.partition import LogConfig
 from services.broker.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
-from services.common import rpc, zk_paths
+from services.common import auth, rpc, zk_paths
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class KafkaServer:
         self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
         hosts, chroot = zk_paths.split_hosts(zk_connect)
-        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
+        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0, **auth.zk_kwargs())
         self.broker_epoch = -1
         self.controller_address: str | None = None
         self._max_issued_pid = -1
@@ -73,6 +73,7 @@ class KafkaServer:
             self.kafka_listener.start()
         self.zk.add_listener(self._on_zk_state)
         self.zk.start(timeout=30)
+        auth.lock_zk_root(self.zk)
         self.zk.ensure_path(zk_paths.BROKER_IDS)
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
         self.zk.DataWatch(zk_paths.TXN_COORDINATOR_ASSIGNMENT, self._on_txn_assignment)

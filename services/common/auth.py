@@ -16,7 +16,8 @@ outside the cluster (CLIENT_LIMITS; RESOURCE_EXHAUSTED beyond). A process finds 
 in $EOSLAB_CLUSTER_SECRET or the file named by $EOSLAB_CLUSTER_SECRET_FILE; a
 harness that talks to several clusters registers each cluster's secret for the
 hosts of its nodes (`register`), and `rpc.channel` sends the matching secret on
-every call.
+every call. In ZooKeeper, members authenticate with the secret (digest) and
+create znodes anyone may read but only members may change, the root included.
 """
 from __future__ import annotations
 
@@ -156,6 +157,30 @@ def secret_for(address: str) -> str | None:
         return process_secret()
     except NoSecret:
         return None
+
+
+# -- ZooKeeper -----------------------------------------------------------------------------------------
+ZK_USER = "eoslab"
+
+
+def zk_kwargs(secret: str | None = None) -> dict:
+    """KazooClient arguments for a member: digest credentials from the cluster's secret, and znodes that
+    everyone may read but only members may change (registrations, the controller's election, partition
+    state, producer-id blocks)."""
+    from kazoo.security import make_acl, make_digest_acl
+    secret = secret or process_secret()
+    if not secret:
+        return {}
+    return {"auth_data": [("digest", f"{ZK_USER}:{secret}")],
+            "default_acl": [make_acl("world", "anyone", read=True), make_digest_acl(ZK_USER, secret, all=True)]}
+
+
+def lock_zk_root(zk) -> None:
+    """After connecting: the root (or chroot) may be read by anyone, changed by members only, so nobody
+    else can create /controller or /brokers. Idempotent; every member does it."""
+    acl = zk_kwargs().get("default_acl")
+    if acl:
+        zk.set_acls("/", acl)
 
 
 # -- client side -------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from eoslab.v1 import broker_pb2, common_pb2
-from services.common import zk_paths
+from services.common import auth, zk_paths
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
 from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
                                          validate_configs, validate_topic_name)
@@ -45,7 +45,7 @@ class KafkaController:
         hosts, chroot = zk_paths.split_hosts(zk_connect)
         self.controller_id = controller_id
         self.host, self.port = host, port
-        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
+        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0, **auth.zk_kwargs())
         self.ctx = ControllerContext()
         self.lock = threading.RLock()       # guards ctx, active, epoch
         self.active = False
@@ -62,6 +62,7 @@ class KafkaController:
     def start(self) -> None:
         self.zk.add_listener(self._on_zk_state)
         self.zk.start(timeout=30)
+        auth.lock_zk_root(self.zk)
         for p in (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.CONTROLLERS,
                   zk_paths.TXN_COORDINATORS):
             self.zk.ensure_path(p)

@@ -28,7 +28,7 @@ from clients.errors import E, KafkaError
 from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
 from services.broker.producer_id_manager import ProducerIdManager
 from services.common import internal_topics as it
-from services.common import rpc, zk_paths
+from services.common import auth, rpc, zk_paths
 from services.txn_coordinator.transaction_coordinator import TransactionCoordinator
 from services.txn_coordinator.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from services.txn_coordinator.transaction_state_manager import TransactionStateManager
@@ -49,7 +49,7 @@ class TransactionCoordinatorServer:
         self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
         hosts, chroot = zk_paths.split_hosts(zk_connect)
-        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0)
+        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0, **auth.zk_kwargs())
         self.bootstrap = bootstrap
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor
@@ -89,6 +89,7 @@ class TransactionCoordinatorServer:
             self.kafka_listener.start()
         self.zk.add_listener(self._on_zk_state)
         self.zk.start(timeout=30)
+        auth.lock_zk_root(self.zk)
         self.zk.ensure_path(zk_paths.TXN_COORDINATORS)
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
         self._ensure_topic()

@@ -86,3 +86,27 @@ def test_outsiders_cannot_speak_internal_rpcs(make_cluster):
     l2 = h.leader_address(md2, "m2")
     assert h.produce_raw(l2, "m2", h.batch(pid, epoch, 0, 3)).error == 0
     assert [r.value for r in h.read_partition(boot, "m1")] == [f"v{i}".encode() for i in range(5)]
+
+
+def test_outsiders_cannot_change_zookeeper(make_cluster):
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoAuthError
+
+    from services.common import zk_paths
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    ctrl, epoch = _controller(rt)
+    zk = KazooClient(hosts=rt.info().zookeeper)
+    zk.start()
+    try:
+        assert zk.get(zk_paths.CONTROLLER)[0]                      # anyone may read
+        for change in (lambda: zk.set(zk_paths.CONTROLLER_EPOCH, b"2147483647"),
+                       lambda: zk.delete(zk_paths.CONTROLLER),
+                       lambda: zk.create(zk_paths.broker_path(7), b"{}", ephemeral=True),
+                       lambda: zk.create("/fake", b""),
+                       lambda: zk.set(zk_paths.CONTROLLER, b"{}")):
+            with pytest.raises(NoAuthError):
+                change()
+    finally:
+        zk.stop()
+        zk.close()
+    assert _controller(rt) == (ctrl, epoch)

@@ -80,3 +80,24 @@ def test_compose_hands_the_cluster_secret_to_every_service():
     for name, svc in compose["services"].items():
         if svc.get("command") and svc["command"][0] in ("broker", "controller", "txn-coordinator"):
             assert svc["environment"][auth.SECRET_ENV].startswith("${EOSLAB_CLUSTER_SECRET"), name
+
+
+def test_any_bytes_get_an_answer_or_invalid_argument_never_internal(injector):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    ch = grpc.insecure_channel(injector)
+    md = ((auth.SECRET_KEY, SECRET),)
+    calls = [ch.unary_unary(f"/eoslab.v1.FaultInjector/{m}") for m in ("InjectFault", "ClearFaults", "ListFaults")]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.sampled_from(calls), st.binary(max_size=300))
+    def one(call, data):
+        try:
+            call(data, metadata=md, timeout=5)
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, (data, e.code(), e.details())
+    try:
+        one()
+    finally:
+        ch.close()

@@ -401,6 +401,8 @@ class LocalRuntime(Runtime):
             netfilter.kill_cgroups(self.state["slot"], cwd=self.dir)   # this cluster's nodes no state names
             netfilter.remove_cgroups(self.state["slot"])
             slots.release(self.state["slot"])
+        if self.state.get("slot"):      # this process stops sending the old secret to the slot's hosts
+            auth.unregister([s["host"] for s in self._node_specs().values()])
         shutil.rmtree(self.dir, ignore_errors=True)
         self.state["slot"] = None
 

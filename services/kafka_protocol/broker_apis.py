@@ -17,6 +17,7 @@ import logging
 
 from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
+from services.common import auth
 from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
@@ -81,6 +82,9 @@ class BrokerApis(ApiHandlers):
             for pd in td.partition_data:
                 key = (td.name, int(pd.index))
                 order.append(key)
+                if td.name in auth.INTERNAL_TOPICS:    # Kafka: clients cannot append to internal topics
+                    failed[key] = (E.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {td.name}")
+                    continue
                 try:
                     batches = kr.decode_batches(bytes(pd.records or b""))
                     if len(batches) != 1:

@@ -110,3 +110,16 @@ def test_outsiders_cannot_change_zookeeper(make_cluster):
         zk.stop()
         zk.close()
     assert _controller(rt) == (ctrl, epoch)
+
+
+def test_kafka_clients_cannot_append_to_internal_topics(make_cluster):
+    ck = pytest.importorskip("confluent_kafka")
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=1)
+    info = rt.info()
+    p = ck.Producer({"bootstrap.servers": info.kafka_bootstrap, "acks": "1", "retries": 0,
+                     "message.timeout.ms": 20000})
+    results = []
+    p.produce("__transaction_state", b"garbage", partition=0, on_delivery=lambda e, m: results.append(e))
+    p.flush(30)
+    assert len(results) == 1 and results[0] is not None
+    assert results[0].code() == ck.KafkaError.TOPIC_EXCEPTION, results[0]

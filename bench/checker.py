@@ -10,7 +10,8 @@ The budget applies to CPU time, the single core's work: on a shared machine
 wall time also counts the waits for a core. The history is valid by construction; exits 1 if the checker
 says otherwise or takes longer than --budget seconds. With --knossos, also
 runs bench/checker_knossos.py (the linearizability corpus, per file) when
-checker.linear is present.
+checker.linear is present; bench/checker_porcupine.py times Porcupine's
+corpus beside Porcupine's Go tests.
 
     .venv/bin/python bench/checker.py [--ops 1000000] [--file PATH] [--budget 10] [--knossos]
 """
@@ -160,6 +161,7 @@ def analyze(path: str) -> int:
                       "baseline_rss_mib": round(base / 1024, 1),
                       "ops": res["stats"]["ops"], "records": res["stats"]["records"],
                       "anomaly_counts": res["stats"]["anomaly_counts"],
+                      "realtime_lag": {k: res["realtime_lag"][k] for k in ("max_ms", "p99_ms", "samples")},
                       "allowed_counts": res["stats"]["allowed_counts"]}))
     return 0
 
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(interpreter + imports {fig['baseline_rss_mib']:.0f} MiB); valid={fig['valid']}")
         print(f"records: {fig['records']}")
         print(f"allowed: {fig['allowed_counts']}  anomalies: {fig['anomaly_counts']}")
+        print(f"realtime lag: {fig['realtime_lag']}")
         rc = 0
         if fig["valid"] is not True:
             print("FAIL: the generated history is valid by construction", file=sys.stderr)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from checker.history import HistoryError
-from checker.kafka.mops import norm_key
+from checker.kafka.mops import norm_key, norm_value
 
 
 class Positions:
@@ -97,6 +97,14 @@ class ShapeError(HistoryError):
     def __init__(self, index: Any, msg: str):
         super().__init__(msg)
         self.index = index
+
+
+def odd_value(v: Any, tc: int, idx: Any, what: str) -> Any:
+    """A record value that is neither an int nor a string: bad input in an ok op (tc 0),
+    else made hashable (checker.kafka.mops.norm_value)."""
+    if tc == 0:
+        raise ShapeError(idx, what)
+    return norm_value(v)
 
 
 def _show(x: Any, limit: int = 80) -> str:

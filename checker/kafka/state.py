@@ -28,8 +28,8 @@ from typing import Any, Iterable
 
 from checker.kafka.keystate import KeyState
 from checker.kafka.lag import RealtimeLag
-from checker.kafka.positions import Positions, ShapeError, _rebalanced, _show
-from checker.kafka.mops import norm_key, norm_value
+from checker.kafka.positions import Positions, ShapeError, _rebalanced, _show, odd_value
+from checker.kafka.mops import norm_key
 
 _MISS = object()
 OK, INFO, FAIL = 0, 1, 2
@@ -230,11 +230,8 @@ class Collector(Positions):
                         elif off > mo.get(k, -1):
                             mo[k] = off
                     if type(v) is not int and type(v) is not str:
-                        if tc == 0:
-                            raise ShapeError(idx, f"ok {f}: micro-op {pos}: sent value must be an integer or "
-                                                  f"a string (or [offset, value]), got {_show(x)}")
-                        if type(v) is list or type(v) is dict:
-                            v = norm_value(v)
+                        v = odd_value(v, tc, idx, f"ok {f}: micro-op {pos}: sent value must be an integer "
+                                                  f"or a string (or [offset, value]), got {_show(x)}")
                     ks = keys.get(k)
                     if ks is None:
                         ks = key_state(k)
@@ -312,11 +309,8 @@ class Collector(Positions):
                                                           f"expected [offset, value], got {_show(pair)}") from None
                                 continue
                             if type(v) is not int and type(v) is not str:
-                                if tc == 0:
-                                    raise ShapeError(idx, f"ok {f}: micro-op {pos}: key {rkey!r}: polled value "
-                                                          f"must be an integer or a string, got {_show(pair)}")
-                                if type(v) is list or type(v) is dict:
-                                    v = norm_value(v)
+                                v = odd_value(v, tc, idx, f"ok {f}: micro-op {pos}: key {rkey!r}: polled "
+                                                          f"value must be an integer or a string, got {_show(pair)}")
                             if type(off) is int:
                                 if off > pm:
                                     pm = off

@@ -69,18 +69,22 @@ class KV(Model):
 
     def step(self, state: FrozenMap, op: tuple) -> tuple[bool, Any]:
         kind, k, v = op
-        cur = state.get(k, "")
+        cur = ""
+        for kk, vv in state:
+            if kk == k:
+                cur = vv
+                break
         if kind == "g":
             return cur == v, state
         new = v if kind == "p" else cur + v
         if new == cur:
             return True, state
-        d = dict(state)
+        items = [kv for kv in state if kv[0] != k]
         if new:
-            d[k] = new
-        else:
-            del d[k]
-        return True, FrozenMap(sorted(d.items(), key=lambda kv: _sort_key(kv[0])))
+            items.append((k, new))
+            if len(items) > 1:
+                items.sort(key=lambda kv: _sort_key(kv[0]))
+        return True, FrozenMap(items)
 
     def partition(self, calls: list) -> dict[Any, list] | None:
         groups = partition_by_key(calls, lambda c: is_pair(c.value))

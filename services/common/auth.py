@@ -320,8 +320,8 @@ class ServerGuard(grpc.ServerInterceptor):
         def check(req, context):
             guard._reject(method, context, req)
             if internal is not None and internal(req):
-                guard._lines.warn("denied", f"refused {method} as a replica from a caller without the "
-                                            "cluster secret")
+                guard._lines.warn("denied", f"refused {method} (a replica's or an internal topic's) from a "
+                                            "caller without the cluster secret")
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, DENIED)
 
         def checked_stream(it, context):

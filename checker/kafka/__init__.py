@@ -1,12 +1,19 @@
 """Kafka anomaly analyses over Jepsen-shaped histories (`eoslab check --model kafka`).
 
 Guarantees: `check_kafka(history)` streams a history (a path, or a list of
-`Op`s / dicts) and returns `{"valid", "anomalies", "allowed", "stats"}`
-(see checker.kafka.check); every anomaly carries a minimal witness naming
-its ops (by `index`), keys and offsets. The history contract it reads —
-which the lab's workload writes — is below. Ops that break the contract in
-ways the analysis can skip (an odd micro-op, a missing field the anomaly
-does not need) are skipped, not rejected; malformed lines are rejected.
+`Op`s / dicts) and returns `{"valid", "anomalies", "allowed", "stats",
+"realtime_lag"}` (see checker.kafka.check and checker.kafka.lag); every
+anomaly carries a minimal witness naming its ops (by `index`), keys and
+offsets. The history contract it reads — which the lab's workload writes —
+is below. Rejected (HistoryError naming the line): a malformed line, an
+index that is not greater than the one before (a duplicate), and an `ok`
+send/poll/txn whose value does not have the shape below (the value missing
+or not a list of micro-ops, a micro-op other than send/poll, a sent or
+polled value that is not an int or a string, an offset that is not an int
+or null): an acknowledgement the analysis cannot read could hide a lost
+write. `info` and `fail` ops may carry what they could not know; their odd
+parts, and missing optional fields, are skipped. Jepsen's rules and where
+the lab departs from them: docs/checker.md.
 
 History contract (JSONL, one op per line; Jepsen's Kafka workload shape)
 -----------------------------------------------------------------------
@@ -16,10 +23,10 @@ Every op: `index` (int), `time` (ns, monotonic), `process` (int for clients,
 "3" and 3 are the same key). `v` is a value, unique per send (an int).
 
   f "send"   invoke [["send", k, v], ...]
-             ok     [["send", k, [offset, v]], ...]
+             ok     [["send", k, [offset, v]], ...]   ([null, v] or v: offset unknown)
              fail / info: as the invoke, or with [offset or null, v]
   f "poll"   invoke [["poll"]]
-             ok     [["poll", {k: [[offset, v], ...], ...}]]
+             ok     [["poll", {k: [[offset, v], ...], ...}]]   (["poll"] alone: nothing)
   f "txn"    a mix of the two; ok = committed, fail = aborted, info = unknown
   f "assign" / "subscribe"   value [k, ...]; ok when the consumer took them.
 

@@ -22,7 +22,9 @@ Witness: the key, the two values and offsets, the records skipped (at most
 8), the delta, and the op (int-) or the two ops.
 Kafka allows, and the verdict does not count (Jepsen's allowed list):
 int-send-skip always; poll-skip and nonmonotonic-poll for a consumer that
-subscribed (group rebalances move it).
+subscribed (group rebalances move it). Jepsen decides that test-wide (the
+test's `:sub-via`); the lab per consumer, from its last assign/subscribe,
+because one history may mix assigned and subscribed consumers.
 """
 from __future__ import annotations
 

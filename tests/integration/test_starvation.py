@@ -79,3 +79,33 @@ def test_idle_producer_connections_cannot_take_every_thread(make_cluster):
         stop.set()
         for ch in channels:
             ch.close()
+
+
+def test_joins_waiting_for_a_rebalance_cannot_take_every_thread(make_cluster):
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0)
+    boot = rt.bootstrap_all()
+
+    def coordinator():
+        r = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(boot)).FindCoordinator(
+            broker_pb2.FindCoordinatorRequest(key_type=broker_pb2.GROUP, key="held"), timeout=5)
+        return r if r.error == 0 else None
+    c = h.wait_for(coordinator, what="a group coordinator")
+    addr = f"{c.host}:{c.port}"
+    join = broker_pb2.JoinGroupRequest(group_id="held", session_timeout_ms=60000, rebalance_timeout_ms=60000,
+                                       protocol_type="consumer", topics=["t"])
+    stub = broker_pb2_grpc.BrokerStub(grpc.insecure_channel(addr))
+    first = stub.JoinGroup(join, timeout=10)                  # a member that will never rejoin
+    assert first.error == 0
+    channels = [grpc.insecure_channel(addr) for _ in range(4)]
+    try:                                                      # every later join waits for it (up to 60 s)
+        joins = [broker_pb2_grpc.BrokerStub(channels[i % 4]).JoinGroup.future(join, timeout=90) for i in range(40)]
+        time.sleep(2)
+        for _ in range(5):
+            assert stub.Metadata(broker_pb2.MetadataRequest(), timeout=5).brokers
+        refused = [f for f in joins if f.done() and f.code() == grpc.StatusCode.RESOURCE_EXHAUSTED]
+        assert len(refused) == 40 - 16, len(refused)          # at most 16 joins held at once
+        for f in joins:
+            f.cancel()
+    finally:
+        for ch in channels:
+            ch.close()

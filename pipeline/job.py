@@ -35,7 +35,7 @@ import time
 
 from pipeline import html, matrix
 from pipeline.executors import task_fn
-from pipeline.session import Progress, start
+from pipeline.session import Progress, start, stop
 from pipeline.store import RunInfo, StoreError, find_runs
 
 TASKS_PER_CORE = 4
@@ -74,13 +74,13 @@ def analyze(store: str, out: str, master: str = "local[*]", conf: dict | None = 
         from pyspark.sql import SparkSession
         spark = SparkSession.getActiveSession()     # one already running in this process: use it, keep it
         if spark is None:
-            spark = start(master, conf, jvm_log=os.path.join(out, "spark.log"))
+            spark = start(master, conf, jvm_log=os.path.join(out, "spark.log"), write_class_archive=True)
             own = True
     try:
         return _job(spark, runs, store, out, write_reports, progress, log, t0)
     finally:
         if own:
-            spark.stop()
+            stop(spark)
 
 
 def _count_dirs(path: str) -> int:

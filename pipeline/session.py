@@ -13,7 +13,11 @@ overrides any of these. Failure to start (no Java, bad master) raises
 `SparkStartError` with one line. With `jvm_log`, the JVM's own stderr (its
 start-up banner, executor and Python worker output) goes to that file, not
 to the terminal. The driver's and executors' JVMs run with JVM_OPTIONS
-(C1 only, serial GC) unless `conf` sets their extraJavaOptions. `Progress` prints, while a phase runs, one
+(C1 only, serial GC) unless `conf` sets their extraJavaOptions; a local
+driver also maps Spark's classes from a class-data-sharing archive
+(pipeline.jvm_cds) when one exists; `write_class_archive=True` makes the
+JVM write one when there is none, and then the caller must end the session
+with `stop`. `Progress` prints, while a phase runs, one
 line per update on stderr: phase, tasks done/total over the active stages
 (and, given `units`, a finer count such as runs done, read at most every
 2 s), elapsed seconds — rewritten in place on a terminal, at most every 10 s
@@ -48,7 +52,7 @@ def check_master(master: str) -> str:
 
 
 def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "eoslab analyze",
-          jvm_log: str | None = None):
+          jvm_log: str | None = None, write_class_archive: bool = False):
     check_master(master)
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -68,6 +72,10 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
     }
     if local:
         opts.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        if "spark.driver.extraJavaOptions" not in (conf or {}):
+            from pipeline.jvm_cds import driver_options
+            cds = driver_options(JVM_OPTIONS, write_class_archive)
+            opts["spark.driver.extraJavaOptions"] = f"{JVM_OPTIONS} {cds}".strip()
     elif "spark.driver.host" not in (conf or {}):
         host = _address_towards(master)
         if host:
@@ -100,6 +108,21 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
             os.environ["PYTHONWARNINGS"] = prev
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def stop(spark) -> None:
+    """Stop a session `start` made; a local driver's JVM is then ended and waited for, so that the
+    class-data-sharing archive it writes at exit is whole before anything uses it
+    (pipeline.jvm_cds)."""
+    from pyspark import SparkContext
+
+    from pipeline import jvm_cds
+    gateway = SparkContext._gateway
+    spark.stop()
+    if jvm_cds._pending:
+        jvm_cds.finish(getattr(gateway, "proc", None))
+        SparkContext._gateway = None            # a later start launches a new JVM
+        SparkContext._jvm = None
 
 
 def _address_towards(master: str) -> str | None:

@@ -307,3 +307,28 @@ def test_progress_counts_runs_finer_than_tasks():
     plain = Progress(type("S", (), {"sparkContext": sc})(), "aggregate", io.StringIO())
     plain._poll()
     assert "1/4 tasks" in plain.line() and "runs" not in plain.line()
+
+
+def test_class_archive_is_used_only_once_its_writer_has_finished(tmp_path, monkeypatch):
+    import subprocess
+
+    from pipeline import jvm_cds
+    monkeypatch.setenv("EOSLAB_SPARK_CDS_DIR", str(tmp_path))
+    if jvm_cds.archive_path("-X") is None:
+        pytest.skip("no PySpark or no Java here")
+    opts = jvm_cds.driver_options("-X")
+    tmp = opts.split()[0].split("=", 1)[1]
+    assert opts.startswith("-XX:ArchiveClassesAtExit=") and tmp.endswith(f".{os.getpid()}.tmp")
+    # a writer that dies (status 1) leaves nothing behind and nothing is used
+    proc = subprocess.Popen(["sh", "-c", f"cat >/dev/null; printf half > '{tmp}'; exit 1"], stdin=subprocess.PIPE)
+    assert jvm_cds.finish(proc) is False and not os.listdir(tmp_path)
+    assert jvm_cds.driver_options("-X").startswith("-XX:ArchiveClassesAtExit=")
+    # a writer that ends well (stdin closed, status 0): its archive is kept and used from then on
+    proc = subprocess.Popen(["sh", "-c", f"cat >/dev/null; printf whole > '{tmp}'"], stdin=subprocess.PIPE)
+    assert jvm_cds.finish(proc) is True
+    final = jvm_cds.archive_path("-X")
+    assert os.listdir(tmp_path) == [os.path.basename(final)]
+    assert jvm_cds.driver_options("-X").startswith(f"-XX:SharedArchiveFile={final} ")
+    assert jvm_cds.archive_path("-Y") != final                       # other JVM options, other archive
+    monkeypatch.setenv("EOSLAB_SPARK_CDS", "0")
+    assert jvm_cds.driver_options("-X") == ""

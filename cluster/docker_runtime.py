@@ -57,6 +57,7 @@ TOPOLOGY = {
     "txn-coordinator-2": ("txn-coordinator", 2, 32, 9094),
 }
 LIMITS = {"broker": 3, "controller": 2, "txn-coordinator": 2}
+KAFKA_PORT = 9192    # Kafka's binary protocol on brokers and coordinators (on their container address)
 PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 STATES = {"running": "running", "paused": "paused", "exited": "dead", "dead": "dead", "created": "dead"}
 
@@ -377,7 +378,9 @@ class DockerRuntime(SidecarFaults, Runtime):
             state = STATES.get(c.status, "unknown") if c is not None else "dead"
             nodes.append(NodeInfo(name, role, nid, self.host(name), port, state, None))
         return ClusterInfo(self.cluster_name, "docker", f"127.0.0.1:{self.bootstrap_port}",
-                           f"{self.host('zookeeper')}:2181", nodes)
+                           f"{self.host('zookeeper')}:2181", nodes,
+                           kafka_bootstrap=",".join(f"{self.host(n)}:{KAFKA_PORT}" for n in self.nodes()
+                                                    if TOPOLOGY[n][0] == "broker"))
 
     def bootstrap_all(self) -> str:
         return ",".join(f"{self.host(n)}:{TOPOLOGY[n][3]}" for n in self.nodes() if TOPOLOGY[n][0] == "broker")

@@ -114,6 +114,17 @@ class GroupApis:
                     self.protocols[group] = current
             return current if current in offered else None
 
+    def _empty(self, group: str) -> bool:
+        """Whether the group has no members (its protocol is chosen anew)."""
+        membership = self.svc.s.group_coordinator.membership
+        try:
+            with membership.cond:
+                g = membership.groups.get(group)
+                return g is None or not g.members
+        except AttributeError:   # another membership implementation: keep the protocol once chosen
+            with self.lock:
+                return group not in self.protocols
+
     def join_group(self, header, req) -> dict:
         def fail(err):
             return {"error_code": err, "generation_id": -1, "protocol_name": "", "leader": "",
@@ -121,10 +132,7 @@ class GroupApis:
         if req.protocol_type != "consumer":
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
         offered = {p.name: p.metadata for p in req.protocols}
-        gc = self.svc.s.group_coordinator
-        with gc.membership.cond:
-            g = gc.membership.groups.get(req.group_id)
-            fresh = g is None or not g.members
+        fresh = self._empty(req.group_id)
         name = self._protocol_for(req.group_id, list(offered), fresh)
         if name is None:
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)

@@ -180,12 +180,14 @@ NM_POLL = [(0, "invoke", "send", [["send", "x", v] for v in "abcd"]),
 NM_POLL_2 = [(0, "invoke", "poll", [["poll"]]), (0, "ok", "poll", [["poll", {"x": [[2, "b"], [3, "c"], [4, "d"]]}]])]
 
 
+def reassign(f, keys, type_="ok"):
+    """Process 0 assigns or subscribes to `keys` (an invoke and its completion)."""
+    return [(0, "invoke", f, keys), (0, type_, f, keys)]
+
+
 @pytest.mark.parametrize("between,expected", [
-    ([], True),
-    ([(0, "invoke", "subscribe", ["y"]), (0, "ok", "subscribe", ["y"])], False),
-    ([(0, "invoke", "assign", ["y"]), (0, "ok", "assign", ["y"])], False),
-    ([(0, "invoke", "subscribe", ["x", "y"]), (0, "ok", "subscribe", ["x", "y"])], True),
-    ([(0, "invoke", "assign", ["x", "y"]), (0, "ok", "assign", ["x", "y"])], True),
+    ([], True), (reassign("subscribe", ["y"]), False), (reassign("assign", ["y"]), False),
+    (reassign("subscribe", ["x", "y"]), True), (reassign("assign", ["x", "y"]), True),
 ])
 def test_nonmonotonic_poll(between, expected):
     r = check_kafka(h(*NM_POLL, *between, *NM_POLL_2))
@@ -205,11 +207,9 @@ SEND_12 = [(0, "invoke", "send", [["send", "x", 1], ["send", "x", 2]]),
 
 
 @pytest.mark.parametrize("between,expected", [
-    ([], True),
-    ([(0, "invoke", "subscribe", ["y"]), (0, "ok", "subscribe", ["y"])], False),
-    ([(0, "invoke", "assign", ["y"]), (0, "info", "assign", ["y"])], False),     # info: may have happened
-    ([(0, "invoke", "subscribe", ["x", "y"]), (0, "ok", "subscribe", ["x", "y"])], True),
-    ([(0, "invoke", "assign", ["x", "y"]), (0, "ok", "assign", ["x", "y"])], True),
+    ([], True), (reassign("subscribe", ["y"]), False),
+    (reassign("assign", ["y"], "info"), False),                 # info: it may have happened
+    (reassign("subscribe", ["x", "y"]), True), (reassign("assign", ["x", "y"]), True),
 ])
 def test_nonmonotonic_send(between, expected):
     r = check_kafka(h(*SEND_34, *between, *SEND_12))

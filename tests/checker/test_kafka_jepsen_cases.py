@@ -44,6 +44,16 @@ def test_info_send_offsets_count_once_the_send_is_known_to_have_committed():
     assert (w["key"], w["offset"], w["values"]) == ("x", 0, [1, 2])
 
 
+def test_an_info_txn_known_to_have_committed_contributes_its_offsets():
+    # version-orders-test: a and b read at 0 and 1; a crashed txn wrote c at 1, b at 3, d at 4,
+    # and must have committed since b was read: c conflicts with b at offset 1
+    r = check_kafka(h((0, "ok", "txn", [["poll", {"x": [[0, "a"], [1, "b"]]}]]),
+                      (1, "info", "txn", [["send", "x", [1, "c"]], ["send", "x", [3, "b"]], ["send", "x", [4, "d"]]])))
+    assert [(w["key"], w["offset"], w["values"]) for w in r["anomalies"]["inconsistent-offsets"]] == \
+        [("x", 1, ["b", "c"])]
+    assert [(w["value"], w["offsets"]) for w in r["anomalies"]["duplicate"]] == [("b", [1, 3])]
+
+
 def test_two_acks_at_one_offset_are_inconsistent():
     # version-orders-test, "a real-world example"
     r = check_kafka(h((379, "invoke", "send", [["send", 11, 641]]), (379, "ok", "send", [["send", 11, [537, 641]]]),

@@ -27,6 +27,7 @@ invoke, orphan completion, an op the model does not know) raises
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Iterable
 
@@ -65,6 +66,15 @@ TIMELINE_BEFORE = 40      # ops of the failing partition drawn before the failin
 TIMELINE_MAX = 120
 
 
+def _clip(v: Any, limit: int = 200) -> Any:
+    """A value as is when its JSON is short, else the start of its JSON text (a drawing label)."""
+    try:
+        text = json.dumps(v, default=str)
+    except (TypeError, ValueError):
+        text = repr(v)
+    return v if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _timeline(calls: list[Call], fail: int, prefix: list[int]) -> list[dict]:
     """The failing partition's ops around the failing one, for the report's drawing:
     each with its invoke/completion positions (`end` None: indeterminate), its place in
@@ -85,7 +95,7 @@ def _timeline(calls: list[Call], fail: int, prefix: list[int]) -> list[dict]:
         x = calls[i]
         comp = x.completion
         out.append({"index": x.invoke.index, "process": x.process, "f": x.f,
-                    "value": resolved_value(x.invoke, comp) if comp is not None else x.value,
+                    "value": _clip(resolved_value(x.invoke, comp) if comp is not None else x.value),
                     "type": comp.type if comp is not None else "invoke",
                     "start": x.start, "end": x.end, "order": order.get(i), "failed": i == fail})
     return out

@@ -150,3 +150,14 @@ def test_the_failure_drawing_renders_in_headless_chromium(tmp_path):
     dom = subprocess.run(args[:-2] + ["--dump-dom", page.as_uri()], capture_output=True, text=True,
                          timeout=120).stdout
     assert dom.count('class="op failed"') == 1 and "<svg" in dom
+
+
+def test_long_values_are_clipped_in_the_drawing_data():
+    from checker.history import Op
+    big = "v" * 5000
+    ops = [Op(0, 0, "invoke", "write", big), Op(1, 0, "ok", "write", big),
+           Op(2, 1, "invoke", "read", None), Op(3, 1, "ok", "read", "other")]
+    r = check_linearizable(ops, "register")
+    assert r["valid"] is False
+    (write,) = [op for op in r["anomalies"]["nonlinearizable"]["timeline"] if op["f"] == "write"]
+    assert len(write["value"]) == 200 and write["value"].endswith("…")

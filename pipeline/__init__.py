@@ -7,11 +7,14 @@ lost-write's must-have-committed, pid-reuse, zombie-write — span
 partitions); nothing here re-implements an anomaly rule. Modules:
 
   store      finds the runs under a store (run.json + history.jsonl each)
-  executors  the functions executors run: JSONL -> Parquet, Parquet -> verdict
+  executors  what executors run: each history read once -> its Parquet,
+             its verdict and its row
   latency    client-op latency histograms that add up across runs
   session    the SparkSession (local or standalone) and the progress line
-  matrix     per workload x configuration x fault package: counts, rates,
-             Wilson intervals, unseen and latency summaries
+  jvm_cds    the class-data-sharing archive a local driver's JVM starts from
+  matrix     per workload x configuration x fault package x Kafka version:
+             counts, rates, Wilson intervals, unseen, latency and real-time
+             lag summaries
   html       DIR/index.html: heat maps (inline SVG) and links to the runs
   job        `eoslab analyze` end to end
   sweep      `eoslab sweep`: the chaos runs a settings matrix needs

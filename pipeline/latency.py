@@ -7,7 +7,9 @@ exact maxima in ns. Bucket 0 holds latencies below 1 µs; bucket b >= 1
 holds [10^((b-1)/20), 10^(b/20)) µs, up to 100 s (the last bucket takes
 everything above). `bucket_mid_ns(b)` is the geometric middle of bucket b,
 within 6% of any latency in it: quantiles read from summed histograms are
-that close to the exact ones.
+that close to the exact ones. `latencies_columns` gives exactly what
+`latencies` gives, from numpy columns of the same ops (the pipeline's
+path; bucket edges found with `bucket` itself, so no rounding differs).
 """
 from __future__ import annotations
 

@@ -96,3 +96,16 @@ def test_producers_without_an_id_are_not_one_producer():
             op["producer"]["epoch"] = -1
     r = check_kafka(ops)
     assert "pid-reuse" not in r["anomalies"], r["anomalies"]
+
+
+def test_a_history_of_producer_id_allocations_is_something_to_check():
+    """The pid workload records only init-producer ops: the pid-reuse analysis judges them."""
+    ops = []
+    for i, (pid, epoch) in enumerate([(1000, 0), (1000, 1), (1001, 0)]):
+        ops.append({"index": 2 * i, "time": 2 * i, "process": i, "type": "invoke", "f": "init-producer",
+                    "value": None})
+        ops.append({"index": 2 * i + 1, "time": 2 * i + 1, "process": i, "type": "ok", "f": "init-producer",
+                    "value": {"pid": pid, "epoch": epoch},
+                    "producer": {"pid": pid, "epoch": epoch, "session": f"s{i}", "transactional_id": f"t{pid}"}})
+    r = check_kafka(ops)
+    assert r["valid"] is True, r["anomalies"]

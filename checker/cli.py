@@ -100,17 +100,35 @@ def run(args) -> int:
         raise _error(e) from None
     except ValueError as e:          # unknown model / initial value the model rejects
         raise _error(e) from None
+    run = _run_of(args.history)
+    if run:
+        result["run"] = run
     if args.out:
         from checker.report import write_report
         os.makedirs(args.out, exist_ok=True)
         write_results(args.out, result)
+        what = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in run.items())
         write_report(os.path.join(args.out, "report.html"), result, series,
-                     title=f"{os.path.basename(args.history)} ({args.model})")
+                     title=f"{os.path.basename(args.history)} ({args.model})" + (f" — {what}" if what else ""))
     note = _nothing_to_check(result)
     if note:
         print(f"eoslab check: {note}", file=sys.stderr, flush=True)
     print(to_json(result), flush=True)
     return exit_code(result)
+
+
+def _run_of(history: str) -> dict:
+    """What run.json beside the history says the history is of (the Kafka release above all), so
+    results and report name it; {} when there is no run.json (a history from elsewhere)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    out = {k: meta[k] for k in ("kafka_version", "workload", "client") if isinstance(meta.get(k), (str, int))}
+    return out
 
 
 def _nothing_to_check(result: dict) -> str | None:

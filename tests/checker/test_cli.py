@@ -98,3 +98,17 @@ def test_bad_initial_exits_2():
     assert out.returncode == 2 and "--initial" in out.stderr and out.stdout == ""
     out = check(DATA / "valid.jsonl", "--initial", "0")          # kafka takes no initial value
     assert out.returncode == 2 and "--initial" in out.stderr
+
+
+def test_the_kafka_release_of_a_run_is_in_results_and_report(tmp_path):
+    """A history that `eoslab run` recorded sits beside its run.json: results and report name the
+    Kafka release (and workload) it is true of."""
+    import shutil
+    h = tmp_path / "history.jsonl"
+    shutil.copy(DATA / "valid.jsonl", h)
+    (tmp_path / "run.json").write_text(json.dumps({"kafka_version": "2.5", "workload": "queue", "seed": 3}))
+    r = check(h, "--model", "kafka", "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["run"] == {"kafka_version": "2.5",
+                                                                                  "workload": "queue"}
+    assert "kafka version 2.5" in (tmp_path / "out" / "report.html").read_text()

@@ -20,7 +20,8 @@ Guarantees:
   the producer's last one is refused (TRANSACTION_COORDINATOR_FENCED), one
   with an older producer epoch too (INVALID_PRODUCER_EPOCH); a marker at a
   newer epoch fences the producer's older epoch on this partition.
-- the high watermark is checkpointed (at most once a second, and on close);
+- the high watermark is checkpointed (about once a second, off the append
+  path, and on close);
   after a restart it starts from the checkpoint, producer state is rebuilt
   from a snapshot at or below it, and every transaction whose marker the
   replay met at or above it stays out of the LSO until the high watermark
@@ -45,7 +46,7 @@ from services.broker.txn_index import AbortedTxn, TransactionIndex, control_reco
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 HW_CHECKPOINT = "high-watermark-checkpoint"
-HW_CHECKPOINT_INTERVAL_S = 1.0
+HW_CHECKPOINT_INTERVAL_S = 1.0      # the ReplicaManager writes the checkpoints this often
 
 
 def read_hw_checkpoint(path: str) -> int:
@@ -118,7 +119,7 @@ class Partition:
         # marker lies at or above the checkpointed high watermark, as Kafka's unreplicated transactions
         self.unstable_completed: list[tuple[int, int]] = [(c.first_offset, c.last_offset) for c in replayed
                                                           if c.last_offset >= hw]
-        self._hw_checkpointed_at = 0.0
+        self._hw_checkpointed = hw
         self.verify_txn = None   # KIP-890 part 1: set by the ReplicaManager
         self.leader_id = -1
         self.leader_epoch = -1
@@ -333,7 +334,6 @@ class Partition:
         hw = min(ends)
         if hw > self.high_watermark:
             self.high_watermark = hw
-            self._maybe_checkpoint_hw()
             self.changed.notify_all()
             if self.on_change is not None:
                 self.on_change()
@@ -376,7 +376,6 @@ class Partition:
                                   f"fit the log end {self.log.log_end_offset}")
                 self._append(b)
             self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
-            self._maybe_checkpoint_hw()
 
     def truncate_to(self, offset: int) -> None:
         with self.lock:
@@ -414,24 +413,26 @@ class Partition:
                      self.partition, gone, self.config.producer_id_expiration_ms)
         return gone
 
-    def _maybe_checkpoint_hw(self, force: bool = False) -> None:
-        """Write the high watermark to disk at most once a second (Kafka:
-        replica.high.watermark.checkpoint.interval.ms); a stale checkpoint is only lower, which is safe."""
-        now = time.monotonic()
-        if not force and now - self._hw_checkpointed_at < HW_CHECKPOINT_INTERVAL_S:
+    def checkpoint_hw(self) -> None:
+        """Write the high watermark to disk when it moved since the last write. Called off the append
+        path (the ReplicaManager's maintenance thread, about once a second, as Kafka's
+        replica.high.watermark.checkpoint.interval.ms) and on close; a stale checkpoint is only lower,
+        which is safe."""
+        hw = self.high_watermark
+        if hw == self._hw_checkpointed:
             return
-        self._hw_checkpointed_at = now
         tmp = self.hw_checkpoint_path + ".tmp"
         try:
             with open(tmp, "w") as f:
-                f.write(f"{self.high_watermark}\n")
+                f.write(f"{hw}\n")
             os.replace(tmp, self.hw_checkpoint_path)
+            self._hw_checkpointed = hw
         except OSError as e:
             log.warning("%s-%d: high watermark checkpoint failed: %s", self.topic, self.partition, e)
 
     def close(self, snapshot: bool = True) -> None:
         with self.lock:
-            self._maybe_checkpoint_hw(force=True)
+            self.checkpoint_hw()
             if snapshot:
                 try:
                     self.producer_state.snapshot()

@@ -23,7 +23,7 @@ import time
 
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig, Partition
+from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LogConfig, Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
 
 E = common_pb2.ErrorCode
@@ -302,8 +302,14 @@ class ReplicaManager:
 
     def _isr_loop(self) -> None:
         """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller."""
-        last_expiry = time.monotonic()
+        last_expiry = last_checkpoint = time.monotonic()
         while not self._stopping.wait(0.2):
+            if time.monotonic() - last_checkpoint >= HW_CHECKPOINT_INTERVAL_S:
+                last_checkpoint = time.monotonic()
+                with self.lock:
+                    everyone = list(self.partitions.values())
+                for p in everyone:
+                    p.checkpoint_hw()
             with self.lock:
                 parts = [p for p in self.partitions.values() if p.is_leader]
             if time.monotonic() - last_expiry >= self.defaults.producer_id_expiration_check_ms / 1000.0:

@@ -296,3 +296,17 @@ def test_aiokafka_read_committed_sees_only_committed_transactions(kcluster):
     out = asyncio.run(run())
     assert out["read_committed"] == [f"c{i}" for i in range(5)] + [f"d{i}" for i in range(3)]
     assert len(out["read_uncommitted"]) == 12
+
+
+def test_cluster_status_shows_kafka_bootstrap_beside_bootstrap(kcluster, eoslab_home):
+    import json
+    import subprocess
+    import sys
+    env = dict(os.environ, EOSLAB_HOME=eoslab_home)
+    info = kcluster.info()
+    run = [sys.executable, "-m", "eoslab", "cluster", "status", "--name", kcluster.cluster_name, "--runtime", "local"]
+    text = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60).stdout
+    assert f"bootstrap {info.bootstrap}, kafka_bootstrap {info.kafka_bootstrap}" in text
+    d = json.loads(subprocess.run(run + ["--json"], env=env, capture_output=True, text=True, timeout=60).stdout)
+    assert d["kafka_bootstrap"] == info.kafka_bootstrap
+    assert [a.split(":")[0] for a in d["kafka_bootstrap"].split(",")] == [n.host for n in info.by_role("broker")]

@@ -20,6 +20,7 @@ import os
 import sys
 
 from checker.history import HistoryError
+from eoslab import argtypes
 from checker.result import EXIT_BAD_INPUT, exit_code, to_json, write_results
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
@@ -35,7 +36,8 @@ def register(subparsers) -> None:
     p.add_argument("--model", default="kafka", choices=MODELS, help="what to check against (default: kafka)")
     p.add_argument("--initial", metavar="VALUE", help="initial state as a JSON literal (linearizability models)")
     p.add_argument("--out", metavar="DIR", help="also write DIR/results.json and DIR/report.html")
-    p.add_argument("--time-limit", type=float, metavar="S", help="give up after S seconds (verdict unknown)")
+    p.add_argument("--time-limit", type=argtypes.nonnegative_float, metavar="S",
+                   help="give up after S seconds (verdict unknown)")
     p.add_argument("--no-partition", action="store_true",
                    help="linearizability: search the history whole instead of per key (same verdict, slower)")
     p.add_argument("--strict-unseen", action="store_true",

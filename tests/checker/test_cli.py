@@ -112,3 +112,10 @@ def test_the_kafka_release_of_a_run_is_in_results_and_report(tmp_path):
     assert json.loads((tmp_path / "out" / "results.json").read_text())["run"] == {"kafka_version": "2.5",
                                                                                   "workload": "queue"}
     assert "kafka version 2.5" in (tmp_path / "out" / "report.html").read_text()
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-1", "soon"])
+def test_time_limit_must_be_a_finite_number_of_seconds(bad):
+    out = check(DATA / "valid.jsonl", "--time-limit", bad)
+    assert out.returncode == 2 and "--time-limit" in out.stderr and len(out.stderr.strip().splitlines()) <= 2, \
+        out.stderr

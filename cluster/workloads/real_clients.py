@@ -15,8 +15,7 @@ broker answered one (so the errors table decides fail or info exactly as for
 the lab's client) and any other exception when the client gave up on its own
 (timeouts, lost connections: info). These clients do not expose their
 producer id, epoch or sequence numbers: those history fields stay empty
-(None). `confluent_transaction` runs one txn-workload transaction through
-librdkafka.
+(None). Transactions through these clients: cluster/workloads/real_txn.py.
 """
 from __future__ import annotations
 
@@ -342,81 +341,3 @@ def check_settings(client: str, props: dict) -> None:
         raise
     except Exception as e:  # noqa: BLE001 - the client's own rejection of a setting
         raise ValueError(f"{client}: {e}") from None
-
-
-# -- transactions (the txn workload) --------------------------------------------------------------
-def _converted(exc: BaseException) -> BaseException:
-    """The lab's KafkaError for a broker's code in a confluent-kafka exception; the exception otherwise."""
-    err = exc.args[0] if exc.args else None
-    code = err.code() if hasattr(err, "code") else None
-    if isinstance(code, int) and code >= 0:
-        return KafkaError(code, err.str())
-    return exc
-
-
-class ConfluentTxnProducer(ConfluentProducer):
-    """One transactional librdkafka producer; `config.transactional_id`, `producer_id` and
-    `producer_epoch` as the lab's producer has them (the last two unknown: None)."""
-
-    def __init__(self, bootstrap: str, props: dict, transactional_id: str):
-        super().__init__(bootstrap, {**props, "transactional.id": transactional_id})
-
-        class _Config:
-            pass
-        self.config = _Config()
-        self.config.transactional_id = transactional_id
-        self.producer_id = self.producer_epoch = None
-
-    def init_transactions(self, timeout: float) -> None:
-        try:
-            self.p.init_transactions(timeout)
-        except Exception as e:  # noqa: BLE001 - converted for the errors table
-            raise _converted(e) from None
-
-
-def confluent_transaction(producer: ConfluentTxnProducer, topic: str, mops: list, op_timeout: float,
-                          abort: bool = False):
-    """One transaction through librdkafka, decided as cluster.workloads.txn_ops decides it for the lab's
-    client: "ok" only when commit_transaction returned; "fail" when it certainly did not commit (aborted
-    on purpose, or aborted by abort_transaction() after an abortable error: an accepted commit cannot be
-    aborted); "info" otherwise (a commit that timed out or failed fatally may have taken effect)."""
-    from cluster.workloads.txn_ops import TxnResult
-    futures: list = []
-
-    def result(t, healthy, error=None):
-        value = []
-        for i, (_, k, v) in enumerate(mops):
-            f = futures[i] if i < len(futures) else None
-            m = f.result(0) if f is not None and f.done() and f.exception(0) is None else None
-            value.append(["send", k, [m.offset, v]] if m is not None else
-                         (["send", k, v] if t == "ok" else ["send", k, [None, v]]))
-        extra = {"error": error} if error else {}
-        return TxnResult(t, value, [None] * len(mops), None, None, healthy, extra)
-
-    p = producer.p
-    try:
-        p.begin_transaction()
-    except Exception as e:  # noqa: BLE001 - nothing was sent
-        return result("fail", False, type(e).__name__)
-    for _, k, v in mops:
-        futures.append(producer.send(topic, str(v).encode(), partition=k))
-    if abort:
-        p.flush(op_timeout)                      # the records reach the log before the abort
-        try:
-            p.abort_transaction(op_timeout)
-            return result("fail", True, "aborted-by-client")
-        except Exception:  # noqa: BLE001 - no commit was ever asked for: it stays uncommitted
-            return result("fail", False, "aborted-by-client")
-    try:
-        p.commit_transaction(op_timeout)
-        return result("ok", True)
-    except Exception as e:  # noqa: BLE001 - classified below
-        err = e.args[0] if e.args else None
-        name = err.name() if hasattr(err, "name") else type(e).__name__
-        if hasattr(err, "txn_requires_abort") and err.txn_requires_abort():
-            try:
-                p.abort_transaction(op_timeout)
-                return result("fail", True, name)
-            except Exception:  # noqa: BLE001
-                return result("info", False, name)
-        return result("info", False, name)

@@ -19,10 +19,10 @@ records:
   from a consumer assigned every partition.
 After `info` the process is retired (a new number, as Jepsen does). Final
 reads wait until no transaction is open, then read every partition at the
-workload's isolation level. With `client="confluent-kafka"` the transactions
-and polls go through librdkafka over the Kafka listeners, decided by the same
-rules (cluster.workloads.real_clients.confluent_transaction); producer ids,
-epochs and sequences are then unknown (None).
+workload's isolation level. With `client` confluent-kafka or kafka-python
+the transactions and polls go through that client over the Kafka listeners,
+decided by the same rules (cluster.workloads.real_txn); producer ids, epochs
+and sequences are then unknown (None).
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from cluster.workloads.txn_ops import transaction
 class TxnWorkload(Workload):
     name = "txn"
     transactional = True
-    clients = ("eoslab", "confluent-kafka")   # `eoslab run --client`
+    clients = ("eoslab", "confluent-kafka", "kafka-python")   # `eoslab run --client`
     OPTIONS = {"abort-ratio": (float, 0.2), "max-sends": (int, 4), "send-ratio": (float, 0.6)}
 
     def __init__(self, *args, client: str = "eoslab", kafka_bootstrap: str = "", **kw):
@@ -72,8 +72,8 @@ class TxnWorkload(Workload):
     def _new_producer(self, slot: int) -> KafkaProducer:
         props = self.client_props(transaction_timeout_ms="10000")
         if self.client != "eoslab":
-            from cluster.workloads.real_clients import ConfluentTxnProducer
-            return ConfluentTxnProducer(self.kafka_bootstrap, props, self._tid(slot))
+            from cluster.workloads.real_txn import make_txn_producer
+            return make_txn_producer(self.client, self.kafka_bootstrap, props, self._tid(slot))
         props["transactional.id"] = self._tid(slot)
         return KafkaProducer(self.bootstrap, ProducerConfig.from_props(props))
 
@@ -134,8 +134,8 @@ class TxnWorkload(Workload):
         abort = rng.random() < self.options["abort-ratio"]
         self.history.invoke(process, "txn", mops)
         if self.client != "eoslab":
-            from cluster.workloads.real_clients import confluent_transaction
-            r = confluent_transaction(producer, self.topic, mops, self.op_timeout, abort=abort)
+            from cluster.workloads.real_txn import client_transaction
+            r = client_transaction(producer, self.topic, mops, self.op_timeout, abort=abort)
         else:
             r = transaction(producer, self.topic, mops, self.op_timeout, abort=abort)
         self.history.complete(process, r.type, "txn", r.value, seq=r.seq, **r.extra,

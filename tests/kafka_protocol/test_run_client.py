@@ -17,7 +17,7 @@ def _cfg(tmp_path, **kw):
 @pytest.mark.parametrize("kw, message", [
     ({"client": "sarama"}, "unknown client 'sarama'"),
     ({"client": "confluent-kafka", "workload": "copier"}, "the copier workload drives eoslab, not confluent-kafka"),
-    ({"client": "kafka-python", "workload": "txn"}, "the txn workload drives eoslab, confluent-kafka, not kafka-py"),
+    ({"client": "aiokafka", "workload": "txn"}, "the txn workload drives eoslab, confluent-kafka, kafka-python, not ai"),
     ({"client": "confluent-kafka", "settings": {"no.such.setting": "1"}}, "confluent-kafka: "),
     ({"client": "kafka-python", "settings": {"no.such.setting": "1"}}, "kafka-python has no producer setting"),
     ({"client": "aiokafka", "settings": {"no.such.setting": "1"}}, "aiokafka has no producer setting"),
@@ -45,9 +45,10 @@ def test_a_queue_run_with_librdkafka_under_lost_acks_is_valid_and_says_which_cli
 
 
 @pytest.mark.integration
-def test_a_txn_run_with_librdkafka_under_kill_leader_is_valid(tmp_path, eoslab_home, monkeypatch):
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_a_txn_run_under_kill_leader_is_valid(tmp_path, eoslab_home, monkeypatch, client):
     monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
-    cfg = _cfg(tmp_path, workload="txn", client="confluent-kafka", nemesis=["kill-leader"], time_limit=15)
+    cfg = _cfg(tmp_path, workload="txn", client=client, nemesis=["kill-leader"], time_limit=15)
     assert run(cfg) == 0
     hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
     done = [o for o in hist if o["f"] == "txn" and o["type"] != "invoke"]

@@ -310,3 +310,31 @@ def test_cluster_status_shows_kafka_bootstrap_beside_bootstrap(kcluster, eoslab_
     d = json.loads(subprocess.run(run + ["--json"], env=env, capture_output=True, text=True, timeout=60).stdout)
     assert d["kafka_bootstrap"] == info.kafka_bootstrap
     assert [a.split(":")[0] for a in d["kafka_bootstrap"].split(",")] == [n.host for n in info.by_role("broker")]
+
+
+def test_list_transactions_on_the_coordinators_names_a_committed_transactional_id(kcluster):
+    import socket
+
+    from cluster.local import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-list")
+    tid = f"listed-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": boot, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x")
+    p.commit_transaction(30)
+
+    def listed() -> dict:
+        seen = {}
+        for node in kcluster.info().by_role("txn-coordinator"):
+            with socket.create_connection((node.host, KAFKA_PORT), timeout=10) as s:
+                s.sendall(_request(66, 1, 5, state_filters=["CompleteCommit", "NoSuchState"],
+                                   producer_id_filters=[], duration_filter=-1))
+                corr, r = _response(_read_frame(s), 66, 1)
+            assert corr == 5 and r.error_code.value == 0 and list(r.unknown_state_filters) == ["NoSuchState"]
+            assert all(t.transaction_state == "CompleteCommit" for t in r.transaction_states)
+            seen.update({t.transactional_id: t.transaction_state for t in r.transaction_states})
+        return seen
+    h.wait_for(lambda: tid in listed(), timeout=15, what=f"{tid} listed in CompleteCommit")   # after the markers

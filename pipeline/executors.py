@@ -179,6 +179,19 @@ def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
 
 
 # ---------------------------------------------------------------- the run's verdict and row
+def _source(ops: list[dict]):
+    """The checker's HistorySource over ops its own reader gave: each already has its integer
+    `index`, so the per-op normalisation a list of arbitrary ops goes through (which would return
+    every one of them unchanged) is skipped; 11% of the check's CPU on the benchmark's runs."""
+    from checker.kafka import HistorySource
+
+    class ReadOps(HistorySource):
+        def dicts(self):
+            return iter(self.ops)
+
+    return ReadOps(ops=ops)
+
+
 def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
     from checker.kafka import check_kafka
     from checker.result import to_json
@@ -187,7 +200,7 @@ def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
     if report_path:
         from checker.report_series import SeriesCollector
         series = SeriesCollector()
-    result = check_kafka(ops, series=series)
+    result = check_kafka(_source(ops), series=series)
     stats = result["stats"]
     if report_path:
         from checker.report import write_report

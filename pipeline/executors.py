@@ -20,7 +20,8 @@ Guarantees of `analyze_run(meta, ops_dir, report_path)`:
   returns one RUNS_ARROW row: the run's metadata, the verdict, the anomaly
   and allowed counts, unseen and acknowledged records, the worst real-time
   lag the checker reports (`realtime_lag.max_ms`, when it reports one), the
-  whole result as `eoslab check` prints it (`result`), and the latency
+  whole result as `eoslab check` prints it (`result`, with the "run" it
+  adds from run.json beside the history), and the latency
   histograms and maxima of pipeline.latency;
 - a history the checker's reader rejects gives the row with the reader's
   one-line message in `problem` and no Parquet file; a checker failure gives
@@ -192,6 +193,15 @@ def _source(ops: list[dict]):
     return ReadOps(ops=ops)
 
 
+def _run_of(history: str) -> dict:
+    """What `eoslab check` puts under "run" for this history (run.json beside it): its own function."""
+    try:
+        from checker.cli import _run_of as run_of
+    except ImportError:  # pragma: no cover - a checker without it adds nothing
+        return {}
+    return run_of(history)
+
+
 def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
     from checker.kafka import check_kafka
     from checker.result import to_json
@@ -202,10 +212,14 @@ def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
         series = SeriesCollector()
     result = check_kafka(_source(ops), series=series)
     stats = result["stats"]
+    run = _run_of(meta["history"])
+    if run:                                     # as `eoslab check` adds it from run.json
+        result["run"] = run
     if report_path:
         from checker.report import write_report
         os.makedirs(os.path.dirname(report_path), exist_ok=True)
-        write_report(report_path, result, series, title=f"{meta['run']} (kafka)")
+        what = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in run.items())
+        write_report(report_path, result, series, title=f"{meta['run']} (kafka)" + (f" — {what}" if what else ""))
     lag = (result.get("realtime_lag") or {}).get("max_ms")
     return {"valid": to_json(result["valid"]), "ops": stats["ops"],
             "anomaly_counts": list(stats["anomaly_counts"].items()),

@@ -73,8 +73,12 @@ def test_labels():
 
 
 def _one_line_exit_2(capsys, argv):
+    """main() returns 2, or (argparse's own checks) exits 2, with one line on stderr."""
     from eoslab.cli import main
-    rc = main(argv)
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
     cap = capsys.readouterr()
     assert rc == 2, cap
     assert cap.out == ""

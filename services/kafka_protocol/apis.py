@@ -26,6 +26,13 @@ from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
+CLUSTER_AUTHORIZATION_FAILED = 31
+# Kafka's inter-broker and controller APIs: the lab's services speak them over gRPC with the cluster's
+# secret; a client sending one here is refused as Kafka refuses a principal without ClusterAction.
+INTER_BROKER_APIS = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown",
+                     27: "WriteTxnMarkers", 52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch",
+                     55: "DescribeQuorum", 56: "AlterPartition", 62: "BrokerRegistration",
+                     63: "BrokerHeartbeat", 67: "AllocateProducerIds"}
 CLUSTER_ID = "eoslab-cluster-0000000"   # 22 characters like Kafka's base64 UUIDs
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
@@ -89,6 +96,8 @@ class ApiHandlers:
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.served.items())]}
 
     def unsupported(self, u: UnsupportedVersion):
+        if u.api_key in INTER_BROKER_APIS:
+            return self.cluster_action_refused(u)
         log.info("API %d v%d is not served (correlation id %d)", u.api_key, u.api_version, u.correlation_id)
         if u.api_key == API_VERSIONS:
             values = self.api_versions(None, None)
@@ -101,6 +110,18 @@ class ApiHandlers:
             raise MalformedRequest(f"unknown API {u.api_key} version {u.api_version}") from None
         names = {f.name for f in dataclasses.fields(cls)}
         resp = codec.make(cls, {"error_code": UNSUPPORTED_VERSION} if "error_code" in names else {})
+        return codec.encode_response(u.api_key, u.api_version, u.correlation_id, resp)
+
+    def cluster_action_refused(self, u: UnsupportedVersion):
+        """An inter-broker API from a client: CLUSTER_AUTHORIZATION_FAILED at the version it asked for
+        (top-level error code where the response has one), and the connection stays open."""
+        log.info("%s from a client refused (correlation id %d)", INTER_BROKER_APIS[u.api_key], u.correlation_id)
+        try:
+            cls = codec.response_class(u.api_key, u.api_version)
+        except Exception:  # noqa: BLE001 - a version nobody can describe: Kafka closes too
+            raise MalformedRequest(f"unknown API {u.api_key} version {u.api_version}") from None
+        names = {f.name for f in dataclasses.fields(cls)}
+        resp = codec.make(cls, {"error_code": CLUSTER_AUTHORIZATION_FAILED} if "error_code" in names else {})
         return codec.encode_response(u.api_key, u.api_version, u.correlation_id, resp)
 
 

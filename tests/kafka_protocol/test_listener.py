@@ -120,3 +120,30 @@ def test_a_bad_frame_closes_its_connection_only(listener, bad):
     with _connect(listener) as again:       # and the listener still accepts
         again.sendall(_heartbeat(6))
         assert _response(_read_frame(again), HEARTBEAT, 1)[0] == 6
+
+
+@pytest.mark.parametrize("api_key,version,fields", [
+    (67, 0, {"broker_id": 1, "broker_epoch": 1}),                                           # AllocateProducerIds
+    (63, 0, {"broker_id": 9, "broker_epoch": 1, "current_metadata_offset": 0}),            # BrokerHeartbeat
+])
+def test_inter_broker_apis_from_a_client_are_cluster_authorization_failed(listener, api_key, version, fields):
+    with _connect(listener) as s:
+        s.sendall(_request(api_key, version, 11, **fields))
+        corr, r = _response(_read_frame(s), api_key, version)
+        assert corr == 11 and r.error_code.value == 31            # CLUSTER_AUTHORIZATION_FAILED
+        s.sendall(_heartbeat(12))                                  # the connection goes on
+        assert _response(_read_frame(s), HEARTBEAT, 1)[0] == 12
+
+
+@pytest.mark.parametrize("api_key", [4, 6, 27, 56])     # LeaderAndIsr, UpdateMetadata, WriteTxnMarkers, AlterPartition
+def test_inter_broker_apis_without_a_client_schema_close_that_connection_only(listener, api_key):
+    """Kafka's client schemas (kio) do not describe these: no answer can be encoded, so the connection
+    closes, as Kafka closes one it cannot answer; the listener goes on serving."""
+    body = struct.pack(">hhih", api_key, 7, 21, 4) + b"test" + b"\x00" * 16
+    with _connect(listener) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        with pytest.raises(ConnectionError):
+            _read_frame(s)
+    with _connect(listener) as s:
+        s.sendall(_heartbeat(22))
+        assert _response(_read_frame(s), HEARTBEAT, 1)[0] == 22

@@ -224,7 +224,7 @@ class KafkaConsumer:
 
 
 def _is_abort_marker(b) -> bool:
-    from services.broker.txn_index import ABORT, parse_control_record
+    from eoslab.common.control_records import ABORT, parse_control_record
     try:
         k, v, _ = next(rb.iter_records(b.records))
         return parse_control_record(k, v)[0] == ABORT

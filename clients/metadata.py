@@ -16,7 +16,7 @@ import grpc
 
 from clients.errors import E, KafkaError
 from eoslab.v1 import broker_pb2, broker_pb2_grpc
-from services.common import rpc
+from eoslab.common import rpc
 
 
 class ClusterMetadata:

@@ -17,8 +17,8 @@ Guarantees:
 File layout: 32-byte big-endian entries: producer_id i64 | first_offset i64 |
 last_offset i64 | last_stable_offset i64.
 
-Control records (one per control batch, as in Kafka): key = version i16 (0) |
-type i16 (0 ABORT, 1 COMMIT); value = version i16 (0) | coordinator_epoch i32.
+Control records (one per control batch, as in Kafka) are read and written by
+eoslab.common.control_records (re-exported here).
 """
 from __future__ import annotations
 
@@ -27,10 +27,9 @@ import os
 import struct
 from dataclasses import dataclass
 
+from eoslab.common.control_records import ABORT, COMMIT, control_record, parse_control_record  # noqa: F401
+
 _ENTRY = struct.Struct(">qqqq")
-_KEY = struct.Struct(">hh")
-_VALUE = struct.Struct(">hi")
-ABORT, COMMIT = 0, 1
 FILE_NAME = "aborted.txnindex"
 
 
@@ -48,19 +47,6 @@ class CompletedTxn:
     first_offset: int     # -1: the producer wrote nothing to this partition in the transaction
     last_offset: int      # the marker's offset
     is_aborted: bool
-
-
-def control_record(committed: bool, coordinator_epoch: int) -> tuple[bytes, bytes]:
-    return _KEY.pack(0, COMMIT if committed else ABORT), _VALUE.pack(0, coordinator_epoch)
-
-
-def parse_control_record(key: bytes | None, value: bytes | None) -> tuple[int, int]:
-    """(type, coordinator epoch); ValueError when malformed."""
-    if key is None or len(key) < _KEY.size:
-        raise ValueError("control record key too short")
-    _, kind = _KEY.unpack_from(key)
-    epoch = _VALUE.unpack_from(value)[1] if value is not None and len(value) >= _VALUE.size else -1
-    return kind, epoch
 
 
 class TransactionIndex:

@@ -173,8 +173,9 @@ class KafkaProducer:
 
     def _end_txn(self, committed: bool):
         tm = self.transaction_manager
-        if tm.txn_partitions or tm.offsets_added:
-            return self.txn.end_txn(committed)
+        with tm.coordinator_lock:               # after any AddPartitionsToTxn in flight, never beside it
+            if tm.txn_partitions or tm.offsets_added:
+                return self.txn.end_txn(committed)
         return None
 
     @property

@@ -160,7 +160,12 @@ class Sender(threading.Thread):
         return True
 
     def _add_partitions_to_txn(self) -> None:
-        tps = set(self.tm.pending_partitions)
+        with self.tm.coordinator_lock:
+            tps = set(self.tm.pending_partitions)    # an abort that began meanwhile cleared them
+            if tps:
+                self._add_partitions_locked(tps)
+
+    def _add_partitions_locked(self, tps) -> None:
         try:
             self.add_partitions(tps)
         except KafkaError as e:

@@ -73,6 +73,10 @@ class TransactionManager:
         self.can_bump_epoch = bool(getattr(version, "abortable_epoch_bump", True)) and \
             bool(getattr(version, "init_with_producer_id", True))
         self._lock = threading.RLock()
+        # one coordinator request of the transaction at a time, in order, as Kafka's queue of
+        # TxnRequestHandlers: EndTxn waits for an AddPartitionsToTxn in flight (a late one would reach
+        # the coordinator after the EndTxn, at an epoch the EndTxn already bumped)
+        self.coordinator_lock = threading.Lock()
         self._state = S.UNINITIALIZED
         self._last_error: Exception | None = None
         self.txn_partitions: set[tuple[str, int]] = set()

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -319,3 +320,35 @@ def test_find_coordinator_while_the_only_coordinator_is_down(make_cluster):
     h.wait_for(unowned, timeout=30, what="the dead coordinator's partitions to be unowned")
     rt.start("txn-coordinator-1")
     assert coordinator_node(boot, "lonely") == "txn-coordinator-1"
+
+
+def test_end_txn_waits_for_an_add_partitions_in_flight(cluster):
+    """The abort's EndTxn must not overtake the sender's AddPartitionsToTxn: on 4.0 the EndTxn bumps the
+    epoch, and the late AddPartitionsToTxn at the old epoch would be PRODUCER_FENCED, killing a producer
+    that did nothing wrong (seen in CI as a flaky KIP-447 test)."""
+    from clients.producer.transactions import ConsumerGroupMetadata
+    boot = cluster.bootstrap_all()
+    h.new_topic(boot, "inflight", 1)
+    p = txn_producer(boot, "inflight-1")
+    try:
+        p.init_transactions()
+        call = p.txn.coordinator.call
+
+        def late_from_the_sender(fn, timeout):  # the sender's request (built at epoch 0) is slow on the wire
+            if threading.current_thread() is p.sender:
+                time.sleep(1.5)
+            return call(fn, timeout)
+        p.txn.coordinator.call = late_from_the_sender
+        p.begin_transaction()
+        p.send("inflight", b"a")
+        time.sleep(0.2)                          # the sender has picked the partition up
+        with pytest.raises(KafkaError):          # a group nobody joined: the transaction must abort
+            p.send_offsets_to_transaction({("inflight", 0): 1}, ConsumerGroupMetadata("nobody", 3, "ghost"))
+        p.abort_transaction()
+        p.txn.coordinator.call = call
+        p.begin_transaction()
+        p.send("inflight", b"b").result(10)
+        p.commit_transaction()
+    finally:
+        p.close()
+    assert committed_values(boot, "inflight") == [b"b"]

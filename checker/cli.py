@@ -21,7 +21,7 @@ import sys
 
 from checker.history import HistoryError
 from eoslab import argtypes
-from checker.result import EXIT_BAD_INPUT, exit_code, to_json, write_results
+from checker.result import EXIT_BAD_INPUT, exit_code, run_of, to_json, write_results
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
 LINEAR_MODELS = ("register", "cas-register", "multi-register", "kv", "set", "queue", "log")
@@ -102,7 +102,7 @@ def run(args) -> int:
         raise _error(e) from None
     except ValueError as e:          # unknown model / initial value the model rejects
         raise _error(e) from None
-    run = _run_of(args.history)
+    run = run_of(args.history)
     if run:
         result["run"] = run
     if args.out:
@@ -117,20 +117,6 @@ def run(args) -> int:
         print(f"eoslab check: {note}", file=sys.stderr, flush=True)
     print(to_json(result), flush=True)
     return exit_code(result)
-
-
-def _run_of(history: str) -> dict:
-    """What run.json beside the history says the history is of (the Kafka release above all), so
-    results and report name it; {} when there is no run.json (a history from elsewhere)."""
-    try:
-        with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(meta, dict):
-        return {}
-    out = {k: meta[k] for k in ("kafka_version", "workload", "client") if isinstance(meta.get(k), (str, int))}
-    return out
 
 
 def _nothing_to_check(result: dict) -> str | None:

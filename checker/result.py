@@ -45,3 +45,17 @@ def write_results(out_dir: str, result: dict) -> str:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(to_json(result, indent=1) + "\n")
     return path
+
+
+def run_of(history: str) -> dict:
+    """What run.json beside the history says the history is of (the Kafka release above all), so
+    results and reports name it: the "run" section of a result; {} when there is no run.json (a
+    history from elsewhere)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(meta, dict):
+        return {}
+    return {k: meta[k] for k in ("kafka_version", "workload", "client") if isinstance(meta.get(k), (str, int))}

@@ -193,18 +193,9 @@ def _source(ops: list[dict]):
     return ReadOps(ops=ops)
 
 
-def _run_of(history: str) -> dict:
-    """What `eoslab check` puts under "run" for this history (run.json beside it): its own function."""
-    try:
-        from checker.cli import _run_of as run_of
-    except ImportError:  # pragma: no cover - a checker without it adds nothing
-        return {}
-    return run_of(history)
-
-
 def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
     from checker.kafka import check_kafka
-    from checker.result import to_json
+    from checker.result import run_of, to_json
 
     series = None
     if report_path:
@@ -212,7 +203,7 @@ def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
         series = SeriesCollector()
     result = check_kafka(_source(ops), series=series)
     stats = result["stats"]
-    run = _run_of(meta["history"])
+    run = run_of(meta["history"])
     if run:                                     # as `eoslab check` adds it from run.json
         result["run"] = run
     if report_path:

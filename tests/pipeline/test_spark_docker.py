@@ -56,7 +56,7 @@ def spark_cluster(tmp_path_factory):
 def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster):
     import pyarrow.parquet as pq
 
-    from checker.cli import _run_of
+    from checker.result import run_of
     from checker.kafka import check_kafka
     from tests.pipeline.test_analyze import expected_matrix
     base, env, data = spark_cluster
@@ -72,8 +72,8 @@ def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster):
     for rid in spec:
         path = str(data / "store" / rid / "history.jsonl")
         want = json.loads(json.dumps(check_kafka(path)))
-        if _run_of(path):                        # what `eoslab check` adds from run.json
-            want["run"] = _run_of(path)
+        if run_of(path):                        # what `eoslab check` adds from run.json
+            want["run"] = run_of(path)
         got = json.loads(runs[rid]["result"])
         for x in (want, got):
             x["stats"].pop("elapsed_s")

@@ -47,10 +47,6 @@ class KafkaVersion:
         return {"enable.idempotence": self.enable_idempotence_default, "acks": self.acks_default,
                 "on.out.of.order": self.on_out_of_order}
 
-    def broker_flags(self) -> list[str]:
-        """Command-line flags of `python -m services.broker` for this release."""
-        return ["--kafka-version", self.name]
-
     def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

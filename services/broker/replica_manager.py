@@ -44,8 +44,6 @@ class ReplicaManager:
         self.alter_partition = alter_partition   # (partition, new_isr) -> None; asks the controller
         self.fetchers = ReplicaFetcherManager(broker_id, metadata.broker_address)
         self._stopping = threading.Event()
-        self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
-        self._isr_thread.start()
         self.data_dir = data_dir
         self.defaults = defaults
         self.metadata = metadata
@@ -57,6 +55,8 @@ class ReplicaManager:
         self.data_generation = 0
         self.on_marker = None   # (partition, producer id, committed) -> None: the group coordinator's hook
         self.parked_client_fetches = 0
+        self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
+        self._isr_thread.start()                 # last: the loop reads the attributes above
 
     def check_controller_epoch(self, epoch: int) -> bool:
         with self.lock:
@@ -301,23 +301,22 @@ class ReplicaManager:
         return resp
 
     def _isr_loop(self) -> None:
-        """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller."""
-        last_expiry = last_checkpoint = time.monotonic()
+        """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller;
+        also, every so often, checkpoint high watermarks and forget expired producers on every partition."""
+        periodic = [[HW_CHECKPOINT_INTERVAL_S, time.monotonic(), Partition.checkpoint_hw],
+                    [self.defaults.producer_id_expiration_check_ms / 1000.0, time.monotonic(),
+                     Partition.remove_expired_producers]]
         while not self._stopping.wait(0.2):
-            if time.monotonic() - last_checkpoint >= HW_CHECKPOINT_INTERVAL_S:
-                last_checkpoint = time.monotonic()
-                with self.lock:
-                    everyone = list(self.partitions.values())
-                for p in everyone:
-                    p.checkpoint_hw()
             with self.lock:
-                parts = [p for p in self.partitions.values() if p.is_leader]
-            if time.monotonic() - last_expiry >= self.defaults.producer_id_expiration_check_ms / 1000.0:
-                last_expiry = time.monotonic()
-                with self.lock:
-                    everyone = list(self.partitions.values())
-                for p in everyone:
-                    p.remove_expired_producers()
+                everyone = list(self.partitions.values())
+            now = time.monotonic()
+            for task in periodic:
+                interval, last, fn = task
+                if now - last >= interval:
+                    task[1] = now
+                    for p in everyone:
+                        fn(p)
+            parts = [p for p in everyone if p.is_leader]
             for p in parts:
                 new = p.isr_change_wanted()
                 if new is not None and self.alter_partition is not None:

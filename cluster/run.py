@@ -117,10 +117,10 @@ class RunConfig:
         flag = f"--kafka-version={self.kafka_version}"
         out = {"broker": [flag], "coordinator": [flag], "controller": [], "topic": {}, "workload": {},
                "consumer": {}, "producer": {"kafka.version": self.kafka_version}}
-        limit = kafka_version.get(self.kafka_version).max_in_flight_idempotent
-        if limit < 5 and not any(k in self.settings for k in ("max.in.flight.requests.per.connection",
-                                                                 "max.in.flight")):
-            out["producer"]["max.in.flight.requests.per.connection"] = str(limit)   # as 0.11 requires
+        need = kafka_version.get(self.kafka_version).required_max_in_flight     # 0.11: 1
+        if need is not None and not any(k in self.settings for k in ("max.in.flight.requests.per.connection",
+                                                                         "max.in.flight")):
+            out["producer"]["max.in.flight.requests.per.connection"] = str(need)
         for k, v in self.settings.items():
             head, _, rest = k.partition(".")
             if head in PREFIXES and rest:

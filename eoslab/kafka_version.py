@@ -47,6 +47,12 @@ class KafkaVersion:
         return {"enable.idempotence": self.enable_idempotence_default, "acks": self.acks_default,
                 "on.out.of.order": self.on_out_of_order}
 
+    @property
+    def required_max_in_flight(self) -> int | None:
+        """The max.in.flight a user of this release must set for an idempotent producer, because the
+        default (5) is refused (0.11: 1); None where the default is allowed."""
+        return self.max_in_flight_idempotent if self.max_in_flight_idempotent < 5 else None
+
     def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 

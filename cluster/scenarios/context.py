@@ -50,8 +50,8 @@ class Context:
         from eoslab import kafka_version as kv
         v = kv.get(self.kafka_version)
         config.setdefault("kafka_version", v.name)
-        if v.max_in_flight_idempotent < 5:
-            config.setdefault("max_in_flight", v.max_in_flight_idempotent)
+        if v.required_max_in_flight is not None:
+            config.setdefault("max_in_flight", v.required_max_in_flight)
         return config
 
     def producer(self, **config):

@@ -127,8 +127,8 @@ def client_transaction(producer, topic: str, mops: list, op_timeout: float, abor
     for _, k, v in mops:
         futures.append(producer.send(topic, str(v).encode(), partition=k))
     if abort:
-        producer.flush(op_timeout)                  # the records reach the log before the abort
         try:
+            producer.flush(op_timeout)              # the records reach the log before the abort
             producer.abort(op_timeout)
             return result("fail", True, "aborted-by-client")
         except Exception:  # noqa: BLE001 - no commit was ever asked for: it stays uncommitted

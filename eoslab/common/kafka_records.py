@@ -8,8 +8,9 @@ Guarantees:
   up; anything else raises `BatchFormatError` with Kafka's error code
   (CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE) and never
   another exception.
-- `to_lab` keeps producer id, epoch, base sequence, the transactional and
-  control flags, every record's key, value and timestamp (milliseconds), and
+- `to_lab` keeps producer id, epoch, base sequence (both -1 in a batch
+  without a producer id, whatever it carries, as Kafka ignores them), the
+  transactional and control flags, every record's key, value and timestamp (milliseconds), and
   sets the lab's CRC; `to_kafka` writes the lab's batch back as Kafka's bytes
   with the base offset and partition leader epoch the leader assigned and a
   fresh CRC-32C, so `to_lab(decode(to_kafka(b)))` gives back `b`'s records.
@@ -166,10 +167,14 @@ def _decode_records(body, count: int, base_ts: int) -> list:
 
 
 def to_lab(kb: KafkaBatch) -> common_pb2.RecordBatch:
-    """The lab's batch for a producer's Kafka batch (its validation then runs as for any client)."""
+    """The lab's batch for a producer's Kafka batch (its validation then runs as for any client).
+    A batch without a producer id carries no epoch or sequence: Kafka's broker ignores them there
+    (aiokafka's plain producer writes base sequence 0), so they become -1."""
+    anonymous = kb.producer_id == rb.NO_PRODUCER_ID
     b = rb.batch_from_encoded(rb.encode_records(kb.records), len(kb.records), kb.max_timestamp,
-                              producer_id=kb.producer_id, producer_epoch=kb.producer_epoch,
-                              base_sequence=kb.base_sequence,
+                              producer_id=kb.producer_id,
+                              producer_epoch=rb.NO_PRODUCER_EPOCH if anonymous else kb.producer_epoch,
+                              base_sequence=rb.NO_SEQUENCE if anonymous else kb.base_sequence,
                               transactional=bool(kb.attributes & rb.TRANSACTIONAL_FLAG),
                               control=bool(kb.attributes & rb.CONTROL_FLAG))
     return b

@@ -108,3 +108,11 @@ def test_truncated_bytes_never_raise_anything_but_batch_format_error(cut):
     data = _kio_batch([(b"key", b"value", 1), (b"key2", b"value2", 2)])
     with pytest.raises(kr.BatchFormatError):
         kr.decode_batches(data[:len(data) - cut])
+
+
+def test_a_batch_without_producer_id_is_accepted_whatever_sequence_it_carries():
+    # aiokafka's plain (non-idempotent) producer writes producer id -1 with base sequence 0; Kafka ignores both
+    data = _kio_batch([(None, b"v", 1_700_000_000_000)], pid=-1, epoch=-1, seq=0)
+    lab = kr.to_lab(kr.decode_batches(data)[0])
+    assert (lab.producer_id, lab.producer_epoch, lab.base_sequence) == (-1, -1, -1)
+    assert rb.validate_batch(lab, 1 << 20) is None

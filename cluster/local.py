@@ -143,7 +143,7 @@ class LocalRuntime(Runtime):
                 "role": "txn-coordinator", "id": i, "host": host, "port": TXN_COORDINATOR_PORT,
                 "args": ["-m", "services.txn_coordinator", "--coordinator-id", str(i),
                          "--listen", f"{host}:{TXN_COORDINATOR_PORT}", "--zookeeper", zk, "--bootstrap", bootstrap,
-                         "--kafka-listen", f"{host}:{KAFKA_PORT}",
+                         "--kafka-listen", f"{host}:{KAFKA_PORT}", "--enable-fault-injection",
                          "--zk-session-timeout-ms", st, "--transaction-state-replication-factor",
                          str(min(3, self.state["brokers"])), *self.state.get("txn_coordinator_args", [])]}
         return specs

@@ -15,7 +15,11 @@ the local runtime with iptables `-m statistic --mode random` rules tagged so
 that its stop removes only them, on the Docker runtime through the nodes'
 sidecars. `kill-coordinator` SIGKILLs the transaction coordinator that owns
 one of the workload's transactional ids (a random running coordinator when
-the workload has none) and restarts it at the stop.
+the workload has none) and restarts it at the stop. `delay-end-txn` makes
+the coordinator of one of the workload's transactional ids handle copies of
+its next EndTxn requests again a little later, as a request held in the
+network would arrive (KAFKA-17754); the stop records the answers the copies
+got.
 """
 from __future__ import annotations
 
@@ -245,6 +249,46 @@ class LostAck(FaultPackage):
         return started
 
 
+class DelayEndTxn(FaultPackage):
+    """A copy of the workload's EndTxn held in the network and delivered late (KAFKA-17754), on the
+    coordinator that owns one of its transactional ids: each of the next 1-5 EndTxn of that id is
+    handled again 20-300 ms after the original, while the producer has gone on to its next
+    transaction. Before the epoch bump per transaction (KIP-890 part 2) the copy carries the live
+    epoch and ends whatever transaction is open then; with it, the copy is fenced."""
+    name = "delay-end-txn"
+
+    def start(self, ctx):
+        tids = sorted(ctx.transactional_ids())
+        if not tids:
+            return None
+        tid = ctx.rng.choice(tids)
+        node = ctx.coordinator_of(tid)
+        if node is None:
+            return None
+        count = ctx.rng.randint(1, 5)
+        addr = ctx.runtime.info().node(node).address
+        faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(faults_pb2.InjectFaultRequest(
+            replay_end_txn=faults_pb2.ReplayEndTxn(transactional_id=tid, count=count, min_delay_ms=20,
+                                                   max_delay_ms=300)), timeout=5)
+        return {"node": node, "transactional_id": tid, "count": count}
+
+    def stop(self, ctx, started):
+        if not started:
+            return started
+        time.sleep(0.3)                                   # let the last copy arrive before it is cleared
+        out = dict(started)
+        try:
+            node = ctx.runtime.info().node(started["node"])
+            if node.state == "running":
+                stub = faults_pb2_grpc.FaultInjectorStub(rpc.channel(node.address))
+                r = stub.ListFaults(faults_pb2.ListFaultsRequest(), timeout=2)
+                stub.ClearFaults(faults_pb2.ClearFaultsRequest(), timeout=2)
+                out["replayed"] = [a for f in r.faults for a in f.answers]
+        except Exception as e:  # noqa: BLE001 - a coordinator mid-restart: its faults died with it
+            out["replayed"] = f"unknown ({type(e).__name__})"
+        return out
+
+
 def _choice(ctx: Context, items: list[str]) -> str | None:
     return ctx.rng.choice(items) if items else None
 
@@ -266,7 +310,8 @@ def _active_controller(ctx: Context) -> str | None:
 
 
 def clear_injected_faults(ctx: Context) -> None:
-    for n in ctx.runtime.info().by_role("broker"):
+    info = ctx.runtime.info()
+    for n in info.by_role("broker") + info.by_role("txn-coordinator"):
         if n.state == "running":
             try:
                 faults_pb2_grpc.FaultInjectorStub(rpc.channel(n.address)).ClearFaults(
@@ -308,6 +353,7 @@ PACKAGES = {
     "partition-zookeeper": PartitionZooKeeper(),
     "loss": Loss(),
     "kill-coordinator": KillCoordinator(),
+    "delay-end-txn": DelayEndTxn(),
 }
 
 
@@ -334,11 +380,12 @@ class NemesisRunner(threading.Thread):
                 self.errors.append(f"start-{ev.package}: {e}")
             self.ctx.history.nemesis(f"start-{ev.package}", None, started)
             stopped = self.stopping.wait(ev.duration)
+            ended = started
             try:
-                pkg.stop(self.ctx, started)
+                ended = pkg.stop(self.ctx, started)       # what the fault did, where a package can tell
             except Exception as e:  # noqa: BLE001
                 self.errors.append(f"stop-{ev.package}: {e}")
-            self.ctx.history.nemesis(f"stop-{ev.package}", None, started)
+            self.ctx.history.nemesis(f"stop-{ev.package}", None, ended)
             self.current = None
             if stopped:
                 return

@@ -105,7 +105,8 @@ class RunConfig:
         else:
             check_settings(self.client, props)
         parse_consumer(s["consumer"])
-        parse_options(self.workload, workload_class(self.workload).OPTIONS, s["workload"])
+        wl = workload_class(self.workload)
+        wl.check_options(parse_options(self.workload, wl.OPTIONS, s["workload"]))
         from cluster import service_args     # the services' own parsers and the controller's config rules
         service_args.check_topic_configs(s["topic"])
         for role, key in (("broker", "broker"), ("txn-coordinator", "coordinator"), ("controller", "controller")):

@@ -107,7 +107,7 @@ class Workload:
         self.op_timeout = op_timeout
         self.consumer = parse_consumer(consumer_props)
         self.isolation = self.consumer["isolation.level"]
-        self.options = parse_options(self.name, self.OPTIONS, options)
+        self.options = self.check_options(parse_options(self.name, self.OPTIONS, options))
         self.runtime = runtime
         self.values = itertools.count(1)
         self.values_lock = threading.Lock()
@@ -116,6 +116,11 @@ class Workload:
         self.unstable: list[str] = []          # partitions with an open transaction at the final read
         self._procs = itertools.count(concurrency)
         self._procs_lock = threading.Lock()
+
+    @classmethod
+    def check_options(cls, options: dict) -> dict:
+        """Rules across a workload's settings (ValueError with one line); returns them."""
+        return options
 
     # -- helpers for subclasses -------------------------------------------------------------
     def next_value(self) -> int:

@@ -18,11 +18,25 @@ class DropProduceResponses(_message.Message):
     count: int
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., skip: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
+class ReplayEndTxn(_message.Message):
+    __slots__ = ("transactional_id", "count", "min_delay_ms", "max_delay_ms")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MIN_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    count: int
+    min_delay_ms: int
+    max_delay_ms: int
+    def __init__(self, transactional_id: _Optional[str] = ..., count: _Optional[int] = ..., min_delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ...) -> None: ...
+
 class InjectFaultRequest(_message.Message):
-    __slots__ = ("drop_produce_responses",)
+    __slots__ = ("drop_produce_responses", "replay_end_txn")
     DROP_PRODUCE_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    REPLAY_END_TXN_FIELD_NUMBER: _ClassVar[int]
     drop_produce_responses: DropProduceResponses
-    def __init__(self, drop_produce_responses: _Optional[_Union[DropProduceResponses, _Mapping]] = ...) -> None: ...
+    replay_end_txn: ReplayEndTxn
+    def __init__(self, drop_produce_responses: _Optional[_Union[DropProduceResponses, _Mapping]] = ..., replay_end_txn: _Optional[_Union[ReplayEndTxn, _Mapping]] = ...) -> None: ...
 
 class InjectFaultResponse(_message.Message):
     __slots__ = ("fault_id",)
@@ -39,16 +53,18 @@ class ListFaultsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class FaultState(_message.Message):
-    __slots__ = ("fault_id", "description", "remaining", "applied")
+    __slots__ = ("fault_id", "description", "remaining", "applied", "answers")
     FAULT_ID_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     REMAINING_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
     fault_id: str
     description: str
     remaining: int
     applied: int
-    def __init__(self, fault_id: _Optional[str] = ..., description: _Optional[str] = ..., remaining: _Optional[int] = ..., applied: _Optional[int] = ...) -> None: ...
+    answers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, fault_id: _Optional[str] = ..., description: _Optional[str] = ..., remaining: _Optional[int] = ..., applied: _Optional[int] = ..., answers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class FaultsResponse(_message.Message):
     __slots__ = ("faults",)

@@ -31,6 +31,8 @@ def main() -> None:
                    help="KIP-890 part 2: bump the producer epoch at every commit and abort (default: by version)")
     p.add_argument("--init-with-producer-id", action=argparse.BooleanOptionalAction, default=None,
                    help="KIP-360: InitProducerId may carry (producer id, epoch) (default: by version)")
+    p.add_argument("--enable-fault-injection", action="store_true",
+                   help="serve the FaultInjector RPC (replay_end_txn), as brokers do for lost ACKs")
     p.add_argument("--kafka-listen", help="HOST:PORT for Kafka's binary protocol (real Kafka clients); off if unset")
     p.add_argument("--kafka-advertise", help="HOST:PORT Kafka clients use (default: --kafka-listen)")
     a = p.parse_args()
@@ -49,7 +51,8 @@ def main() -> None:
         a.transaction_state_partitions, a.transaction_state_replication_factor,
         max_timeout_ms=a.transaction_max_timeout_ms, expiration_ms=a.transactional_id_expiration_ms,
         check_interval_ms=a.transaction_check_interval_ms, epoch_bump_per_txn=bump,
-        init_with_producer_id=kip360, kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise)
+        init_with_producer_id=kip360, kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
+        enable_fault_injection=a.enable_fault_injection)
     server.start()
     rpc.wait_for_termination()
     server.stop()

@@ -41,7 +41,7 @@ class TransactionCoordinatorServer:
     def __init__(self, coordinator_id: int, listen: str, advertise: str, zk_connect: str, bootstrap: str,
                  session_timeout_ms: int = 2000, num_partitions: int = it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
                  replication_factor: int = 3, kafka_listen: str | None = None, kafka_advertise: str | None = None,
-                 **coordinator_kw):
+                 enable_fault_injection: bool = False, **coordinator_kw):
         self.coordinator_id = coordinator_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)
@@ -63,6 +63,13 @@ class TransactionCoordinatorServer:
                                                   offsets_partitions=self._offsets_partitions, **coordinator_kw)
         self.server = rpc.make_server()
         txn_pb2_grpc.add_TransactionCoordinatorServicer_to_server(TransactionCoordinatorService(self), self.server)
+        self.faults = None                          # services/txn_coordinator/faults.py, with --enable-fault-injection
+        if enable_fault_injection:
+            from eoslab.v1 import faults_pb2_grpc
+            from services.txn_coordinator.faults import CoordinatorFaultInjectorService, CoordinatorFaultRegistry
+            self.faults = CoordinatorFaultRegistry(self.coordinator.end_txn)
+            faults_pb2_grpc.add_FaultInjectorServicer_to_server(CoordinatorFaultInjectorService(self.faults),
+                                                                self.server)
         self._stopping = False
         self._assignment_data = None
 
@@ -253,7 +260,10 @@ class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer)
         if not _producer_ok(request.producer_id, request.producer_epoch):
             return txn_pb2.EndTxnResponse(error=E.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
         try:
-            return self.c.end_txn(request)
+            resp = self.c.end_txn(request)
+            if self.s.faults is not None:
+                self.s.faults.after_end_txn(request)
+            return resp
         except Exception:  # noqa: BLE001
             log.exception("EndTxn failed")
             return txn_pb2.EndTxnResponse(error=E.UNKNOWN_SERVER_ERROR, producer_id=-1, producer_epoch=-1)

@@ -11,9 +11,10 @@ from cluster.run import RunConfig, run
 # min.insync.replicas 2, clean leader election, read_committed consumers.
 SAFE = {"acks": "all", "enable.idempotence": "true", "topic.min.insync.replicas": "2"}
 
-# Faults where they make sense: kill-coordinator needs coordinators (queue runs without them).
+# Faults where they make sense: kill-coordinator and delay-end-txn need coordinators and transactional
+# ids (queue runs without them).
 FAULTS = {
-    "queue": sorted(set(nem.PACKAGES) - {"kill-coordinator"}),
+    "queue": sorted(set(nem.PACKAGES) - {"kill-coordinator", "delay-end-txn"}),
     "txn": sorted(nem.PACKAGES),
     "copier": sorted(nem.PACKAGES),
     "zombie": ["kill", "kill-coordinator", "kill-leader", "loss", "lost-ack", "partition", "pause"],

@@ -32,7 +32,7 @@ def test_every_registered_workload_has_the_queue_interface():
 
 
 def test_new_fault_packages_are_known_and_scheduled_from_the_seed():
-    assert {"loss", "kill-coordinator"} <= set(nem.PACKAGES)
+    assert {"loss", "kill-coordinator", "delay-end-txn"} <= set(nem.PACKAGES)
     a = nem.schedule(["loss", "kill-coordinator"], 30, seed=4)
     assert a == nem.schedule(["loss", "kill-coordinator"], 30, seed=4)
     assert {e.package for e in a} == {"loss", "kill-coordinator"}
@@ -72,6 +72,9 @@ def test_kafka_version_reaches_every_service_and_the_producer():
     (dict(settings={"workload.abort-ratio": "lots"}), "expected float"),
     (dict(workload="copier", settings={"workload.offsets": "nowhere"}), "must be one of"),
     (dict(settings={"isolation.level": "serializable"}), "isolation.level"),
+    (dict(workload="queue", settings={"workload.producers": "1", "workload.resend": "restart"}),
+     "cannot go with workload.producers"),
+    (dict(workload="queue", settings={"workload.resend": "twice"}), "must be one of"),
     (dict(settings={"transactional.id": "mine"}), "set by the workload"),
     (dict(settings={"linger": "1"}), "unknown producer setting"),
     (dict(runtime="mainframe"), "not available"),

@@ -70,7 +70,7 @@ def test_every_fault_package_runs_on_docker_and_heals(docker_cluster, tmp_path):
     md = ClusterMetadata(boot)
     create_topic(md, "nemesis", 3, configs={"min.insync.replicas": "2"})
     history = History(str(tmp_path / "history.jsonl"))
-    ctx = nem.Context(rt, history, "nemesis", 3, md, random.Random(7))
+    ctx = nem.Context(rt, history, "nemesis", 3, md, random.Random(7), transactional_ids=lambda: ["nemesis-tid"])
     writer = Writer(boot, "nemesis")
     writer.start()
     try:
@@ -86,6 +86,8 @@ def test_every_fault_package_runs_on_docker_and_heals(docker_cluster, tmp_path):
                 assert any(rt.rules().values()), f"{name} left no rule in force: {started}"
             elif name == "lost-ack":
                 assert started is None or started["node"].startswith("broker-"), started
+            elif name == "delay-end-txn":     # the coordinator container serves the fault (and its secret)
+                assert started and started["node"].startswith("txn-coordinator-"), started
             threading.Event().wait(2.0)
             pkg.stop(ctx, started)
             if name.startswith("partition"):

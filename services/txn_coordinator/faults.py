@@ -1,0 +1,126 @@
+"""In-process fault injection for the transaction coordinator: a delayed copy of an EndTxn (KAFKA-17754).
+
+Guarantees: only faults injected through the FaultInjector RPC exist (the
+service must be started with --enable-fault-injection); a replay fault
+copies each of the next `count` EndTxn requests for its transactional.id
+(any when empty) after the coordinator has handled the original, and hands
+the unchanged copy to the coordinator again after a delay drawn in
+[min_delay_ms, max_delay_ms], exactly as if the client's first attempt had
+been held in the network while its retry went through; the copy goes the
+same way as any EndTxn (every producer- and epoch-rule applies to it), its
+answer is kept in the fault's state and logged, never sent anywhere.
+`ClearFaults` removes every fault and cancels the copies not yet handled.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import threading
+from dataclasses import dataclass, field
+
+from clients.errors import name as error_name
+from eoslab.v1 import faults_pb2, faults_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReplayEndTxn:
+    fault_id: str
+    transactional_id: str
+    remaining: int
+    min_delay_ms: int
+    max_delay_ms: int
+    applied: int = 0
+    answers: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        who = self.transactional_id or "any transactional.id"
+        return f"replay EndTxn of {who} after {self.min_delay_ms}-{self.max_delay_ms} ms"
+
+
+class CoordinatorFaultRegistry:
+    """The coordinator's injected faults; `after_end_txn` is called once per handled EndTxn."""
+
+    def __init__(self, handle_end_txn, seed: int | None = None):
+        self._handle = handle_end_txn          # request -> EndTxnResponse: the coordinator's own path
+        self._lock = threading.Lock()
+        self._faults: list[ReplayEndTxn] = []
+        self._timers: list[threading.Timer] = []
+        self._ids = itertools.count(1)
+        self._rng = random.Random(seed)
+
+    def add_replay(self, transactional_id: str, count: int, min_delay_ms: int, max_delay_ms: int) -> str:
+        with self._lock:
+            f = ReplayEndTxn(f"replay-end-txn-{next(self._ids)}", transactional_id, count, min_delay_ms,
+                             max_delay_ms)
+            self._faults.append(f)
+            return f.fault_id
+
+    def after_end_txn(self, request) -> None:
+        if not self._faults:
+            return
+        with self._lock:
+            for f in self._faults:
+                if f.remaining > 0 and f.transactional_id in ("", request.transactional_id):
+                    f.remaining -= 1
+                    copy = type(request)()
+                    copy.CopyFrom(request)
+                    delay = self._rng.uniform(f.min_delay_ms, f.max_delay_ms) / 1000.0
+                    t = threading.Timer(delay, self._replay, (f, copy))
+                    t.daemon = True
+                    self._timers.append(t)
+                    t.start()
+                    return
+
+    def _replay(self, fault: ReplayEndTxn, request) -> None:
+        with self._lock:
+            if fault not in self._faults:           # cleared meanwhile
+                return
+        try:
+            answer = error_name(self._handle(request).error)
+        except Exception as e:  # noqa: BLE001 - a copy must never take the coordinator down
+            answer = f"exception {type(e).__name__}"
+        log.info("replayed EndTxn(%s, pid %d, epoch %d, commit=%s): %s", request.transactional_id,
+                 request.producer_id, request.producer_epoch, request.committed, answer)
+        with self._lock:
+            fault.applied += 1
+            fault.answers.append(answer)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+            for t in self._timers:
+                t.cancel()
+            self._timers.clear()
+
+    def states(self) -> faults_pb2.FaultsResponse:
+        with self._lock:
+            return faults_pb2.FaultsResponse(faults=[
+                faults_pb2.FaultState(fault_id=f.fault_id, description=f.describe(), remaining=f.remaining,
+                                      applied=f.applied, answers=f.answers) for f in self._faults])
+
+
+class CoordinatorFaultInjectorService(faults_pb2_grpc.FaultInjectorServicer):
+    def __init__(self, registry: CoordinatorFaultRegistry):
+        self.registry = registry
+
+    def InjectFault(self, request, context):
+        import grpc
+        if request.WhichOneof("fault") != "replay_end_txn":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "a transaction coordinator takes replay_end_txn faults only")
+        r = request.replay_end_txn
+        if r.count <= 0 or r.min_delay_ms < 0 or r.max_delay_ms < r.min_delay_ms or r.max_delay_ms > 600_000:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          "replay_end_txn needs count > 0 and 0 <= min_delay_ms <= max_delay_ms <= 600000")
+        return faults_pb2.InjectFaultResponse(
+            fault_id=self.registry.add_replay(r.transactional_id, r.count, r.min_delay_ms, r.max_delay_ms))
+
+    def ClearFaults(self, request, context):
+        self.registry.clear()
+        return self.registry.states()
+
+    def ListFaults(self, request, context):
+        return self.registry.states()

@@ -24,6 +24,12 @@ consumed is unseen. Final reads: first the copiers drain the input (bounded
 wait until the group's committed offsets reach the input's end offsets), then
 the output is read from the beginning at read_committed. The input is not
 read again: its consumption is what is being checked.
+
+With `client` confluent-kafka, kafka-python or aiokafka (`eoslab run
+--client`), the input producer, the copier instances
+(cluster/workloads/real_copier.py) and the reader use that client over the
+Kafka listeners, with the same ops; the drain check and the final reads use
+the lab's client.
 """
 from __future__ import annotations
 
@@ -44,12 +50,16 @@ class CopierWorkload(Workload):
     name = "copier"
     transactional = True
     strict_unseen = True
+    clients = ("eoslab", "confluent-kafka", "kafka-python", "aiokafka")   # `eoslab run --client`
     OPTIONS = {"copiers": (int, 2), "offsets": (("transaction", "consumer"), "transaction"),
                "crash-interval": (float, 4.0), "crash-point": (("random", "none") + CHECKPOINTS, "random"),
                "input-rate": (float, 100.0), "drain-timeout": (float, 60.0)}
 
-    def __init__(self, bootstrap, history, seed, topic="copier", *args, **kw):
+    def __init__(self, bootstrap, history, seed, topic="copier", *args, client: str = "eoslab",
+                 kafka_bootstrap: str = "", **kw):
         super().__init__(bootstrap, history, seed, topic, *args, **kw)
+        self.client = client                  # eoslab, or a real Kafka client (cluster/workloads/real_copier.py)
+        self.kafka_bootstrap = kafka_bootstrap
         self.base = topic
         self.in_topic, self.out_topic = f"{topic}-in", f"{topic}-out"
         self.topic = self.out_topic                  # what the nemesis aims lost ACKs and leader kills at
@@ -134,7 +144,11 @@ class CopierWorkload(Workload):
     def _input(self) -> None:
         rng = random.Random(self.seed * 1000)
         props = self.client_props()
-        producer = KafkaProducer(self.bootstrap, ProducerConfig.from_props(props))
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import make_producer
+            producer = make_producer(self.client, self.kafka_bootstrap, props)
+        else:
+            producer = KafkaProducer(self.bootstrap, ProducerConfig.from_props(props))
         session, process, gap = "in-1", 0, 1.0 / max(self.options["input-rate"], 0.1)
         try:
             while not self.input_done.is_set():
@@ -159,7 +173,11 @@ class CopierWorkload(Workload):
     def _slot(self, slot: int) -> None:
         process = slot + 1
         while not self.stop_copiers.is_set():
-            inst = CopierInstance(self, slot, process)
+            if self.client != "eoslab":
+                from cluster.workloads.real_copier import RealCopierInstance
+                inst = RealCopierInstance(self, slot, process)
+            else:
+                inst = CopierInstance(self, slot, process)
             if not inst.open():
                 process = self.new_process()
                 time.sleep(0.5)
@@ -183,7 +201,11 @@ class CopierWorkload(Workload):
             return
 
     def _reader(self, process: int) -> None:
-        c = KafkaConsumer(self.bootstrap, isolation_level="read_committed")
+        if self.client != "eoslab":
+            from cluster.workloads.real_clients import make_consumer
+            c = make_consumer(self.client, self.kafka_bootstrap, "read_committed")
+        else:
+            c = KafkaConsumer(self.bootstrap, isolation_level="read_committed")
         c.assign([(self.out_topic, p) for p in range(self.partitions)])
         try:
             while not self.stop.is_set():

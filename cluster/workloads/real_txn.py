@@ -1,4 +1,4 @@
-"""The txn workload's transactions through a real Kafka client (confluent-kafka or kafka-python).
+"""Transactions through a real Kafka client (confluent-kafka, kafka-python, aiokafka): the txn workload's and the copier's.
 
 Guarantees: `client_transaction` decides an op as cluster.workloads.txn_ops
 decides it for the lab's client, with one rule that holds for any client:
@@ -10,15 +10,22 @@ have taken effect). Producer ids, epochs and sequence numbers are not
 exposed by these clients: those fields are None. `make_txn_producer` gives
 a producer with `config.transactional_id`, `producer_id`, `producer_epoch`,
 `init_transactions(timeout)`, `begin()`, `send(...) -> Future`,
-`flush(t)`, `commit(t)`, `abort(t)` and `close(t)`; init errors carry
-Kafka's code as the lab's KafkaError when the broker answered one.
+`flush(t)`, `send_offsets(positions, consumer, t)` (the consumer group's
+offsets into the transaction: TxnOffsetCommit with the group's generation
+and member id where the client sends them, KIP-447; aiokafka sends the
+group id only), `commit(t)`, `abort(t)`, `close(t)` and `abandon()` (what a
+killed process leaves: no EndTxn); errors carry Kafka's code as the lab's
+KafkaError when the broker answered one. The txn workload drives
+confluent-kafka and kafka-python, the copier all three
+(cluster/workloads/real_copier.py).
 """
 from __future__ import annotations
 
 import concurrent.futures
 
 from clients.errors import KafkaError
-from cluster.workloads.real_clients import ConfluentProducer, KafkaPythonProducer, SendResult, _Fatal
+from cluster.workloads.real_clients import AioKafkaProducer, ConfluentProducer, KafkaPythonProducer, SendResult, \
+    _aiokafka_error, _Fatal
 
 TXN_CLIENTS = ("eoslab", "confluent-kafka", "kafka-python")
 
@@ -54,11 +61,23 @@ class ConfluentTxnProducer(ConfluentProducer):
     def flush(self, timeout: float) -> None:
         self.p.flush(timeout)
 
+    def send_offsets(self, positions: dict, consumer, timeout: float) -> None:
+        from confluent_kafka import TopicPartition
+        try:
+            self.p.send_offsets_to_transaction([TopicPartition(t, p, o) for (t, p), o in positions.items()],
+                                               consumer.c.consumer_group_metadata(), timeout)
+        except Exception as e:  # noqa: BLE001 - converted for the errors table
+            raise _converted(e) from None
+
     def commit(self, timeout: float) -> None:
         self.p.commit_transaction(timeout)
 
     def abort(self, timeout: float) -> None:
         self.p.abort_transaction(timeout)
+
+    def abandon(self) -> None:
+        self._stop.set()
+        self.p.purge()          # nothing more is sent; no EndTxn goes out
 
 
 class KafkaPythonTxnProducer(KafkaPythonProducer):
@@ -91,11 +110,69 @@ class KafkaPythonTxnProducer(KafkaPythonProducer):
     def flush(self, timeout: float) -> None:
         self.p.flush(timeout)
 
+    def send_offsets(self, positions: dict, consumer, timeout: float) -> None:
+        from kafka import OffsetAndMetadata, TopicPartition
+        try:
+            self.p.send_offsets_to_transaction(
+                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in positions.items()},
+                consumer.c.group_metadata())
+        except Exception as e:  # noqa: BLE001 - converted for the errors table
+            raise _converted(e) from None
+
     def commit(self, timeout: float) -> None:
         self.p.commit_transaction()
 
     def abort(self, timeout: float) -> None:
         self.p.abort_transaction()
+
+    def abandon(self) -> None:
+        try:
+            self.p.close(0)     # no abort: the open transaction is left to the coordinator
+        except Exception:  # noqa: BLE001 - records left unsent
+            pass
+
+
+class AioKafkaTxnProducer(AioKafkaProducer):
+    """aiokafka's transactional producer on its own event loop; its calls have no timeouts of their own,
+    so each is bounded here (a call that runs out is left running on the loop and reported as a timeout)."""
+
+    def __init__(self, bootstrap: str, props: dict, transactional_id: str):
+        super().__init__(bootstrap, {**props, "transactional.id": transactional_id})   # start(): InitProducerId
+        self.config = _Config(transactional_id)
+        self.producer_id = self.producer_epoch = None
+
+    def _call(self, coro, timeout: float):
+        try:
+            return self.io.run(coro, timeout)
+        except concurrent.futures.TimeoutError:
+            raise TimeoutError(f"aiokafka: no answer within {timeout} s") from None
+        except Exception as e:  # noqa: BLE001 - converted for the errors table
+            raise _aiokafka_error(e) from None
+
+    def init_transactions(self, timeout: float) -> None:
+        pass                    # aiokafka's start() (in the constructor) ran InitProducerId
+
+    def begin(self) -> None:
+        async def begin():
+            await self.p.begin_transaction()
+        self._call(begin(), 10)
+
+    def flush(self, timeout: float) -> None:
+        self._call(self.p.flush(), timeout)
+
+    def send_offsets(self, positions: dict, consumer, timeout: float) -> None:
+        from aiokafka import TopicPartition
+        self._call(self.p.send_offsets_to_transaction({TopicPartition(t, p): o for (t, p), o in positions.items()},
+                                                      consumer.group), timeout)
+
+    def commit(self, timeout: float) -> None:
+        self._call(self.p.commit_transaction(), timeout)
+
+    def abort(self, timeout: float) -> None:
+        self._call(self.p.abort_transaction(), timeout)
+
+    def abandon(self) -> None:
+        self.close(1)
 
 
 def make_txn_producer(client: str, bootstrap: str, props: dict, transactional_id: str):
@@ -103,7 +180,9 @@ def make_txn_producer(client: str, bootstrap: str, props: dict, transactional_id
         return ConfluentTxnProducer(bootstrap, props, transactional_id)
     if client == "kafka-python":
         return KafkaPythonTxnProducer(bootstrap, props, transactional_id)
-    raise ValueError(f"the txn workload drives {', '.join(TXN_CLIENTS)}, not {client}")
+    if client == "aiokafka":
+        return AioKafkaTxnProducer(bootstrap, props, transactional_id)
+    raise ValueError(f"unknown client {client!r} for transactions")
 
 
 def client_transaction(producer, topic: str, mops: list, op_timeout: float, abort: bool = False):

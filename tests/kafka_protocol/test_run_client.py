@@ -1,4 +1,5 @@
-"""`eoslab run --client`: the queue workload driven by a real Kafka client."""
+"""`eoslab run --client`: the queue and txn workloads driven by a real Kafka client (the copier's:
+test_real_copier.py)."""
 import json
 import os
 
@@ -16,7 +17,7 @@ def _cfg(tmp_path, **kw):
 @pytest.mark.fast
 @pytest.mark.parametrize("kw, message", [
     ({"client": "sarama"}, "unknown client 'sarama'"),
-    ({"client": "confluent-kafka", "workload": "copier"}, "the copier workload drives eoslab, not confluent-kafka"),
+    ({"client": "confluent-kafka", "workload": "zombie"}, "the zombie workload drives eoslab, not confluent-kafka"),
     ({"client": "aiokafka", "workload": "txn"}, "the txn workload drives eoslab, confluent-kafka, kafka-python, not ai"),
     ({"client": "confluent-kafka", "settings": {"no.such.setting": "1"}}, "confluent-kafka: "),
     ({"client": "kafka-python", "settings": {"no.such.setting": "1"}}, "kafka-python has no producer setting"),
@@ -29,10 +30,10 @@ def test_bad_client_choices_are_refused_before_anything_starts(tmp_path, kw, mes
 
 
 @pytest.mark.integration
-def test_a_queue_run_with_librdkafka_under_lost_acks_is_valid_and_says_which_client(tmp_path, eoslab_home,
-                                                                                  monkeypatch):
+def test_a_queue_run_with_librdkafka_under_kill_leader_and_lost_acks_is_valid_and_says_which_client(
+        tmp_path, eoslab_home, monkeypatch):
     monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
-    cfg = _cfg(tmp_path, client="confluent-kafka", nemesis=["lost-ack"], time_limit=12,
+    cfg = _cfg(tmp_path, client="confluent-kafka", nemesis=["kill-leader", "lost-ack"], time_limit=15,
                settings={"enable.idempotence": "true", "acks": "all"})
     assert run(cfg) == 0
     meta = json.load(open(tmp_path / "run" / "run.json"))
@@ -41,7 +42,7 @@ def test_a_queue_run_with_librdkafka_under_lost_acks_is_valid_and_says_which_cli
     hist = [json.loads(line) for line in open(tmp_path / "run" / "history.jsonl")]
     sends = [o for o in hist if o["f"] == "send" and o["type"] == "ok" and o["process"] != "nemesis"]
     assert len(sends) > 50
-    assert any(o["f"] == "start-lost-ack" for o in hist)
+    assert any(o["f"] == "start-lost-ack" for o in hist) and any(o["f"] == "start-kill-leader" for o in hist)
 
 
 @pytest.mark.integration

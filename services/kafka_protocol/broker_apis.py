@@ -9,7 +9,10 @@ partition as Kafka does. acks=0 gets no response; the broker's lost-ACK
 fault drops the response after the append, as on gRPC. Fetch honours the
 isolation level: read_committed stops at the last stable offset and carries
 the aborted transactions of the range. Fetch sessions are not created
-(session id 0): clients send full fetch requests.
+(session id 0): clients send full fetch requests. DescribeProducers
+answers from the leader's producer state of each partition (Kafka's
+fields: epoch, last sequence and timestamp, coordinator epoch, the open
+transaction's first offset), NOT_LEADER_OR_FOLLOWER elsewhere.
 """
 from __future__ import annotations
 
@@ -27,10 +30,10 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-LIST_TRANSACTIONS = 66
+DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 61, 66
 VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
-            LIST_TRANSACTIONS: (0, 1)}
+            DESCRIBE_PRODUCERS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
 
 
 class BrokerApis(ApiHandlers):
@@ -44,7 +47,7 @@ class BrokerApis(ApiHandlers):
                         (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
                         (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
                         (apis.FIND_COORDINATOR, self.find_coordinator), (INIT_PRODUCER_ID, self.init_producer_id),
-                        (LIST_TRANSACTIONS, self.list_transactions)):
+                        (DESCRIBE_PRODUCERS, self.describe_producers), (LIST_TRANSACTIONS, self.list_transactions)):
             self.register(key, *VERSIONS[key], fn)
         from services.kafka_protocol.group_apis import register_group_apis
         register_group_apis(self)
@@ -185,3 +188,28 @@ class BrokerApis(ApiHandlers):
         """Brokers own no transaction state here (the transaction coordinators do): an empty list, so an
         admin client that asks every node gets the whole answer from the coordinators."""
         return {"error_code": E.NONE, "transaction_states": []}
+
+    def describe_producers(self, header, req) -> dict:
+        topics = []
+        for t in req.topics:
+            parts = []
+            for i in t.partition_indexes:
+                part = self.rm.get_partition(t.name, int(i))
+                if part is None:
+                    parts.append({"partition_index": int(i), "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "active_producers": []})
+                    continue
+                with part.lock:
+                    if not part.is_leader:
+                        parts.append({"partition_index": int(i), "error_code": E.NOT_LEADER_OR_FOLLOWER,
+                                      "active_producers": []})
+                        continue
+                    active = [{"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
+                               "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                               "coordinator_epoch": e.coordinator_epoch,
+                               "current_txn_start_offset": -1 if e.current_txn_first_offset is None
+                               else e.current_txn_first_offset}
+                              for e in part.producer_state.producers.values()]
+                parts.append({"partition_index": int(i), "error_code": E.NONE, "active_producers": active})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"topics": topics}

@@ -338,3 +338,39 @@ def test_list_transactions_on_the_coordinators_names_a_committed_transactional_i
             seen.update({t.transactional_id: t.transaction_state for t in r.transaction_states})
         return seen
     h.wait_for(lambda: tid in listed(), timeout=15, what=f"{tid} listed in CompleteCommit")   # after the markers
+
+
+def test_describe_producers_shows_the_leaders_producer_state(kcluster):
+    import socket
+
+    from cluster.local import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-desc")
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "acks": "all"})
+    for i in range(7):
+        p.produce(topic, f"v{i}".encode())
+        p.flush(30)                                        # one batch per record: sequences 0..6
+    t = Producer({"bootstrap.servers": boot, "transactional.id": f"desc-{uuid.uuid4().hex[:6]}"})
+    t.init_transactions(30)
+    t.begin_transaction()
+    t.produce(topic, b"open")
+    assert t.flush(30) == 0                                 # written at offset 7, the transaction left open
+    leader = AdminClient({"bootstrap.servers": boot}).list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+
+    def describe(node):
+        with socket.create_connection((node.host, KAFKA_PORT), timeout=10) as s:
+            s.sendall(_request(61, 0, 9, topics=[{"name": topic, "partition_indexes": [0]}]))
+            corr, r = _response(_read_frame(s), 61, 0)
+        assert corr == 9
+        [part] = r.topics[0].partitions
+        return part
+    brokers = kcluster.info().by_role("broker")
+    part = describe(next(n for n in brokers if n.node_id == leader))
+    assert part.error_code.value == 0
+    states = sorted((s.last_sequence, s.current_txn_start_offset) for s in part.active_producers)
+    assert states == [(0, 7), (6, -1)]
+    assert all(s.last_timestamp > 0 and s.producer_id >= 0 for s in part.active_producers)
+    follower = describe(next(n for n in brokers if n.node_id != leader))
+    assert follower.error_code.value == 6 and not follower.active_producers     # NOT_LEADER_OR_FOLLOWER
+    t.abort_transaction(30)

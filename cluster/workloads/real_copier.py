@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 
 from cluster.workloads.base import outcome, producer_field
-from cluster.workloads.copier_instance import Crash
+from cluster.workloads.copier_instance import CopierInstance, Crash
 from cluster.workloads.real_clients import Record, _Loop
 from cluster.workloads.real_txn import make_txn_producer
 
@@ -155,14 +155,8 @@ def make_group_consumer(client: str, bootstrap: str, group: str, topic: str):
 
 
 # -- the instance -----------------------------------------------------------------------------------
-class RealCopierInstance:
-    def __init__(self, wl, slot: int, process: int):
-        self.wl, self.slot, self.process = wl, slot, process
-        self.session = wl.session_name(slot)
-        self.history = wl.history
-        self.tid = wl.tid(slot)
-        self.producer = None
-        self.consumer = None
+class RealCopierInstance(CopierInstance):
+    """The lab instance's step (poll, record the reads, checkpoints) with a real client's copy."""
 
     def _new_producer(self):
         props = self.wl.client_props(transaction_timeout_ms="10000")
@@ -215,37 +209,14 @@ class RealCopierInstance:
             self.producer.close(5)
         self._drop_consumer()
 
-    def checkpoint(self, name: str) -> None:
-        if self.wl.take_crash(self.slot, name):
-            raise Crash(name)
-
     # -- one op -------------------------------------------------------------------------------------
     def step(self) -> str:
-        wl, p = self.wl, self.process
-        if self.consumer is None or self.producer is None:
+        if self.consumer is None or self.producer is None:     # a recovery that has not succeeded yet
             self._recover(new_producer=self.producer is None)
             if self.consumer is None or self.producer is None:
-                wl.stop_copiers.wait(0.5)
+                self.wl.stop_copiers.wait(0.5)
                 return "fail"
-        self.history.invoke(p, "txn", [["poll"]])
-        try:
-            recs = self.consumer.poll(300)
-        except Exception as e:  # noqa: BLE001 - a poll that failed read nothing and wrote nothing
-            self.history.complete(p, "fail", "txn", [["poll", {}]], error=outcome(e)[1])
-            return "fail"
-        reads: dict = {}
-        for r in recs:
-            reads.setdefault(wl.in_key(r.partition), []).append([r.offset, int(r.value)])
-        try:
-            self.checkpoint("after-poll")
-        except Crash:
-            self.history.complete(p, "fail", "txn", [["poll", reads]], error="crashed after-poll")
-            raise
-        if not recs:
-            self.history.complete(p, "ok", "txn", [["poll", {}]])
-            wl.stop_copiers.wait(0.05)
-            return "ok"
-        return self._copy(recs, reads)
+        return super().step()
 
     def _copy(self, recs, reads) -> str:
         wl, prod = self.wl, self.producer

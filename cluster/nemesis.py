@@ -238,10 +238,8 @@ class LostAck(FaultPackage):
         if leader is None:
             return None
         count = ctx.rng.randint(1, 3)
-        addr = ctx.runtime.info().node(leader).address
-        faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(faults_pb2.InjectFaultRequest(
-            drop_produce_responses=faults_pb2.DropProduceResponses(topic=ctx.topic, partition=p, count=count)),
-            timeout=5)
+        _inject(ctx, leader, drop_produce_responses=faults_pb2.DropProduceResponses(topic=ctx.topic, partition=p,
+                                                                                     count=count))
         return {"node": leader, "partition": p, "count": count}
 
     def stop(self, ctx, started):
@@ -266,10 +264,8 @@ class DelayEndTxn(FaultPackage):
         if node is None:
             return None
         count = ctx.rng.randint(1, 5)
-        addr = ctx.runtime.info().node(node).address
-        faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(faults_pb2.InjectFaultRequest(
-            replay_end_txn=faults_pb2.ReplayEndTxn(transactional_id=tid, count=count, min_delay_ms=20,
-                                                   max_delay_ms=300)), timeout=5)
+        _inject(ctx, node, replay_end_txn=faults_pb2.ReplayEndTxn(transactional_id=tid, count=count, min_delay_ms=20,
+                                                                  max_delay_ms=300))
         return {"node": node, "transactional_id": tid, "count": count}
 
     def stop(self, ctx, started):
@@ -287,6 +283,12 @@ class DelayEndTxn(FaultPackage):
         except Exception as e:  # noqa: BLE001 - a coordinator mid-restart: its faults died with it
             out["replayed"] = f"unknown ({type(e).__name__})"
         return out
+
+
+def _inject(ctx: Context, node: str, **fault) -> None:
+    """One fault through the node's FaultInjector RPC (brokers and transaction coordinators serve it)."""
+    addr = ctx.runtime.info().node(node).address
+    faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(faults_pb2.InjectFaultRequest(**fault), timeout=5)
 
 
 def _choice(ctx: Context, items: list[str]) -> str | None:

@@ -20,7 +20,8 @@ import threading
 from dataclasses import dataclass, field
 
 from clients.errors import name as error_name
-from eoslab.v1 import faults_pb2, faults_pb2_grpc
+from eoslab.v1 import faults_pb2
+from services.broker.faults import FaultInjectorService
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,8 @@ class CoordinatorFaultRegistry:
                                       applied=f.applied, answers=f.answers) for f in self._faults])
 
 
-class CoordinatorFaultInjectorService(faults_pb2_grpc.FaultInjectorServicer):
-    def __init__(self, registry: CoordinatorFaultRegistry):
-        self.registry = registry
+class CoordinatorFaultInjectorService(FaultInjectorService):
+    """The broker's FaultInjector service (ClearFaults, ListFaults) taking the coordinator's fault kind."""
 
     def InjectFault(self, request, context):
         import grpc
@@ -117,10 +117,3 @@ class CoordinatorFaultInjectorService(faults_pb2_grpc.FaultInjectorServicer):
                           "replay_end_txn needs count > 0 and 0 <= min_delay_ms <= max_delay_ms <= 600000")
         return faults_pb2.InjectFaultResponse(
             fault_id=self.registry.add_replay(r.transactional_id, r.count, r.min_delay_ms, r.max_delay_ms))
-
-    def ClearFaults(self, request, context):
-        self.registry.clear()
-        return self.registry.states()
-
-    def ListFaults(self, request, context):
-        return self.registry.states()

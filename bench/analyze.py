@@ -10,17 +10,21 @@ own JVM, so each figure includes Spark's start) and prints, per master, the
 wall time, ops/s, the speed-up over the first master, and the CPU seconds
 the job's whole process tree used (driver, JVM, Python workers; measured in
 a cgroup-v1 cpuacct group of its own, when root) with the 1-minute load
-average before and after (one unmeasured analysis of a single run first, so
+average before and after, and how those CPU seconds divide between the
+driver, the JVM and the Python workers (one unmeasured analysis of a single run first, so
 that Spark's class-data-sharing archive exists, as after any first use) — on a shared machine wall time depends on the
 others' load, CPU time much less. It checks the
 matrix against the injections (the number of invalid runs and every
 anomaly count), so a fast but wrong run does not pass: exit 1 then.
 `--baseline` also times check_kafka on every history in one plain Python
 process (no Spark: the checker's own cost on one core), before the masters,
-and prints each master's ops per CPU-second as a share of it.
+and prints each master's ops per CPU-second as a share of it. `--profile DIR`
+runs each master under py-spy (`record --subprocesses`, raw format, into
+DIR) and prints where the driver's and the Python workers' samples went.
 
     .venv/bin/python bench/analyze.py [--runs 1000] [--ops-per-run 10000] [--masters local[1],local[2]]
                                       [--store DIR] [--out DIR] [--baseline] [--driver-memory 4g]
+                                      [--profile DIR]
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -147,6 +152,12 @@ class CpuMeter:
         with open(os.path.join(self.path, "cpuacct.usage")) as fh:
             return int(fh.read()) / 1e9
 
+    def pids(self) -> list[int]:
+        if not self.path:
+            return []
+        with open(os.path.join(self.path, "cgroup.procs")) as fh:
+            return [int(x) for x in fh.read().split()]
+
     def close(self) -> None:
         if self.path:
             for _ in range(50):                    # the JVM may take a moment to exit
@@ -157,17 +168,76 @@ class CpuMeter:
                     time.sleep(0.2)
 
 
-def analyze(store: str, out: str, master: str, driver_memory: str) -> dict:
+def _kind(pid: int) -> str | None:
+    """Which part of the job a process is, by its command line."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    if "pyspark.daemon" in cmd:
+        return "python workers"
+    if "java" in cmd.split(" ")[0]:
+        return "JVM"
+    if "eoslab" in cmd and "analyze" in cmd:
+        return "driver"
+    return None if "py-spy" in cmd else "other"
+
+
+class Split(threading.Thread):
+    """CPU seconds per part of the job (driver, JVM, Python workers), from /proc of the cgroup's
+    processes read every 0.25 s: a lower bound (what a process used in its last 0.25 s is missed)."""
+
+    def __init__(self, meter: CpuMeter):
+        super().__init__(daemon=True)
+        self.meter, self.seen, self.done = meter, {}, threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def run(self) -> None:
+        while not self.done.wait(0.25):
+            try:
+                pids = self.meter.pids()
+            except OSError:
+                return
+            for pid in pids:
+                try:
+                    with open(f"/proc/{pid}/stat") as fh:
+                        f = fh.read().rpartition(")")[2].split()
+                except OSError:
+                    continue
+                kind = self.seen.get(pid, (None, 0))[0] or _kind(pid)
+                if kind:
+                    self.seen[pid] = (kind, (int(f[11]) + int(f[12])) / self.tick)
+
+    def seconds(self) -> dict[str, float]:
+        self.done.set()
+        self.join()
+        out: dict[str, float] = {}
+        for kind, s in self.seen.values():
+            out[kind] = round(out.get(kind, 0) + s, 1)
+        return out
+
+
+def analyze(store: str, out: str, master: str, driver_memory: str, profile: str | None = None) -> dict:
     cmd = [sys.executable, "-m", "eoslab", "analyze", store, "--out", out, "--master", master,
            "--conf", f"spark.driver.memory={driver_memory}"]
-    meter = CpuMeter(f"eoslab-bench-{os.getpid()}-{master.replace('[', '').replace(']', '').replace('*', 'all')}")
+    name = master.replace("[", "").replace("]", "").replace("*", "all")
+    if profile:                     # py-spy samples the driver, the JVM's Python daemon and its workers
+        os.makedirs(profile, exist_ok=True)
+        cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--subprocesses", "-r", "100",
+               "--format", "raw", "-o", os.path.join(profile, f"{name}.raw"), "--"] + cmd
+    meter = CpuMeter(f"eoslab-bench-{os.getpid()}-{name}")
+    split = Split(meter)
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     try:
+        if meter.path:
+            split.start()
         r = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True, preexec_fn=meter.enter)
         wall = time.perf_counter() - t0
         cpu = meter.seconds()
     finally:
+        parts = split.seconds() if split.is_alive() else {}
         meter.close()
     if r.returncode != 0:
         raise SystemExit(f"bench: {' '.join(cmd)} exited {r.returncode}")
@@ -175,7 +245,40 @@ def analyze(store: str, out: str, master: str, driver_memory: str) -> dict:
     return {"master": master, "wall_s": round(wall, 1), "job_s": summary["seconds"], "ops": summary["ops"],
             "ops_per_s": round(summary["ops"] / wall), "cpu_s": None if cpu is None else round(cpu, 1),
             "ops_per_cpu_s": None if not cpu else round(summary["ops"] / cpu), "runs": summary["runs"],
-            "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1)}
+            "load_before": round(load, 1), "load_after": round(os.getloadavg()[0], 1), "cpu_split_s": parts,
+            "profiled": bool(profile)}
+
+
+def top_frames(raw: str, k: int = 12) -> str:
+    """py-spy's raw samples as text: per part of the job, its share of the samples, then the k
+    frames with most samples inside them (inclusive) and the k with most samples of their own."""
+    parts: dict[str, dict] = {}
+    total = 0
+    with open(raw) as fh:
+        for line in fh:
+            stack, _, n = line.rstrip("\n").rpartition(" ")
+            frames = stack.split(";")
+            procs = [f for f in frames if f.startswith("process ")]
+            cmd = procs[-1].partition(":")[2] if procs else ""
+            kind = ("python workers" if "pyspark.daemon" in cmd else "driver" if "eoslab" in cmd else "other")
+            code = [f for f in frames if not f.startswith("process ")]
+            if not code:
+                continue
+            total += int(n)
+            p = parts.setdefault(kind, {"n": 0, "incl": {}, "own": {}})
+            p["n"] += int(n)
+            p["own"][code[-1]] = p["own"].get(code[-1], 0) + int(n)
+            for f in set(code):
+                if "<frozen" not in f and "(daemon.py" not in f and "(worker.py" not in f:
+                    p["incl"][f] = p["incl"].get(f, 0) + int(n)
+    out = []
+    for kind, p in sorted(parts.items(), key=lambda kv: -kv[1]["n"]):
+        out.append(f"{kind}: {100 * p['n'] / total:.1f}% of {total} samples")
+        for title, d in (("inclusive", p["incl"]), ("own", p["own"])):
+            out.append(f"  {title}:")
+            for f, n in sorted(d.items(), key=lambda kv: -kv[1])[:k]:
+                out.append(f"    {100 * n / total:5.1f}%  {f}")
+    return "\n".join(out)
 
 
 def baseline(store: str) -> dict:
@@ -199,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--driver-memory", default="4g")
     ap.add_argument("--gen-workers", type=int, default=2)
     ap.add_argument("--baseline", action="store_true", help="also time check_kafka alone, one core, no Spark")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="run each master under py-spy (driver and Python workers; DIR/<master>.raw) and print "
+                         "its top frames; its CPU figures then include py-spy's own")
     args = ap.parse_args(argv)
     specs, total = make_store(args.store, args.runs, args.ops_per_run, args.gen_workers)
     warm_up(args.store, args.out, args.driver_memory)
@@ -211,13 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for master in [m.strip() for m in args.masters.split(",") if m.strip()]:
         out = os.path.join(args.out, master.replace("[", "-").replace("]", "").replace("*", "all"))
-        res = analyze(args.store, out, master, args.driver_memory)
+        res = analyze(args.store, out, master, args.driver_memory, args.profile)
         errors = verify(out, specs)
         if errors:
             print(f"bench: {master}: the matrix disagrees with the injections: {'; '.join(errors)}", file=sys.stderr)
             return 1
         results.append(res)
         print(json.dumps(res), flush=True)
+        if args.profile:
+            name = master.replace("[", "").replace("]", "").replace("*", "all")
+            print(top_frames(os.path.join(args.profile, f"{name}.raw")), flush=True)
     print(f"\n{total:,} ops in {args.runs} runs; 1-minute load average before: {load:.1f} "
           f"(on {os.cpu_count()} CPUs)\n")
     print("| master | wall time (s) | ops/s | speed-up | CPU time (s) | ops per CPU-s | load before/after |\n"

@@ -32,10 +32,12 @@ Python's cyclic garbage collector is paused while one run is handled (the op
 dicts are many and acyclic; scanning them cost more than parsing) and runs
 again between runs.
 
-`task_fn(ops_dir, stage_dir, reports_dir, need_report)` is the function a
-task runs on its runs: it writes their rows to STAGE_DIR/part-<first
-run's position>.parquet and yields them as dicts without `result` (what the
-driver aggregates).
+`task_fn(ops_dir, stage_dir, reports_dir, need_report, no_pandas)` is the
+function a task runs on its runs: it writes their rows to
+STAGE_DIR/part-<first run's position>.parquet and yields them as dicts
+without `result` (what the driver aggregates); with `no_pandas`, it first
+keeps pyarrow in that worker from importing pandas (`arrow_without_pandas`:
+for workers of a session the job owns).
 """
 from __future__ import annotations
 
@@ -81,7 +83,8 @@ RUNS_ARROW = pa.schema([("run", pa.string()), ("workload", pa.string()), ("fault
 # Spark's ExternalCatalogUtils.escapePathName: these become %XX in a partition directory's name
 _ESCAPE = frozenset([chr(c) for c in range(0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 _NONE = type(None)
-_get_index, _get_process, _get_type, _get_f = (itemgetter(k) for k in ("index", "process", "type", "f"))
+_FIELDS = itemgetter("index", "process", "type", "f", "time")
+_FIELDS4 = itemgetter("index", "process", "type", "f")
 
 
 def partition_dir(run: str) -> str:
@@ -90,41 +93,67 @@ def partition_dir(run: str) -> str:
 
 
 # ---------------------------------------------------------------- one read of a history
-def read_history(path: str) -> tuple[list[dict], list[bytes]]:
-    """The op dicts (the checker's reader) and the non-blank lines they came from, in order."""
+def read_history(path: str) -> tuple[list[dict], bytes]:
+    """The op dicts (the checker's reader) and the file's bytes they came from (uncompressed)."""
     from checker.kafka.source import iter_jsonl_dicts
 
     ops = list(iter_jsonl_dicts(path))
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as fh:
-        lines = fh.read().split(b"\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    if len(lines) != len(ops):                  # blank lines: the reader skipped them
-        lines = [ln for ln in lines if ln.strip()]
-    return ops, lines
+        return ops, fh.read()
 
 
-def _strings(values: list) -> list:
+def lines_column(data: bytes, n: int) -> pa.Array:
+    """The n ops' lines of `data` (the history's bytes: lines split at b"\\n", as the reader splits
+    them) as one string array, each line as written without its newline. When every line is an
+    op (no blank lines), Arrow takes the bytes without the newlines as one buffer and the offsets
+    from where the newlines were, with no Python object per line; otherwise the blank lines are
+    dropped one by one. The reader has decoded every op line as JSON, so they are valid UTF-8."""
+    import numpy as np
+
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    if data and data[-1] != 10:
+        ends = np.append(ends, len(data))
+    if len(ends) == n and len(data) < 2 ** 31:
+        offsets = np.empty(n + 1, dtype=np.int32)
+        offsets[0] = 0
+        offsets[1:] = ends - np.arange(n)
+        body = pa.py_buffer(data.replace(b"\n", b""))
+        return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), body)
+    lines = [ln for ln in data.split(b"\n") if ln.strip()]
+    return pa.array(lines, pa.binary()).cast(pa.string())
+
+
+def _strings(values) -> list:
     """A column of str or None; other JSON values as JSON (numbers too)."""
     return [v if v is None or type(v) is str else _dumps(v) for v in values]
 
 
-def ops_table(ops: list[dict], lines: list[bytes]) -> tuple[pa.Table, tuple]:
+def _columns(ops: list[dict]) -> tuple:
+    """index, process, type, f, time and error of every op, one tuple per field (C-level passes:
+    one itemgetter over each dict, then a transpose)."""
+    if not ops:
+        return (), (), (), (), (), ()
+    try:
+        index, procs, types, fs, times = zip(*map(_FIELDS, ops))
+    except KeyError:                            # an op without time
+        index, procs, types, fs = zip(*map(_FIELDS4, ops))
+        times = tuple(d.get("time") for d in ops)
+    errors = [d.get("error") for d in ops]
+    return index, procs, types, fs, times, errors
+
+
+def ops_table(ops: list[dict], data: bytes) -> tuple[pa.Table, tuple]:
     """The run's Parquet table (OPS_ARROW) and its latencies (pipeline.latency), from one pass."""
     import numpy as np
     import pyarrow.compute as pc
 
     n = len(ops)
+    index, procs, types, fs, times, errors = _columns(ops)
     try:
-        index = np.array(list(map(_get_index, ops)), dtype=np.int64)
+        index_col = pa.array(np.array(index, dtype=np.int64))
     except OverflowError:                       # an index beyond int64: Arrow says which
-        index = pa.array([d["index"] for d in ops], pa.int64())
-    times = [d.get("time") for d in ops]
-    procs = list(map(_get_process, ops))
-    types = list(map(_get_type, ops))
-    fs = list(map(_get_f, ops))
-    errors = [d.get("error") for d in ops]
+        index_col = pa.array(index, pa.int64())
 
     time_types = set(map(type, times))
     if time_types <= {int}:
@@ -151,9 +180,8 @@ def ops_table(ops: list[dict], lines: list[bytes]) -> tuple[pa.Table, tuple]:
     f_col = pa.array(fs if f_str else _strings(fs), pa.string())
     err_col = pa.array(errors if set(map(type, errors)) <= {str, _NONE} else _strings(errors), pa.string())
     type_col = pa.array(types, pa.string())
-    raw = pa.array(lines, pa.binary()).cast(pa.string())
-    table = pa.Table.from_arrays([pa.array(np.arange(n, dtype=np.int64)), pa.array(index, pa.int64()), time_col,
-                                  proc_col, type_col, f_col, err_col, raw], schema=OPS_ARROW)
+    table = pa.Table.from_arrays([pa.array(np.arange(n, dtype=np.int64)), index_col, time_col,
+                                  proc_col, type_col, f_col, err_col, lines_column(data, n)], schema=OPS_ARROW)
 
     if codes is not None and tarr is not None and f_str:
         keep = pc.is_valid(time_col).to_numpy(zero_copy_only=False)
@@ -235,13 +263,13 @@ def analyze_run(meta: dict, ops_dir: str, report_path: str | None = None) -> dic
     gc.disable()
     try:
         try:
-            ops, lines = read_history(meta["history"])
+            ops, data = read_history(meta["history"])
         except HistoryError as e:
             row["problem"] = " ".join(str(e).split())
             return row
         try:
-            table, (send, poll, smax, pmax) = ops_table(ops, lines)
-            del lines
+            table, (send, poll, smax, pmax) = ops_table(ops, data)
+            del data
             write_ops(table, ops_dir, meta["run"])
             del table
             row.update(_checked(meta, ops, report_path))
@@ -262,8 +290,42 @@ def write_rows(rows: list[dict], path: str) -> None:
     os.replace(tmp, path)
 
 
-def task_fn(ops_dir: str, stage_dir: str, reports_dir: str | None = None, need_report: frozenset = frozenset()):
+class _NoPandas:
+    """A finder under which `import pandas` fails (see arrow_without_pandas)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "pandas":
+            raise ImportError("pandas is not needed by this process")
+        return None
+
+
+def arrow_without_pandas() -> bool:
+    """Make pyarrow, in this process, stop looking for pandas: the first time pyarrow converts
+    anything (`pa.array`) it imports pandas to learn whether the values are pandas objects, and
+    that import is most of a Python worker's start-up CPU (about a CPU-second), for nothing: no
+    pandas object comes near this module. Its one probe is made to fail here, and pyarrow keeps
+    that answer for the life of the process (`pa.lib._pandas_api.have_pandas` False); `import
+    pandas` itself works as before. Only for processes that run nothing else with pyarrow and
+    pandas together: the Python workers of a session `eoslab analyze` started itself. False
+    (nothing done) when pandas is already imported."""
+    import sys
+
+    if "pandas" in sys.modules:
+        return False
+    finder = _NoPandas()
+    sys.meta_path.insert(0, finder)
+    try:
+        pa.array([0])                           # pyarrow's probe, failing once and for good
+    finally:
+        sys.meta_path.remove(finder)
+    return True
+
+
+def task_fn(ops_dir: str, stage_dir: str, reports_dir: str | None = None, need_report: frozenset = frozenset(),
+            no_pandas: bool = False):
     def task(items: Iterable[tuple[int, dict]]) -> Iterator[dict]:
+        if no_pandas:
+            arrow_without_pandas()
         rows, first = [], None
         for pos, meta in items:
             first = pos if first is None else first

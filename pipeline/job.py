@@ -77,7 +77,7 @@ def analyze(store: str, out: str, master: str = "local[*]", conf: dict | None = 
             spark = start(master, conf, jvm_log=os.path.join(out, "spark.log"), write_class_archive=True)
             own = True
     try:
-        return _job(spark, runs, store, out, write_reports, progress, log, t0)
+        return _job(spark, runs, store, out, write_reports, progress, log, t0, own)
     finally:
         if own:
             stop(spark)
@@ -91,7 +91,7 @@ def _count_dirs(path: str) -> int:
         return 0
 
 
-def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
+def _job(spark, runs, store, out, write_reports, progress, log, t0, own_session=False) -> dict:
     sc = spark.sparkContext
     par = max(sc.defaultParallelism, 1)
     ops_dir, runs_path = os.path.join(out, "ops"), os.path.join(out, "runs.parquet")
@@ -104,7 +104,8 @@ def _job(spark, runs, store, out, write_reports, progress, log, t0) -> dict:
     order = {r.run: i for i, r in enumerate(sorted(runs, key=lambda r: r.run))}
     work = [[(order[r.run], _meta(r, out, write_reports)) for r in b] for b in bins]
     need = frozenset(r.run for r in runs if r.report is None) if write_reports else frozenset()
-    fn = task_fn(ops_dir, stage, os.path.join(out, "reports") if write_reports else None, need)
+    # the session's Python workers run only these tasks when the job started it: no pandas for pyarrow there
+    fn = task_fn(ops_dir, stage, os.path.join(out, "reports") if write_reports else None, need, no_pandas=own_session)
     try:
         with Progress(spark, "check", log, progress, units=("runs", len(runs), lambda: _count_dirs(ops_dir))):
             rows = sc.parallelize(work, len(work)).flatMap(lambda b: b).mapPartitions(fn).collect()

@@ -20,8 +20,9 @@ JVM write one when there is none, and then the caller must end the session
 with `stop`. `Progress` prints, while a phase runs, one
 line per update on stderr: phase, tasks done/total over the active stages
 (and, given `units`, a finer count such as runs done, read at most every
-2 s), elapsed seconds — rewritten in place on a terminal, at most every 10 s
-otherwise — and a final line when the phase ends.
+2 s), elapsed seconds — rewritten in place on a terminal, otherwise once soon
+after the start and then every 10 s (`period`), asking Spark only then —
+and a final line when the phase ends.
 """
 from __future__ import annotations
 
@@ -160,18 +161,18 @@ class Progress:
     """`with Progress(spark, "check", out=sys.stderr):` prints the phase's task progress."""
 
     def __init__(self, spark, phase: str, out=sys.stderr, enabled: bool = True, interval: float = 0.5,
-                 units: tuple[str, int, Callable[[], int]] | None = None):
+                 units: tuple[str, int, Callable[[], int]] | None = None, period: float = 10.0):
         self.sc = spark.sparkContext
         self.phase = phase
         self.out = out
         self.enabled = enabled
         self.interval = interval
+        self.period = period                # not a terminal: a line (and a poll of Spark) this often
         self.tty = hasattr(out, "isatty") and out.isatty()
         self._stop = threading.Event()
         self._thread = None
         self.t0 = 0.0
         self.done = self.total = 0
-        self._last_print = 0.0
         self.units = units                  # (name, total, count()): finer than tasks, e.g. runs written
         self.units_done = 0
         self._last_count = 0.0
@@ -222,14 +223,14 @@ class Progress:
         return f"[{self.phase}] [{bar:<{width}}] {tasks}  {time.monotonic() - self.t0:6.1f} s"
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
+        wait = self.interval
+        while not self._stop.wait(wait):
             try:
                 self._poll()
             except Exception:  # noqa: BLE001 - the context may be stopping
                 return
-            now = time.monotonic()
             if self.tty:
                 print("\r" + self.line(), end="", file=self.out, flush=True)
-            elif now - self._last_print >= 10:
-                self._last_print = now
+            else:                           # each poll is Py4J calls into the JVM: only when a line is due
                 print(self.line(), file=self.out, flush=True)
+                wait = self.period

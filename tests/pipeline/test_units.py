@@ -177,6 +177,69 @@ def test_ops_without_index_blank_lines_and_odd_shapes(tmp_path):
     assert (smax, pmax) == (2_000_000, 3_000_000)        # the float time is not an integer time: skipped
 
 
+@pytest.mark.parametrize("text", ['{"a":"é"}\n{"b":1}\n', '{"a":1}\r\n{"b":"x\\ny"}\r\n', '{"a":1}\n{"b":2}',
+                                  '{"a":1}\n\n  \n{"b":2}\n', '{"a":1}\n\r\n{"b":2}', "", "\n\n"])
+def test_op_lines_column_is_each_line_as_written(text):
+    """The `op` column: every non-blank line as written (a trailing \\r kept, no newline), with or
+    without a newline at the end, whichever way the column is built (one buffer, or line by line
+    when blank lines are among them)."""
+    from pipeline.executors import lines_column
+    data = text.encode()
+    want = [ln.decode() for ln in data.split(b"\n") if ln.strip()]
+    col = lines_column(data, len(want))
+    col.validate(full=True)
+    assert col.type == "string" and col.to_pylist() == want
+
+
+def test_gzipped_history_gives_the_same_parquet_and_result(tmp_path):
+    import gzip
+
+    pq = pytest.importorskip("pyarrow.parquet")
+    from pipeline.executors import analyze_run
+    p = tmp_path / "plain" / "history.jsonl"
+    p.parent.mkdir()
+    synth.generate(str(p), n_ops=300, seed=5, inject={"lost": 1}, nemesis=["kill"])
+    z = tmp_path / "z" / "history.jsonl.gz"
+    z.parent.mkdir()
+    z.write_bytes(gzip.compress(p.read_bytes()))
+    a = analyze_run(_meta("a", str(p)), str(tmp_path / "ops"))
+    b = analyze_run(_meta("b", str(z)), str(tmp_path / "ops"))
+    ta = pq.read_table(tmp_path / "ops" / "run=a" / "part-00000.parquet")
+    tb = pq.read_table(tmp_path / "ops" / "run=b" / "part-00000.parquet")
+    assert ta.equals(tb) and ta.num_rows == 300 and a["problem"] is None
+    drop = ("run", "history", "dir", "result")
+    assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
+
+
+def test_workers_of_an_owned_session_convert_without_importing_pandas(tmp_path):
+    """In a fresh process (as a Spark worker is), after arrow_without_pandas the executors' whole
+    function runs without pandas being imported, gives the Parquet it gives otherwise, and
+    `import pandas` still works for anyone who wants it; once pandas is in, nothing is done."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("pandas")
+    p = tmp_path / "h.jsonl"
+    synth.generate(str(p), n_ops=200, seed=2, inject={"duplicate": 1}, nemesis=["kill"])
+    code = (
+        "import sys, json\n"
+        "from pipeline.executors import analyze_run, arrow_without_pandas\n"
+        "import pyarrow.parquet as pq\n"
+        "assert arrow_without_pandas() is True\n"
+        f"row = analyze_run({{'run': 'r', 'history': {str(p)!r}}}, {str(tmp_path / 'a')!r})\n"
+        "assert row['problem'] is None and row['anomaly_counts'] == [('duplicate', 1)], row\n"
+        f"t = pq.read_table({str(tmp_path / 'a' / 'run=r' / 'part-00000.parquet')!r})\n"
+        "assert 'pandas' not in sys.modules\n"
+        "import pandas\n"
+        "assert arrow_without_pandas() is False\n"
+        f"row2 = analyze_run({{'run': 'r', 'history': {str(p)!r}}}, {str(tmp_path / 'b')!r})\n"
+        f"assert t.equals(pq.read_table({str(tmp_path / 'b' / 'run=r' / 'part-00000.parquet')!r}))\n"
+        "print(t.num_rows)\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0 and r.stdout.split() == ["200"], r.stderr
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_columnar_latencies_equal_the_plain_loop(seed):
     """Random histories (processes that share a printed name, repeated invokes, completions
@@ -194,7 +257,7 @@ def test_columnar_latencies_equal_the_plain_loop(seed):
         d = {"index": i, "time": t, "process": p, "type": rng.choice(["invoke", "invoke", "ok", "info", "fail"]),
              "f": rng.choice(["send", "poll", "txn", "assign"])}
         ops.append(d)
-    _table, got = ops_table(ops, [json.dumps(d).encode() for d in ops])
+    _table, got = ops_table(ops, "".join(json.dumps(d) + "\n" for d in ops).encode())
     assert got == latencies(ops)
     assert all(bucket(e) == b + 1 and bucket(e - 1) == b for b, e in enumerate(EDGES))
 
@@ -307,6 +370,27 @@ def test_progress_counts_runs_finer_than_tasks():
     plain = Progress(type("S", (), {"sparkContext": sc})(), "aggregate", io.StringIO())
     plain._poll()
     assert "1/4 tasks" in plain.line() and "runs" not in plain.line()
+
+
+def test_progress_off_a_terminal_asks_spark_only_when_a_line_is_due():
+    """Off a terminal a line is printed soon after the start and then once per period: the
+    tracker (Py4J calls into the JVM) is asked only for those lines, not every interval."""
+    import io
+    import time
+
+    from pipeline.session import Progress
+    asked = []
+    sc = type("SC", (), {"statusTracker": lambda self: asked.append(1) or _Tracker(1, 4),
+                         "setJobDescription": lambda self, d: None})()
+    out = io.StringIO()
+    with Progress(type("S", (), {"sparkContext": sc})(), "check", out, interval=0.01, period=3600):
+        deadline = time.monotonic() + 10
+        while not asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.3)                                   # 30 intervals: no further poll is due
+    assert len(asked) == 1
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and "1/4 tasks" in lines[0] and lines[1].startswith("[check] done in")
 
 
 def test_class_archive_is_used_only_once_its_writer_has_finished(tmp_path, monkeypatch):

@@ -47,6 +47,9 @@ E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 HW_CHECKPOINT = "high-watermark-checkpoint"
 HW_CHECKPOINT_INTERVAL_S = 1.0      # the ReplicaManager writes the checkpoints this often
+# what moved, for `Partition.on_change`: a follower's fetch waits for the log end, a consumer's for the
+# high watermark (and so the LSO), both for a change of role
+LOG_MOVED, HW_MOVED, ROLE_MOVED = 1, 2, 3
 
 
 def read_hw_checkpoint(path: str) -> int:
@@ -130,7 +133,8 @@ class Partition:
         self.high_watermark = hw
         self.isr_change_in_flight = False
         self.leader_epoch_start = 0
-        self.on_change = None   # set by the ReplicaManager: wakes long-polling fetches
+        self.on_change = None   # (partition, what) -> None, set by the ReplicaManager: wakes long polls
+                                # (what: LOG_MOVED, HW_MOVED or ROLE_MOVED)
 
     @property
     def is_leader(self) -> bool:
@@ -155,6 +159,7 @@ class Partition:
             self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
             self._maybe_increment_hw()
             self.changed.notify_all()
+            self._notify(ROLE_MOVED)
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int], isr: list[int],
                       partition_epoch: int) -> None:
@@ -166,6 +171,7 @@ class Partition:
             self.isr = list(isr)
             self.followers = {}
             self.changed.notify_all()
+            self._notify(ROLE_MOVED)
 
     def update_isr(self, isr: list[int], partition_epoch: int) -> None:
         with self.lock:
@@ -307,9 +313,11 @@ class Partition:
                 self.unstable_completed = [(f, m) for f, m in self.unstable_completed if m >= self.high_watermark]
         if self.producer_state.batches_since_snapshot >= self.config.snapshot_interval_batches:
             self.producer_state.snapshot()
-        self.changed.notify_all()
+        self._notify(LOG_MOVED)     # (acks=all waiters wait for the high watermark: not woken here)
+
+    def _notify(self, what: int) -> None:
         if self.on_change is not None:
-            self.on_change()
+            self.on_change(self, what)
 
     def wait_for_replication(self, last_offset: int, leader_epoch: int, timeout: float) -> tuple[int, str]:
         """For acks=all: wait until the high watermark passes last_offset."""
@@ -335,8 +343,7 @@ class Partition:
         if hw > self.high_watermark:
             self.high_watermark = hw
             self.changed.notify_all()
-            if self.on_change is not None:
-                self.on_change()
+            self._notify(HW_MOVED)
 
     # -- follower fetches, seen by the leader -------------------------------------------------------
     def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:

@@ -8,7 +8,9 @@ affects another partition or the broker. A fetch names a follower only if
 that broker is a replica of the partition, and moves the follower's position
 (and so the high watermark) only when the read succeeded (an offset beyond
 the log end is OFFSET_OUT_OF_RANGE and changes nothing). A long poll waits at
-most MAX_FETCH_WAIT_MS, ends at once when its caller goes away, and at most
+most MAX_FETCH_WAIT_MS, ends at once when its caller goes away, is woken only
+by its own partitions (a follower's when a log end moves, a consumer's when a
+high watermark moves, both on a change of role), and at most
 MAX_PARKED_CLIENT_FETCHES client fetches wait at a time (the others are
 answered at once, empty), so long polls never take every server thread; an
 acks=all produce waits at most MAX_PRODUCE_WAIT_MS for its replicas.
@@ -23,7 +25,7 @@ import time
 
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LogConfig, Partition
+from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LOG_MOVED, ROLE_MOVED, LogConfig, Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
 
 E = common_pb2.ErrorCode
@@ -34,6 +36,18 @@ MAX_FETCH_WAIT_MS = 30000
 MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 128 threads; replicas' fetches are not counted
 MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
 INT16_MAX = 32767
+
+
+class _ParkedFetch:
+    """One long poll waiting for its partitions: a replica's (woken when a log end moves) or a
+    consumer's (woken when a high watermark moves)."""
+    __slots__ = ("replica", "keys", "cancelled", "event")
+
+    def __init__(self, replica: bool, keys: set[tuple[str, int]], cancelled: threading.Event | None):
+        self.replica = replica
+        self.keys = keys
+        self.cancelled = cancelled
+        self.event = threading.Event()
 
 
 class ReplicaManager:
@@ -51,9 +65,10 @@ class ReplicaManager:
         self.lock = threading.Lock()
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
-        self.data_cond = threading.Condition()   # any partition's log end or high watermark moved
-        self.data_generation = 0
         self.on_marker = None   # (partition, producer id, committed) -> None: the group coordinator's hook
+        self._parked_lock = threading.Lock()
+        self._parked: dict[tuple[str, int], set[_ParkedFetch]] = {}   # partition -> long polls waiting on it
+        self._all_parked: set[_ParkedFetch] = set()
         self.parked_client_fetches = 0
         self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
         self._isr_thread.start()                 # last: the loop reads the attributes above
@@ -92,7 +107,7 @@ class ReplicaManager:
                 if p is None:
                     p = Partition(s.topic, s.partition, self.data_dir, self.broker_id,
                                   self._config_for(s.topic), self.producer_id_known)
-                    p.on_change = self._data_arrived
+                    p.on_change = self._partition_changed
                     p.verify_txn = self.verify_txn
                     self.partitions[key] = p
             if s.leader_epoch < p.leader_epoch:
@@ -190,41 +205,71 @@ class ReplicaManager:
         return resp
 
     # -- fetch ---------------------------------------------------------------------------------
-    def _data_arrived(self) -> None:
-        with self.data_cond:
-            self.data_generation += 1
-            self.data_cond.notify_all()
+    def _partition_changed(self, p: Partition, what: int) -> None:
+        """Wake the long polls that wait on this partition for what moved: a follower's fetch reads up to
+        the log end, a consumer's up to the high watermark (the LSO only moves with it)."""
+        with self._parked_lock:
+            parked = self._parked.get((p.topic, p.partition))
+            if not parked:
+                return
+            for w in parked:
+                if what == ROLE_MOVED or w.replica == (what == LOG_MOVED):
+                    w.event.set()
 
     def wake_fetches(self) -> None:
-        """Wake every parked long poll (one of them was cancelled: it returns, the others wait on)."""
-        with self.data_cond:
-            self.data_cond.notify_all()
+        """Wake the parked long polls whose caller went away (their `cancelled` is set): they return."""
+        with self._parked_lock:
+            for w in self._all_parked:
+                if w.cancelled is not None and w.cancelled.is_set():
+                    w.event.set()
+
+    def _park(self, req: broker_pb2.FetchRequest, cancelled: threading.Event | None) -> "_ParkedFetch | None":
+        """Register a long poll on its partitions before it reads, so no change after the read is missed;
+        None when MAX_PARKED_CLIENT_FETCHES client polls already wait."""
+        w = _ParkedFetch(req.replica_id >= 0, {(fp.topic, fp.partition) for fp in req.partitions}, cancelled)
+        with self._parked_lock:
+            if not w.replica:
+                if self.parked_client_fetches >= MAX_PARKED_CLIENT_FETCHES:
+                    return None
+                self.parked_client_fetches += 1
+            for key in w.keys:
+                self._parked.setdefault(key, set()).add(w)
+            self._all_parked.add(w)
+        return w
+
+    def _unpark(self, w: "_ParkedFetch") -> None:
+        with self._parked_lock:
+            if not w.replica:
+                self.parked_client_fetches -= 1
+            for key in w.keys:
+                s = self._parked.get(key)
+                if s is not None:
+                    s.discard(w)
+                    if not s:
+                        del self._parked[key]
+            self._all_parked.discard(w)
 
     def fetch(self, req: broker_pb2.FetchRequest, cancelled: threading.Event | None = None
               ) -> broker_pb2.FetchResponse:
-        """Long poll: answer at once when there is data, else when any partition gets some, max_wait ends
-        (at most MAX_FETCH_WAIT_MS), or the caller went away (`cancelled`)."""
-        deadline = time.monotonic() + min(max(0, req.max_wait_ms), MAX_FETCH_WAIT_MS) / 1000.0
-        parked = False
+        """Long poll: answer at once when there is data, else when one of its partitions gets some,
+        max_wait ends (at most MAX_FETCH_WAIT_MS), or the caller went away (`cancelled`)."""
+        wait_s = min(max(0, req.max_wait_ms), MAX_FETCH_WAIT_MS) / 1000.0
+        deadline = time.monotonic() + wait_s
+        if wait_s <= 0 or not req.partitions or (cancelled is not None and cancelled.is_set()):
+            return self._fetch_once(req)[0]
+        w = self._park(req, cancelled)
+        if w is None:                     # too many waiting: answer now, the client polls again
+            return self._fetch_once(req)[0]
         try:
             while True:
-                gen = self.data_generation
+                w.event.clear()
                 resp, got = self._fetch_once(req)
                 remaining = deadline - time.monotonic()
-                if got or remaining <= 0 or not req.partitions or (cancelled is not None and cancelled.is_set()):
+                if got or remaining <= 0 or (cancelled is not None and cancelled.is_set()):
                     return resp
-                with self.data_cond:
-                    if not parked and req.replica_id < 0:
-                        if self.parked_client_fetches >= MAX_PARKED_CLIENT_FETCHES:
-                            return resp           # too many waiting: answer now, the client polls again
-                        self.parked_client_fetches += 1
-                        parked = True
-                    if self.data_generation == gen and not (cancelled is not None and cancelled.is_set()):
-                        self.data_cond.wait(remaining)
+                w.event.wait(remaining)
         finally:
-            if parked:
-                with self.data_cond:
-                    self.parked_client_fetches -= 1
+            self._unpark(w)
 
     def _fetch_once(self, req):
         resp = broker_pb2.FetchResponse()

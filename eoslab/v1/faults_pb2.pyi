@@ -19,16 +19,18 @@ class DropProduceResponses(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., skip: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class ReplayEndTxn(_message.Message):
-    __slots__ = ("transactional_id", "count", "min_delay_ms", "max_delay_ms")
+    __slots__ = ("transactional_id", "count", "min_delay_ms", "max_delay_ms", "next_transaction")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     MIN_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
     MAX_DELAY_MS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     count: int
     min_delay_ms: int
     max_delay_ms: int
-    def __init__(self, transactional_id: _Optional[str] = ..., count: _Optional[int] = ..., min_delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ...) -> None: ...
+    next_transaction: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., count: _Optional[int] = ..., min_delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., next_transaction: _Optional[bool] = ...) -> None: ...
 
 class InjectFaultRequest(_message.Message):
     __slots__ = ("drop_produce_responses", "replay_end_txn")

@@ -6,7 +6,9 @@ copies each of the next `count` EndTxn requests for its transactional.id
 (any when empty) after the coordinator has handled the original, and hands
 the unchanged copy to the coordinator again after a delay drawn in
 [min_delay_ms, max_delay_ms], exactly as if the client's first attempt had
-been held in the network while its retry went through; the copy goes the
+been held in the network while its retry went through (with
+next_transaction, held on until the id's next transaction is open, at most
+NEXT_TRANSACTION_WAIT_S more); the copy goes the
 same way as any EndTxn (every producer- and epoch-rule applies to it), its
 answer is kept in the fault's state and logged, never sent anywhere.
 `ClearFaults` removes every fault and cancels the copies not yet handled.
@@ -17,6 +19,7 @@ import itertools
 import logging
 import random
 import threading
+import time
 from dataclasses import dataclass, field
 
 from clients.errors import name as error_name
@@ -24,6 +27,7 @@ from eoslab.v1 import faults_pb2
 from services.broker.faults import FaultInjectorService
 
 log = logging.getLogger(__name__)
+NEXT_TRANSACTION_WAIT_S = 5.0
 
 
 @dataclass
@@ -33,29 +37,33 @@ class ReplayEndTxn:
     remaining: int
     min_delay_ms: int
     max_delay_ms: int
+    next_transaction: bool = False
     applied: int = 0
     answers: list[str] = field(default_factory=list)
 
     def describe(self) -> str:
         who = self.transactional_id or "any transactional.id"
-        return f"replay EndTxn of {who} after {self.min_delay_ms}-{self.max_delay_ms} ms"
+        then = ", then in its next transaction" if self.next_transaction else ""
+        return f"replay EndTxn of {who} after {self.min_delay_ms}-{self.max_delay_ms} ms{then}"
 
 
 class CoordinatorFaultRegistry:
     """The coordinator's injected faults; `after_end_txn` is called once per handled EndTxn."""
 
-    def __init__(self, handle_end_txn, seed: int | None = None):
+    def __init__(self, handle_end_txn, txn_open=lambda tid: True, seed: int | None = None):
         self._handle = handle_end_txn          # request -> EndTxnResponse: the coordinator's own path
+        self._txn_open = txn_open              # tid -> is a transaction of it open (Ongoing) now
         self._lock = threading.Lock()
         self._faults: list[ReplayEndTxn] = []
         self._timers: list[threading.Timer] = []
         self._ids = itertools.count(1)
         self._rng = random.Random(seed)
 
-    def add_replay(self, transactional_id: str, count: int, min_delay_ms: int, max_delay_ms: int) -> str:
+    def add_replay(self, transactional_id: str, count: int, min_delay_ms: int, max_delay_ms: int,
+                   next_transaction: bool = False) -> str:
         with self._lock:
             f = ReplayEndTxn(f"replay-end-txn-{next(self._ids)}", transactional_id, count, min_delay_ms,
-                             max_delay_ms)
+                             max_delay_ms, next_transaction)
             self._faults.append(f)
             return f.fault_id
 
@@ -76,6 +84,12 @@ class CoordinatorFaultRegistry:
                     return
 
     def _replay(self, fault: ReplayEndTxn, request) -> None:
+        if fault.next_transaction:
+            deadline = time.monotonic() + NEXT_TRANSACTION_WAIT_S
+            while not self._txn_open(request.transactional_id) and time.monotonic() < deadline:
+                if fault not in self._faults:
+                    return
+                time.sleep(0.002)
         with self._lock:
             if fault not in self._faults:           # cleared meanwhile
                 return
@@ -116,4 +130,5 @@ class CoordinatorFaultInjectorService(FaultInjectorService):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                           "replay_end_txn needs count > 0 and 0 <= min_delay_ms <= max_delay_ms <= 600000")
         return faults_pb2.InjectFaultResponse(
-            fault_id=self.registry.add_replay(r.transactional_id, r.count, r.min_delay_ms, r.max_delay_ms))
+            fault_id=self.registry.add_replay(r.transactional_id, r.count, r.min_delay_ms, r.max_delay_ms,
+                                              r.next_transaction))

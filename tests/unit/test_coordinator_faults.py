@@ -80,3 +80,22 @@ def test_count_and_transactional_id_limit_the_copies_and_clear_cancels_pending_o
     reg.clear()
     threading.Event().wait(0.1)
     assert reg.states().faults == [] and handled == ["t", "t"]
+
+
+def test_a_copy_for_the_next_transaction_waits_until_that_transaction_is_open():
+    c, tsm, markers = coordinator()
+    reg = CoordinatorFaultRegistry(
+        c.end_txn, lambda tid: any(d.state == "Ongoing" and d.partitions for d in c.describe({tid})), seed=1)
+    reg.add_replay("t", count=1, min_delay_ms=0, max_delay_ms=0, next_transaction=True)
+    r = init(c)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert c.add_partitions("t", pid, epoch, {("a", 0)}) == E.NONE
+    req = txn_pb2.EndTxnRequest(transactional_id="t", producer_id=pid, producer_epoch=epoch, committed=True)
+    assert c.end_txn(req).error == E.NONE
+    reg.after_end_txn(req)
+    wait_complete(c, tsm)
+    threading.Event().wait(0.2)
+    assert reg.states().faults[0].applied == 0          # no transaction open: the copy is still held
+    assert c.add_partitions("t", pid, epoch, {("a", 1)}) == E.NONE
+    assert list(wait_applied(reg, 1).answers) == ["NONE"]
+    assert wait_complete(c, tsm).state == S.COMPLETE_COMMIT   # the copy ended transaction 2

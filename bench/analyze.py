@@ -175,7 +175,7 @@ def _kind(pid: int) -> str | None:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
-    if "pyspark.daemon" in cmd:
+    if "pyspark.daemon" in cmd or "pipeline.spark_daemon" in cmd:
         return "python workers"
     if "java" in cmd.split(" ")[0]:
         return "JVM"
@@ -241,7 +241,7 @@ def analyze(store: str, out: str, master: str, driver_memory: str, profile: str 
         meter.close()
     if r.returncode != 0:
         raise SystemExit(f"bench: {' '.join(cmd)} exited {r.returncode}")
-    summary = json.loads(r.stdout)
+    summary = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])   # py-spy talks too
     return {"master": master, "wall_s": round(wall, 1), "job_s": summary["seconds"], "ops": summary["ops"],
             "ops_per_s": round(summary["ops"] / wall), "cpu_s": None if cpu is None else round(cpu, 1),
             "ops_per_cpu_s": None if not cpu else round(summary["ops"] / cpu), "runs": summary["runs"],
@@ -260,7 +260,8 @@ def top_frames(raw: str, k: int = 12) -> str:
             frames = stack.split(";")
             procs = [f for f in frames if f.startswith("process ")]
             cmd = procs[-1].partition(":")[2] if procs else ""
-            kind = ("python workers" if "pyspark.daemon" in cmd else "driver" if "eoslab" in cmd else "other")
+            kind = ("python workers" if "pyspark.daemon" in cmd or "spark_daemon" in cmd
+                    else "driver" if "eoslab" in cmd else "other")
             code = [f for f in frames if not f.startswith("process ")]
             if not code:
                 continue

@@ -1,23 +1,27 @@
-"""What Spark executors run: each run's history, read once, into its Parquet, its verdict and its row.
+"""What Spark executors run: each run's history, parsed once, into its Parquet, its verdict and its row.
 
 One task takes a list of runs (dicts of RUN_META fields) and handles them one
 by one on the filesystem the driver and executors share; the ops never travel
-through the JVM (no row conversion, no shuffle) and each history is read and
-parsed once.
+through the JVM (no row conversion, no shuffle) and each history is parsed
+once for both the Parquet and the check.
 
 Guarantees of `analyze_run(meta, ops_dir, report_path)`:
-- it reads the history with `checker.kafka.source.iter_jsonl_dicts` — the
-  reader and validation `eoslab check` uses — into op dicts, once;
+- `checker.kafka.check_kafka` reads the history as `eoslab check --model
+  kafka` reads the file (the same reader, `iter_jsonl_dicts`, through the
+  checker's HistorySource over the path, so the result is the same and its
+  messages name file and line); while it makes that first pass, each op's
+  typed fields are kept aside (a tuple per op, not the op dicts); when the
+  checker looks back at the ops of its findings, it reads the file again,
+  as `eoslab check` does;
 - it writes OPS_DIR/run=<run, escaped as Spark does>/part-00000.parquet
   (Hive layout: `spark.read.parquet(OPS_DIR)` gives the `run` column) with one
   row per op: the line position `pos`, the op's `index`, `time`, `process`,
   `type`, `f`, `error` as typed columns for queries (the `index` the reader
   gives: the line's own, or its position among the ops when it has none),
   and the op itself as JSON in `op`: the history's line as written. The
-  file appears whole or not at all (written aside, then renamed);
-- it calls `checker.kafka.check_kafka` on those op dicts — the call `eoslab
-  check --model kafka` makes on the file, so the result is the same — and
-  returns one RUNS_ARROW row: the run's metadata, the verdict, the anomaly
+  file appears whole or not at all (written aside, then renamed), after
+  the check; the `op` column comes from the file's bytes in one buffer;
+- it returns one RUNS_ARROW row: the run's metadata, the verdict, the anomaly
   and allowed counts, unseen and acknowledged records, the worst real-time
   lag the checker reports (`realtime_lag.max_ms`, when it reports one), the
   whole result as `eoslab check` prints it (`result`, with the "run" it
@@ -25,12 +29,13 @@ Guarantees of `analyze_run(meta, ops_dir, report_path)`:
   histograms and maxima of pipeline.latency;
 - a history the checker's reader rejects gives the row with the reader's
   one-line message in `problem` and no Parquet file; a checker failure gives
-  the row with `problem` set instead of raising;
+  the row with `problem` "the checker failed: ..." instead of raising;
 - with `report_path`, REPORTS_DIR/<run>/report.html (checker.report, as
   `eoslab check --out`).
 Python's cyclic garbage collector is paused while one run is handled (the op
 dicts are many and acyclic; scanning them cost more than parsing) and runs
-again between runs.
+again between runs. `ops_table(ops, data)` gives the same table and
+latencies from a list of op dicts and the file's bytes.
 
 `task_fn(ops_dir, stage_dir, reports_dir, need_report, no_pandas)` is the
 function a task runs on its runs: it writes their rows to
@@ -84,7 +89,6 @@ RUNS_ARROW = pa.schema([("run", pa.string()), ("workload", pa.string()), ("fault
 _ESCAPE = frozenset([chr(c) for c in range(0x20)] + list("\"#%'*/:=?\\\x7f{[]^"))
 _NONE = type(None)
 _FIELDS = itemgetter("index", "process", "type", "f", "time")
-_FIELDS4 = itemgetter("index", "process", "type", "f")
 
 
 def partition_dir(run: str) -> str:
@@ -93,14 +97,11 @@ def partition_dir(run: str) -> str:
 
 
 # ---------------------------------------------------------------- one read of a history
-def read_history(path: str) -> tuple[list[dict], bytes]:
-    """The op dicts (the checker's reader) and the file's bytes they came from (uncompressed)."""
-    from checker.kafka.source import iter_jsonl_dicts
-
-    ops = list(iter_jsonl_dicts(path))
+def read_bytes(path: str) -> bytes:
+    """The history file's bytes (uncompressed)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as fh:
-        return ops, fh.read()
+        return fh.read()
 
 
 def lines_column(data: bytes, n: int) -> pa.Array:
@@ -129,27 +130,30 @@ def _strings(values) -> list:
     return [v if v is None or type(v) is str else _dumps(v) for v in values]
 
 
-def _columns(ops: list[dict]) -> tuple:
-    """index, process, type, f, time and error of every op, one tuple per field (C-level passes:
-    one itemgetter over each dict, then a transpose)."""
-    if not ops:
-        return (), (), (), (), (), ()
+def _row(d: dict) -> tuple:
+    """index, process, type, f and time of one op (time None when it has none)."""
     try:
-        index, procs, types, fs, times = zip(*map(_FIELDS, ops))
-    except KeyError:                            # an op without time
-        index, procs, types, fs = zip(*map(_FIELDS4, ops))
-        times = tuple(d.get("time") for d in ops)
-    errors = [d.get("error") for d in ops]
-    return index, procs, types, fs, times, errors
+        return _FIELDS(d)
+    except KeyError:
+        return d["index"], d["process"], d["type"], d["f"], d.get("time")
 
 
 def ops_table(ops: list[dict], data: bytes) -> tuple[pa.Table, tuple]:
-    """The run's Parquet table (OPS_ARROW) and its latencies (pipeline.latency), from one pass."""
+    """columns_table for a list of op dicts (as the checker's reader gives them)."""
+    rows = list(map(_row, ops))
+    errors = {i: d["error"] for i, d in enumerate(ops) if "error" in d}
+    return columns_table(rows, errors, data)
+
+
+def columns_table(rows: list[tuple], errors: dict[int, object], data: bytes) -> tuple[pa.Table, tuple]:
+    """The run's Parquet table (OPS_ARROW) and its latencies (pipeline.latency), from the ops'
+    field tuples (`_row`), their `error` values by position (ops without one: None) and the
+    history's bytes (the `op` column)."""
     import numpy as np
     import pyarrow.compute as pc
 
-    n = len(ops)
-    index, procs, types, fs, times, errors = _columns(ops)
+    n = len(rows)
+    index, procs, types, fs, times = zip(*rows) if rows else ((), (), (), (), ())
     try:
         index_col = pa.array(np.array(index, dtype=np.int64))
     except OverflowError:                       # an index beyond int64: Arrow says which
@@ -178,7 +182,13 @@ def ops_table(ops: list[dict], data: bytes) -> tuple[pa.Table, tuple]:
                             pa.string())
     f_str = set(map(type, fs)) <= {str}
     f_col = pa.array(fs if f_str else _strings(fs), pa.string())
-    err_col = pa.array(errors if set(map(type, errors)) <= {str, _NONE} else _strings(errors), pa.string())
+    if errors:
+        err = [None] * n
+        for i, e in errors.items():
+            err[i] = e if e is None or type(e) is str else _dumps(e)
+        err_col = pa.array(err, pa.string())
+    else:
+        err_col = pa.nulls(n, pa.string())
     type_col = pa.array(types, pa.string())
     table = pa.Table.from_arrays([pa.array(np.arange(n, dtype=np.int64)), index_col, time_col,
                                   proc_col, type_col, f_col, err_col, lines_column(data, n)], schema=OPS_ARROW)
@@ -192,7 +202,7 @@ def ops_table(ops: list[dict], data: bytes) -> tuple[pa.Table, tuple]:
         lat = latencies_columns(codes, tarr, pc.equal(type_col, "invoke").to_numpy(zero_copy_only=False),
                                 kind, keep)
     else:                                       # odd shapes: the plain loop
-        lat = latencies(ops)
+        lat = latencies([{"process": p, "type": ty, "f": f, "time": t} for _, p, ty, f, t in rows])
     return table, lat
 
 
@@ -208,20 +218,50 @@ def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
 
 
 # ---------------------------------------------------------------- the run's verdict and row
-def _source(ops: list[dict]):
-    """The checker's HistorySource over ops its own reader gave: each already has its integer
-    `index`, so the per-op normalisation a list of arbitrary ops goes through (which would return
-    every one of them unchanged) is skipped; 11% of the check's CPU on the benchmark's runs."""
+def _source(path: str):
+    """The history at `path` as `eoslab check --model kafka` reads it (the checker's JSONL reader,
+    through the checker's own HistorySource, so its messages name file and line), whose first pass
+    also keeps, per op, the fields of the Parquet columns (`rows`: `_row`; `errors`: position ->
+    `error`) while the checker reads it: each op dict is touched once, while it is in the cache,
+    and freed as the checker goes, as in `eoslab check`. A later pass (the checker's look back at
+    the ops of its findings) reads the file again, as `eoslab check` does. A reader error of the
+    first pass is kept in `read_error`."""
+    from checker.history import HistoryError
     from checker.kafka import HistorySource
+    from checker.kafka.source import iter_jsonl_dicts
 
-    class ReadOps(HistorySource):
+    class Tapped(HistorySource):
+        rows: list | None = None
+        errors: dict
+        read_error: BaseException | None = None
+
         def dicts(self):
-            return iter(self.ops)
+            if self.rows is not None:
+                return iter_jsonl_dicts(self.path)
+            self.rows, self.errors = [], {}
+            return self._first()
 
-    return ReadOps(ops=ops)
+        def _first(self):
+            add, errors, fields = self.rows.append, self.errors, _FIELDS
+            i = 0
+            try:
+                for d in iter_jsonl_dicts(self.path):
+                    try:
+                        add(fields(d))
+                    except KeyError:
+                        add(_row(d))
+                    if "error" in d:
+                        errors[i] = d["error"]
+                    i += 1
+                    yield d
+            except HistoryError as e:
+                self.read_error = e
+                raise
+
+    return Tapped(path=path, fmt="jsonl")
 
 
-def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
+def _checked(meta: dict, src, report_path: str | None) -> dict:
     from checker.kafka import check_kafka
     from checker.result import run_of, to_json
 
@@ -229,7 +269,7 @@ def _checked(meta: dict, ops: list[dict], report_path: str | None) -> dict:
     if report_path:
         from checker.report_series import SeriesCollector
         series = SeriesCollector()
-    result = check_kafka(_source(ops), series=series)
+    result = check_kafka(src, series=series)
     stats = result["stats"]
     run = run_of(meta["history"])
     if run:                                     # as `eoslab check` adds it from run.json
@@ -262,21 +302,30 @@ def analyze_run(meta: dict, ops_dir: str, report_path: str | None = None) -> dic
     enabled = gc.isenabled()
     gc.disable()
     try:
+        src = _source(meta["history"])
         try:
-            ops, data = read_history(meta["history"])
-        except HistoryError as e:
-            row["problem"] = " ".join(str(e).split())
-            return row
-        try:
-            table, (send, poll, smax, pmax) = ops_table(ops, data)
-            del data
+            checked = _checked(meta, src, report_path)
+            if src.rows is None or len(src.rows) != checked["ops"]:     # the checker read no whole pass
+                from checker.kafka.source import iter_jsonl_dicts
+                src.rows, src.errors = [], {}
+                for i, d in enumerate(iter_jsonl_dicts(meta["history"])):
+                    src.rows.append(_row(d))
+                    if "error" in d:
+                        src.errors[i] = d["error"]
+            table, (send, poll, smax, pmax) = columns_table(src.rows, src.errors, read_bytes(meta["history"]))
+            src.rows = None
             write_ops(table, ops_dir, meta["run"])
             del table
-            row.update(_checked(meta, ops, report_path))
+            row.update(checked)
             row.update(lat_send=send, lat_poll=poll, lat_send_max=smax, lat_poll_max=pmax)
-        except Exception as e:  # noqa: BLE001 - reported by the driver as one line
-            row = _empty_row(meta)
-            row["problem"] = f"the checker failed: {type(e).__name__}: {' '.join(str(e).split())}"
+        except HistoryError as e:
+            if e is not src.read_error:
+                raise
+            row["problem"] = " ".join(str(e).split())
+        return row
+    except Exception as e:  # noqa: BLE001 - reported by the driver as one line
+        row = _empty_row(meta)
+        row["problem"] = f"the checker failed: {type(e).__name__}: {' '.join(str(e).split())}"
         return row
     finally:
         if enabled:

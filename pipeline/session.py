@@ -17,7 +17,10 @@ to the terminal. The driver's and executors' JVMs run with JVM_OPTIONS
 driver also maps Spark's classes from a class-data-sharing archive
 (pipeline.jvm_cds) when one exists; `write_class_archive=True` makes the
 JVM write one when there is none, and then the caller must end the session
-with `stop`. `Progress` prints, while a phase runs, one
+with `stop`. A local session's Python workers start from
+pipeline.spark_daemon (PySpark's own daemon, its modules imported from the
+installed files rather than recompiled from PySpark's zip archives); a
+standalone master's from PySpark's own. `Progress` prints, while a phase runs, one
 line per update on stderr: phase, tasks done/total over the active stages
 (and, given `units`, a finer count such as runs done, read at most every
 2 s), elapsed seconds — rewritten in place on a terminal, otherwise once soon
@@ -72,7 +75,8 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
         "spark.executor.extraJavaOptions": JVM_OPTIONS,
     }
     if local:
-        opts.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+        opts.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     "spark.python.daemon.module": "pipeline.spark_daemon"})
         if "spark.driver.extraJavaOptions" not in (conf or {}):
             from pipeline.jvm_cds import driver_options
             cds = driver_options(JVM_OPTIONS, write_class_archive)

@@ -209,3 +209,19 @@ def test_bad_history_line_in_a_fresh_process(tmp_path):
     assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
     assert re.search(rf"run r1: .*history\.jsonl: line {line}: not valid JSON", lines[0]), lines[0]
     assert out.stdout == ""
+
+
+def test_local_workers_import_pyspark_from_files_not_its_zip(spark):
+    """A local session's Python workers start from pipeline.spark_daemon: the installed PySpark's
+    modules, not the copy in its pyspark.zip (recompiled by every worker)."""
+    import pyspark
+    assert spark.conf.get("spark.python.daemon.module") == "pipeline.spark_daemon"
+
+    def where(_):
+        import sys as s
+
+        import pyspark as p
+        return p.__file__, [x for x in s.path if x.endswith("pyspark.zip")]
+
+    got = spark.sparkContext.parallelize([0], 1).map(where).collect()
+    assert got == [(pyspark.__file__, [])]

@@ -162,15 +162,17 @@ def test_ops_without_index_blank_lines_and_odd_shapes(tmp_path):
            {"process": "0", "type": "ok", "f": "poll", "value": [["poll", {"1": [[0, 5]]}]], "time": 3_000_020,
             "error": {"odd": True}},
            {"process": 1, "type": "invoke", "f": "send", "value": [["send", 1, 6]], "time": 30.0},
-           {"process": 1, "type": "info", "f": "send", "value": [["send", 1, 6]], "time": 9_000_030}]
+           {"process": 1, "type": "info", "f": "send", "value": [["send", 1, 6]], "time": 9_000_030},
+           {"process": 2, "type": "invoke", "f": "poll", "value": [["poll"]]}]
     text = "\n".join(json.dumps(d) for d in ops[:3]) + "\n\n  \n" + "\n".join(json.dumps(d) for d in ops[3:]) + "\n"
     p = tmp_path / "h.jsonl"
     p.write_text(text)
     out = analyze_run(_meta("r", str(p)), str(tmp_path / "ops"))
     rows = pq.read_table(tmp_path / "ops" / "run=r" / "part-00000.parquet").to_pylist()
-    assert [r["index"] for r in rows] == list(range(7)) and [json.loads(r["op"]) for r in rows] == ops
-    assert [r["process"] for r in rows] == ["0", "nemesis", "0", "0", "0", "1", "1"]
-    assert rows[4]["error"] == '{"odd":true}' and rows[5]["time"] == 30
+    assert [r["index"] for r in rows] == list(range(8)) and [json.loads(r["op"]) for r in rows] == ops
+    assert [r["process"] for r in rows] == ["0", "nemesis", "0", "0", "0", "1", "1", "2"]
+    assert rows[4]["error"] == '{"odd":true}' and rows[5]["time"] == 30 and rows[7]["time"] is None
+    assert [r["error"] for r in rows].count(None) == 7
     with_index = [dict(d, index=i) for i, d in enumerate(ops)]
     send, poll, smax, pmax = latencies(with_index)
     assert (out["lat_send"], out["lat_poll"], out["lat_send_max"], out["lat_poll_max"]) == (send, poll, smax, pmax)
@@ -238,6 +240,28 @@ def test_workers_of_an_owned_session_convert_without_importing_pandas(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert r.returncode == 0 and r.stdout.split() == ["200"], r.stderr
+
+
+def test_reader_and_checker_errors_are_told_apart(tmp_path):
+    """A line the checker's reader rejects is the run's problem as the reader words it (no
+    Parquet); an op the reader accepts but the checker cannot use is "the checker failed", named
+    by file and line as `eoslab check` names it."""
+    from checker.history import HistoryError
+    from checker.kafka import check_kafka
+    from pipeline.executors import analyze_run
+    good = {"process": 0, "type": "invoke", "f": "send", "value": [["send", 1, 5]], "time": 10}
+    bad = {"process": 0, "type": "ok", "f": "send", "value": 7, "time": 20}
+    p = tmp_path / "h.jsonl"
+    p.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(HistoryError) as e:
+        check_kafka(str(p))
+    out = analyze_run(_meta("r", str(p)), str(tmp_path / "ops"))
+    assert out["problem"] == f"the checker failed: HistoryError: {' '.join(str(e.value).split())}"
+    assert f"{p}: line 2" in out["problem"] and out["valid"] is None
+    p.write_text(json.dumps(good) + "\n" + '{"process": 0, "type": "ok"}\n')
+    out = analyze_run(_meta("r", str(p)), str(tmp_path / "ops"))
+    assert out["problem"].startswith(f"{p}: line 2") and "checker failed" not in out["problem"]
+    assert not (tmp_path / "ops").exists()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -391,6 +415,28 @@ def test_progress_off_a_terminal_asks_spark_only_when_a_line_is_due():
     assert len(asked) == 1
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and "1/4 tasks" in lines[0] and lines[1].startswith("[check] done in")
+
+
+def test_daemon_path_drops_only_archives_the_installed_pyspark_ships(tmp_path):
+    """pipeline.spark_daemon: pyspark.zip (and py4j's zip, when py4j is installed too) go when
+    they lie inside the installed pyspark package; an archive from another SPARK_HOME, other
+    entries and the order stay; with no installed pyspark the path is left as it is."""
+    from pipeline.spark_daemon import files_first
+    site = tmp_path / "site"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    home = tmp_path / "spark-3" / "python" / "lib"
+    home.mkdir(parents=True)
+    for z in (lib / "pyspark.zip", lib / "py4j-0.10.9.9-src.zip", home / "pyspark.zip"):
+        z.write_bytes(b"")
+    mine, py4j, other = str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip"), str(home / "pyspark.zip")
+    assert files_first([mine, py4j, "/nowhere", str(site)]) == [py4j, "/nowhere", str(site)]
+    (site / "py4j").mkdir()
+    (site / "py4j" / "__init__.py").write_text("")
+    assert files_first([mine, py4j, "/nowhere", str(site)]) == ["/nowhere", str(site)]
+    assert files_first([other, mine, str(site)]) == [other, str(site)]
+    assert files_first([mine, py4j, "/nowhere"]) == [mine, py4j, "/nowhere"]
 
 
 def test_class_archive_is_used_only_once_its_writer_has_finished(tmp_path, monkeypatch):

@@ -16,7 +16,12 @@ Guarantees (Kafka's TransactionCoordinator, KIP-98/360/890):
 - EndTxn is answered once PrepareCommit/PrepareAbort is durable; markers go
   out afterwards and CompleteCommit/CompleteAbort is written once every
   partition holds its marker; a coordinator that takes over a partition
-  finishes the Prepare* transactions it replays;
+  finishes the Prepare* transactions it replays; an AddPartitionsToTxn that
+  arrives while the previous transaction completes is held up to
+  `concurrent_hold_ms` for it (the same checks then run on the completed
+  state) and only then answered CONCURRENT_TRANSACTIONS, so the producer's
+  next transaction starts as soon as the last one is complete instead of
+  at its next retry;
 - a transaction open longer than its timeout is fenced and aborted; an id
   idle (Empty/Complete*) for transactional.id.expiration.ms is written as a
   tombstone and forgotten (its next init gets a new producer id);
@@ -44,7 +49,7 @@ log = logging.getLogger(__name__)
 class TransactionCoordinator:
     def __init__(self, state_manager, marker_manager, pid_manager, max_timeout_ms: int = 900000,
                  expiration_ms: int = 604800000, check_interval_ms: int = 1000, epoch_bump_per_txn: bool = False,
-                 offsets_partitions=None, init_with_producer_id: bool = True):
+                 offsets_partitions=None, init_with_producer_id: bool = True, concurrent_hold_ms: int = 100):
         self.tsm = state_manager
         self.markers = marker_manager
         self.pids = pid_manager
@@ -54,6 +59,7 @@ class TransactionCoordinator:
         self.epoch_bump_per_txn = epoch_bump_per_txn
         self.init_with_producer_id = init_with_producer_id     # KIP-360 (2.5); 0.11's requests carry no pair
         self.offsets_partitions = offsets_partitions   # () -> number of __consumer_offsets partitions
+        self.concurrent_hold = concurrent_hold_ms / 1000.0
         self.tsm.on_loaded = self._on_loaded
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._scheduler, name="txn-timeouts", daemon=True)
@@ -169,6 +175,8 @@ class TransactionCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         with md.lock:
             err = self._check_producer(md, pid, epoch)
+            if err == E.CONCURRENT_TRANSACTIONS and not verify_only:
+                err = self._hold_while_completing(md, pid, epoch)
             if err != E.NONE:
                 return err
             if verify_only:
@@ -180,6 +188,21 @@ class TransactionCoordinator:
             except IllegalTransition:
                 return E.INVALID_TXN_STATE
         return self._write(op, md, transit)
+
+    def _hold_while_completing(self, md: TransactionMetadata, pid: int, epoch: int) -> int:
+        """Under md.lock: wait up to `concurrent_hold` while the previous transaction's markers and
+        Complete* record are written, then check the producer again (CONCURRENT_TRANSACTIONS if it is
+        still completing). Only a completion is waited for, not an epoch fence."""
+        deadline = time.monotonic() + self.concurrent_hold
+        err = E.CONCURRENT_TRANSACTIONS
+        while err == E.CONCURRENT_TRANSACTIONS and md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) \
+                and not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            md.changed.wait(left)
+            err = self._check_producer(md, pid, epoch)
+        return err
 
     def add_offsets(self, req) -> int:
         n = self.offsets_partitions() if self.offsets_partitions else it.DEFAULT_OFFSETS_PARTITIONS

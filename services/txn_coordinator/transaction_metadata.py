@@ -108,6 +108,11 @@ class TransactionMetadata:
     next_producer_id: int = -1
     pending_state: TransactionState | None = None
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    # notified under `lock` whenever a transition completes or is given up
+    changed: threading.Condition = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)
 
     @classmethod
     def from_transit(cls, tid: str, t: TxnTransitMetadata) -> "TransactionMetadata":
@@ -220,8 +225,12 @@ class TransactionMetadata:
         self.txn_start_ms, self.txn_last_update_ms = t.txn_start_ms, t.txn_last_update_ms
         self.next_producer_id = t.next_producer_id
         self.pending_state = None
+        with self.changed:          # (the lock is re-entrant: callers usually hold it already)
+            self.changed.notify_all()
 
     def abort_transition(self) -> None:
         if self.state == S.PREPARE_EPOCH_FENCE:
             self.state = S.ONGOING
         self.pending_state = None
+        with self.changed:          # (the lock is re-entrant: callers usually hold it already)
+            self.changed.notify_all()

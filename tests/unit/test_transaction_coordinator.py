@@ -7,6 +7,7 @@ the same coordinator against real brokers is in tests/integration.
 """
 import itertools
 import threading
+import time
 
 import pytest
 
@@ -170,3 +171,31 @@ def test_kip890_producer_id_rotation_does_not_break_the_next_transaction():
     assert tsm.replay("t").producer_id == new_pid
     # the old id is gone for good
     assert c.add_partitions("t", pid, MAX_PRODUCER_EPOCH - 1, {("a", 1)}) == E.INVALID_PRODUCER_ID_MAPPING
+
+
+def test_an_add_partitions_while_the_last_transaction_completes_waits_for_it():
+    c, tsm, markers = coordinator(concurrent_hold_ms=2000)
+    r = init(c)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert c.add_partitions("t", pid, epoch, {("a", 0)}) == E.NONE
+    markers.gate.clear()                                     # the markers are on their way
+    assert end(c, pid, epoch).error == E.NONE
+    threading.Timer(0.2, markers.gate.set).start()
+    assert c.add_partitions("t", pid, epoch, {("a", 1)}) == E.NONE     # not CONCURRENT_TRANSACTIONS
+    md = tsm.op.cache["t"]
+    assert md.state == S.ONGOING and md.partitions == {("a", 1)}
+    assert [v["state"] for t, v in tsm.records][-2:] == ["CompleteCommit", "Ongoing"]
+
+
+def test_the_hold_is_bounded_and_then_concurrent_transactions():
+    c, tsm, markers = coordinator(concurrent_hold_ms=100)
+    r = init(c)
+    pid, epoch = r.producer_id, r.producer_epoch
+    assert c.add_partitions("t", pid, epoch, {("a", 0)}) == E.NONE
+    markers.gate.clear()
+    assert end(c, pid, epoch).error == E.NONE
+    t0 = time.monotonic()
+    assert c.add_partitions("t", pid, epoch, {("a", 1)}) == E.CONCURRENT_TRANSACTIONS
+    assert 0.09 < time.monotonic() - t0 < 2.0
+    markers.gate.set()
+    wait_complete(c, tsm)

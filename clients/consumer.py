@@ -13,6 +13,7 @@ beginning.
 """
 from __future__ import annotations
 
+import queue
 import time
 from dataclasses import dataclass
 
@@ -143,7 +144,9 @@ class KafkaConsumer:
             self.positions[tp] = off
 
     def poll(self, timeout_ms: int = 500) -> list[ConsumerRecord]:
-        """One fetch round to every leader; returns the records in offset order per partition."""
+        """One fetch round: a fetch to every leader at once (as Kafka's fetcher, one request per node);
+        returns once one of them answered with records (the fetches still waiting are cancelled, they
+        read nothing) or all have answered. Records come in offset order per partition."""
         self._ensure_group()
         unset = [tp for tp, off in self.positions.items() if off < 0]
         if unset:
@@ -157,52 +160,81 @@ class KafkaConsumer:
             by_leader.setdefault(addr, []).append(broker_pb2.FetchPartition(
                 topic=tp[0], partition=tp[1], fetch_offset=off, current_leader_epoch=epoch,
                 partition_max_bytes=self.fetch_max_bytes))
+        requests = {addr: broker_pb2.FetchRequest(
+            replica_id=-1, max_wait_ms=min(self.max_wait_ms, timeout_ms), max_bytes=self.fetch_max_bytes,
+            isolation_level=self.isolation, partitions=parts) for addr, parts in by_leader.items()}
         out: list[ConsumerRecord] = []
-        for addr, parts in by_leader.items():
+        if len(requests) == 1:
+            (addr, req), = requests.items()
             try:
-                resp = self.metadata.stub(addr).Fetch(broker_pb2.FetchRequest(
-                    replica_id=-1, max_wait_ms=min(self.max_wait_ms, timeout_ms), max_bytes=self.fetch_max_bytes,
-                    isolation_level=self.isolation, partitions=parts), timeout=timeout_ms / 1000 + 5)
+                resp = self.metadata.stub(addr).Fetch(req, timeout=timeout_ms / 1000 + 5)
             except grpc.RpcError:
                 self.metadata.refresh()
-                continue
-            for pr in resp.partitions:
-                tp = (pr.topic, pr.partition)
-                if pr.error in NEEDS_METADATA or pr.error == E.LEADER_NOT_AVAILABLE:
-                    self.metadata.refresh([pr.topic])
+                return out
+            self._take(resp, out)
+            return out
+        answered: queue.SimpleQueue = queue.SimpleQueue()
+        calls = []
+        for addr, req in requests.items():
+            call = self.metadata.stub(addr).Fetch.future(req, timeout=timeout_ms / 1000 + 5)
+            call.add_done_callback(answered.put)
+            calls.append(call)
+        try:
+            for _ in calls:
+                call = answered.get()
+                try:
+                    resp = call.result()
+                except grpc.FutureCancelledError:
                     continue
-                if pr.error == E.OFFSET_OUT_OF_RANGE:
-                    self.seek_to_beginning([tp])
+                except grpc.RpcError:
+                    self.metadata.refresh()
                     continue
-                if pr.error != E.NONE:
-                    raise KafkaError(pr.error, f"fetch {pr.topic}-{pr.partition}")
-                if tp not in self.positions:
-                    continue
-                pos = self.positions[tp]
-                aborted = sorted((a.first_offset, a.producer_id) for a in pr.aborted_transactions)
-                aborted_pids: set[int] = set()
-                for b in pr.batches:
-                    last = b.base_offset + b.record_count - 1
-                    while aborted and aborted[0][0] <= last:
-                        aborted_pids.add(aborted.pop(0)[1])
-                    if b.attributes & rb.CONTROL_FLAG:
-                        if b.producer_id in aborted_pids and _is_abort_marker(b):
-                            aborted_pids.discard(b.producer_id)
-                        pos = max(pos, b.base_offset + b.record_count)
-                        continue
-                    if b.attributes & rb.TRANSACTIONAL_FLAG and b.producer_id in aborted_pids:
-                        pos = max(pos, last + 1)   # a record of an aborted transaction
-                        continue
-                    for i, (k, v, ts) in enumerate(rb.iter_records(b.records)):
-                        off = b.base_offset + i
-                        if off < pos:
-                            continue
-                        seq = b.base_sequence + i if b.base_sequence >= 0 else -1
-                        out.append(ConsumerRecord(pr.topic, pr.partition, off, k, v, ts,
-                                                  b.producer_id, b.producer_epoch, seq))
-                        pos = off + 1
-                self.positions[tp] = pos
+                self._take(resp, out)
+                if out:
+                    break
+        finally:
+            for call in calls:
+                call.cancel()           # (a no-op for the ones that answered)
         return out
+
+    def _take(self, resp: broker_pb2.FetchResponse, out: list[ConsumerRecord]) -> None:
+        """The records of one fetch answer into `out`, moving the positions past them."""
+        for pr in resp.partitions:
+            tp = (pr.topic, pr.partition)
+            if pr.error in NEEDS_METADATA or pr.error == E.LEADER_NOT_AVAILABLE:
+                self.metadata.refresh([pr.topic])
+                continue
+            if pr.error == E.OFFSET_OUT_OF_RANGE:
+                self.seek_to_beginning([tp])
+                continue
+            if pr.error != E.NONE:
+                raise KafkaError(pr.error, f"fetch {pr.topic}-{pr.partition}")
+            if tp not in self.positions:
+                continue
+            pos = self.positions[tp]
+            aborted = sorted((a.first_offset, a.producer_id) for a in pr.aborted_transactions)
+            aborted_pids: set[int] = set()
+            for b in pr.batches:
+                last = b.base_offset + b.record_count - 1
+                while aborted and aborted[0][0] <= last:
+                    aborted_pids.add(aborted.pop(0)[1])
+                if b.attributes & rb.CONTROL_FLAG:
+                    if b.producer_id in aborted_pids and _is_abort_marker(b):
+                        aborted_pids.discard(b.producer_id)
+                    pos = max(pos, b.base_offset + b.record_count)
+                    continue
+                if b.attributes & rb.TRANSACTIONAL_FLAG and b.producer_id in aborted_pids:
+                    pos = max(pos, last + 1)   # a record of an aborted transaction
+                    continue
+                for i, (k, v, ts) in enumerate(rb.iter_records(b.records)):
+                    off = b.base_offset + i
+                    if off < pos:
+                        continue
+                    seq = b.base_sequence + i if b.base_sequence >= 0 else -1
+                    out.append(ConsumerRecord(pr.topic, pr.partition, off, k, v, ts,
+                                              b.producer_id, b.producer_epoch, seq))
+                    pos = off + 1
+            self.positions[tp] = pos
 
     def read_all(self, tps: list[tuple[str, int]], timeout: float = 30.0) -> list[ConsumerRecord]:
         """Every record from the beginning up to the end offsets as of the call."""

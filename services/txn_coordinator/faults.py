@@ -7,8 +7,8 @@ copies each of the next `count` EndTxn requests for its transactional.id
 the unchanged copy to the coordinator again after a delay drawn in
 [min_delay_ms, max_delay_ms], exactly as if the client's first attempt had
 been held in the network while its retry went through (with
-next_transaction, held on until the id's next transaction is open, at most
-NEXT_TRANSACTION_WAIT_S more); the copy goes the
+next_transaction the delay counts from the moment the id's next transaction
+is open, waited for at most NEXT_TRANSACTION_WAIT_S); the copy goes the
 same way as any EndTxn (every producer- and epoch-rule applies to it), its
 answer is kept in the fault's state and logged, never sent anywhere.
 `ClearFaults` removes every fault and cancels the copies not yet handled.
@@ -43,8 +43,8 @@ class ReplayEndTxn:
 
     def describe(self) -> str:
         who = self.transactional_id or "any transactional.id"
-        then = ", then in its next transaction" if self.next_transaction else ""
-        return f"replay EndTxn of {who} after {self.min_delay_ms}-{self.max_delay_ms} ms{then}"
+        since = "the next transaction opened" if self.next_transaction else "the original"
+        return f"replay EndTxn of {who} {self.min_delay_ms}-{self.max_delay_ms} ms after {since}"
 
 
 class CoordinatorFaultRegistry:
@@ -77,19 +77,20 @@ class CoordinatorFaultRegistry:
                     copy = type(request)()
                     copy.CopyFrom(request)
                     delay = self._rng.uniform(f.min_delay_ms, f.max_delay_ms) / 1000.0
-                    t = threading.Timer(delay, self._replay, (f, copy))
+                    t = threading.Timer(0, self._replay, (f, copy, delay))
                     t.daemon = True
                     self._timers.append(t)
                     t.start()
                     return
 
-    def _replay(self, fault: ReplayEndTxn, request) -> None:
+    def _replay(self, fault: ReplayEndTxn, request, delay: float) -> None:
         if fault.next_transaction:
             deadline = time.monotonic() + NEXT_TRANSACTION_WAIT_S
             while not self._txn_open(request.transactional_id) and time.monotonic() < deadline:
                 if fault not in self._faults:
                     return
                 time.sleep(0.002)
+        time.sleep(delay)
         with self._lock:
             if fault not in self._faults:           # cleared meanwhile
                 return

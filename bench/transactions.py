@@ -79,13 +79,23 @@ def replicated_write_ms(bootstrap: str, topic: str, pids: list[int], writes: int
         p.close()
 
 
-def transactional(bootstrap: str, topic: str, records: int, per_txn: int, tid: str) -> tuple[float, float]:
+def _ready_transactional(bootstrap: str, topic: str, tid: str) -> KafkaProducer:
+    """A transactional producer that has committed one transaction (connections and coordinator known)."""
     p = KafkaProducer(bootstrap, ProducerConfig(linger_ms=5, batch_size=64 * 1024, transactional_id=tid))
     try:
         p.init_transactions()
         p.begin_transaction()
         p.send(topic, VALUE)
         p.commit_transaction()
+    except BaseException:
+        p.close()
+        raise
+    return p
+
+
+def transactional(bootstrap: str, topic: str, records: int, per_txn: int, tid: str) -> tuple[float, float]:
+    p = _ready_transactional(bootstrap, topic, tid)
+    try:
         commits = []
         t0 = time.perf_counter()
         for start in range(0, records, per_txn):
@@ -103,12 +113,8 @@ def transactional(bootstrap: str, topic: str, records: int, per_txn: int, tid: s
 def commit_interval(bootstrap: str, topic: str, records: int, interval_ms: int, tid: str) -> tuple[float, int]:
     """Send `records` as fast as possible in transactions committed every `interval_ms`: (records/s,
     transactions)."""
-    p = KafkaProducer(bootstrap, ProducerConfig(linger_ms=5, batch_size=64 * 1024, transactional_id=tid))
+    p = _ready_transactional(bootstrap, topic, tid)
     try:
-        p.init_transactions()
-        p.begin_transaction()
-        p.send(topic, VALUE)
-        p.commit_transaction()
         interval = interval_ms / 1000.0
         txns = 0
         t0 = time.perf_counter()

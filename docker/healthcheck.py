@@ -12,13 +12,22 @@ runs only once the port accepts a connection, so a service still importing
 its modules is not slowed down further by probes that cannot succeed yet. "This container's life" is keyed by the start
 time of PID 1, so a killed and restarted service is fully probed again.
 Runs with `python -S` (standard library only) on the fast path.
+
+Checks never pile up: Docker does not kill a check that outlives its
+timeout, so on a starved machine every interval would start another Python
+and the pile would starve the machine further. One check runs at a time per
+container (a non-blocking flock; a check that finds one running fails at
+once), and the full probe is killed after PROBE_TIMEOUT_S.
 """
+import fcntl
 import os
 import socket
 import subprocess
 import sys
 
 MARKER = "/tmp/.eoslab-healthy"
+LOCK = os.environ.get("EOSLAB_HEALTH_LOCK", "/tmp/.eoslab-health.lock")
+PROBE_TIMEOUT_S = 3.0
 PYTHON = "/opt/eoslab/bin/python"
 TXN_PROBE = """
 import sys, grpc
@@ -48,6 +57,12 @@ def main() -> int:
         print(f"usage: eoslab-health {'|'.join(ROLES)} HOST:PORT", file=sys.stderr)
         return 2
     role, address = sys.argv[1], sys.argv[2]
+    lock = open(LOCK, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print("eoslab-health: the previous check is still running", file=sys.stderr)
+        return 1
     if role == "tcp":
         return 0 if tcp_ok(address) else 1
     life = pid1_start()
@@ -60,7 +75,10 @@ def main() -> int:
     if not tcp_ok(address):
         return 1
     cmd = [PYTHON, "-c", TXN_PROBE, address] if role == "txn-coordinator" else [PYTHON, "-m", "services.probe", role, address]
-    if subprocess.run(cmd, stderr=subprocess.DEVNULL).returncode != 0:
+    try:
+        if subprocess.run(cmd, stderr=subprocess.DEVNULL, timeout=PROBE_TIMEOUT_S).returncode != 0:
+            return 1
+    except subprocess.TimeoutExpired:       # run() has killed the probe
         return 1
     with open(MARKER, "w") as f:
         f.write(life)

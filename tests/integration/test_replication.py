@@ -190,7 +190,8 @@ def test_min_insync_and_fenced_epochs_on_the_wire(make_cluster):
     rt = make_cluster(brokers=3, controllers=1)
     boot = rt.bootstrap_all()
     md = h.new_topic(boot, "minisr", configs={"min.insync.replicas": "3"})
-    leader = md.leader("minisr", 0)
+    address = h.leader_address(md, "minisr")           # once that broker acts as leader, not just in metadata
+    leader = (md.leader("minisr", 0)[0], address)
     pid, epoch = h.init_pid(leader[1])
     assert h.produce_raw(leader[1], "minisr", h.batch(pid, epoch, 0, 1)).error == E.NONE
     rt.kill(next(f"broker-{b}" for b in range(1, 4) if b != leader[0]))

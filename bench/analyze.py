@@ -175,10 +175,10 @@ def _kind(pid: int) -> str | None:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
+    if "java" in cmd.split(" ")[0]:         # first: its command line names the daemon module too
+        return "JVM"
     if "pyspark.daemon" in cmd or "pipeline.spark_daemon" in cmd:
         return "python workers"
-    if "java" in cmd.split(" ")[0]:
-        return "JVM"
     if "eoslab" in cmd and "analyze" in cmd:
         return "driver"
     return None if "py-spy" in cmd else "other"

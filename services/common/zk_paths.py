@@ -1,7 +1,9 @@
 """Kafka's ZooKeeper layout (ZK mode), used by the controller and the brokers.
 
 Guarantees: one place names every znode and its JSON shape, so the controller
-and brokers cannot disagree about where state lives.
+and brokers cannot disagree about where state lives; `connect` is every
+service's start on ZooKeeper, retried through ConnectionLoss and
+OperationTimeout (a starved machine) instead of a service that exits.
 """
 import json
 
@@ -18,6 +20,22 @@ TXN_COORDINATORS = "/eoslab/txn_coordinators"   # ephemeral children: {"host", "
 # {"version": 1, "partitions": {"<p>": {"coordinator": id, "epoch": coordinator epoch,
 #                                        "session": czxid of the owner's registration, "host", "port"}}}
 TXN_COORDINATOR_ASSIGNMENT = "/eoslab/txn_coordinator_assignment"
+
+
+def retrying(zk, timeout_s: float = 60.0):
+    """Calls through `zk`, retried on ConnectionLoss / OperationTimeout for up to timeout_s."""
+    from kazoo.retry import KazooRetry
+    return KazooRetry(max_tries=-1, delay=0.1, max_delay=2.0, deadline=timeout_s, sleep_func=zk.handler.sleep_func)
+
+
+def connect(zk, paths=(), timeout_s: float = 60.0) -> None:
+    """Start the session, lock the root to members (auth.lock_zk_root), make sure `paths` exist."""
+    from services.common import auth
+    zk.start(timeout=30)
+    retry = retrying(zk, timeout_s)
+    retry(auth.lock_zk_root, zk)
+    for p in paths:
+        retry(zk.ensure_path, p)
 
 
 def broker_path(broker_id: int) -> str:

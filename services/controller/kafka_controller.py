@@ -61,12 +61,9 @@ class KafkaController:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self.zk.add_listener(self._on_zk_state)
-        self.zk.start(timeout=30)
-        auth.lock_zk_root(self.zk)
-        for p in (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.CONTROLLERS,
-                  zk_paths.TXN_COORDINATORS):
-            self.zk.ensure_path(p)
-        self._register_self()
+        zk_paths.connect(self.zk, (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS,
+                                   zk_paths.CONTROLLERS, zk_paths.TXN_COORDINATORS))
+        zk_paths.retrying(self.zk)(self._register_self)
         self._thread.start()
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller_znode)
         self.zk.ChildrenWatch(zk_paths.BROKER_IDS, lambda _c: self.events.put(("broker_change",)))

@@ -250,7 +250,8 @@ class LostAck(FaultPackage):
 class DelayEndTxn(FaultPackage):
     """A copy of the workload's EndTxn held in the network and delivered late (KAFKA-17754), on the
     coordinator that owns one of its transactional ids: each of the next 3-10 EndTxn of that id is
-    handled again 5-80 ms after the producer's next transaction opened (waited for at most 5 s). Before the epoch bump per transaction (KIP-890 part 2) the copy carries the live
+    handled again 2-20 ms after the producer's next transaction opened and, where brokers verify
+    writes (3.6+), had a write verified (waited for at most 5 s). Before the epoch bump per transaction (KIP-890 part 2) the copy carries the live
     epoch and ends whatever transaction is open then; with it, the copy is fenced."""
     name = "delay-end-txn"
 
@@ -263,8 +264,8 @@ class DelayEndTxn(FaultPackage):
         if node is None:
             return None
         count = ctx.rng.randint(3, 10)
-        _inject(ctx, node, replay_end_txn=faults_pb2.ReplayEndTxn(transactional_id=tid, count=count, min_delay_ms=5,
-                                                                  max_delay_ms=80, next_transaction=True))
+        _inject(ctx, node, replay_end_txn=faults_pb2.ReplayEndTxn(transactional_id=tid, count=count, min_delay_ms=2,
+                                                                  max_delay_ms=20, next_transaction=True))
         return {"node": node, "transactional_id": tid, "count": count}
 
     def stop(self, ctx, started):

@@ -8,7 +8,9 @@ the unchanged copy to the coordinator again after a delay drawn in
 [min_delay_ms, max_delay_ms], exactly as if the client's first attempt had
 been held in the network while its retry went through (with
 next_transaction the delay counts from the moment the id's next transaction
-is open, waited for at most NEXT_TRANSACTION_WAIT_S); the copy goes the
+is open and, where brokers verify writes (KIP-890 part 1), a broker has
+verified a write of it, so the copy lands after that transaction has
+written; waited for at most NEXT_TRANSACTION_WAIT_S); the copy goes the
 same way as any EndTxn (every producer- and epoch-rule applies to it), its
 answer is kept in the fault's state and logged, never sent anywhere.
 `ClearFaults` removes every fault and cancels the copies not yet handled.
@@ -28,6 +30,7 @@ from services.broker.faults import FaultInjectorService
 
 log = logging.getLogger(__name__)
 NEXT_TRANSACTION_WAIT_S = 5.0
+UNVERIFIED_WAIT_S = 0.2      # where no broker verifies (before 3.6): how long after the open to wait
 
 
 @dataclass
@@ -58,6 +61,12 @@ class CoordinatorFaultRegistry:
         self._timers: list[threading.Timer] = []
         self._ids = itertools.count(1)
         self._rng = random.Random(seed)
+        self._verified: dict[str, int] = {}    # tid -> how many writes of it brokers have verified
+
+    def note_verified(self, transactional_id: str) -> None:
+        """A broker verified a write of this id's open transaction (verify-only AddPartitionsToTxn)."""
+        with self._lock:
+            self._verified[transactional_id] = self._verified.get(transactional_id, 0) + 1
 
     def add_replay(self, transactional_id: str, count: int, min_delay_ms: int, max_delay_ms: int,
                    next_transaction: bool = False) -> str:
@@ -77,18 +86,26 @@ class CoordinatorFaultRegistry:
                     copy = type(request)()
                     copy.CopyFrom(request)
                     delay = self._rng.uniform(f.min_delay_ms, f.max_delay_ms) / 1000.0
-                    t = threading.Timer(0, self._replay, (f, copy, delay))
+                    mark = self._verified.get(request.transactional_id, 0)
+                    t = threading.Timer(0, self._replay, (f, copy, delay, mark))
                     t.daemon = True
                     self._timers.append(t)
                     t.start()
                     return
 
-    def _replay(self, fault: ReplayEndTxn, request, delay: float) -> None:
+    def _replay(self, fault: ReplayEndTxn, request, delay: float, mark: int) -> None:
         if fault.next_transaction:
+            tid = request.transactional_id
             deadline = time.monotonic() + NEXT_TRANSACTION_WAIT_S
-            while not self._txn_open(request.transactional_id) and time.monotonic() < deadline:
+            opened = None                           # when the next transaction was first seen open
+            while time.monotonic() < deadline:
                 if fault not in self._faults:
                     return
+                if opened is None and self._txn_open(tid):
+                    opened = time.monotonic()
+                if opened is not None and (self._verified.get(tid, 0) > mark
+                                           or time.monotonic() - opened > UNVERIFIED_WAIT_S):
+                    break
                 time.sleep(0.002)
         time.sleep(delay)
         with self._lock:

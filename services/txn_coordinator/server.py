@@ -244,6 +244,8 @@ class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer)
         except Exception:  # noqa: BLE001
             log.exception("AddPartitionsToTxn failed")
             err = E.UNKNOWN_SERVER_ERROR
+        if request.verify_only and err == E.NONE and self.s.faults is not None:
+            self.s.faults.note_verified(request.transactional_id)
         return txn_pb2.AddPartitionsToTxnResponse(error=err, partitions=[
             txn_pb2.AddPartitionsToTxnPartitionResult(topic=t, partition=p, error=err) for t, p in sorted(parts)])
 

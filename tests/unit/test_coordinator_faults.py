@@ -97,5 +97,8 @@ def test_a_copy_for_the_next_transaction_waits_until_that_transaction_is_open():
     threading.Event().wait(0.2)
     assert reg.states().faults[0].applied == 0          # no transaction open: the copy is still held
     assert c.add_partitions("t", pid, epoch, {("a", 1)}) == E.NONE
+    threading.Event().wait(0.05)
+    assert reg.states().faults[0].applied == 0          # open, but nothing written (verified) yet
+    reg.note_verified("t")                              # a broker verified transaction 2's first write
     assert list(wait_applied(reg, 1).answers) == ["NONE"]
     assert wait_complete(c, tsm).state == S.COMPLETE_COMMIT   # the copy ended transaction 2

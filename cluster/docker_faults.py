@@ -6,6 +6,9 @@ and traffic to them would leave through the host's default route); every
 call carries the shared token; partition and cut drop traffic at both ends
 that have a sidecar (ZooKeeper has none: it is cut from its peers' side);
 heal removes every rule of every running sidecar and says which failed.
+Partition, cut and loss rules match addresses, not ports, so they cover a
+service's Kafka listener as they cover its gRPC port; drop_responses (the
+lost ACK at the network) names both ports on brokers and coordinators.
 Refusals become DockerRuntimeError with the sidecar's one-line message.
 """
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import itertools
 
 SIDECAR_PORT = 9191
+KAFKA_ROLES = ("broker", "txn-coordinator")     # the services with a Kafka listener beside gRPC
 
 
 class DockerRuntimeError(RuntimeError):
@@ -77,11 +81,15 @@ class SidecarFaults:
         for a, b in pairs:
             self._cut([a], [b])
 
-    def drop_responses(self, node: str, peers: list[str], probability: float = 0.0):
-        """The lost ACK at the network: node's answers from its service port to peers are dropped."""
+    def drop_responses(self, node: str, peers: list[str], probability: float = 0.0) -> list:
+        """The lost ACK at the network: node's answers from its service port to peers are dropped, and
+        on brokers and coordinators also those from their Kafka listener (port 9192). The sidecar's rules,
+        one per port."""
+        from cluster.docker_runtime import KAFKA_PORT, TOPOLOGY
         from services.sidecar.client import SidecarError
+        ports = [0] + ([KAFKA_PORT] if TOPOLOGY[node][0] in KAFKA_ROLES else [])     # 0: the sidecar's own
         try:
-            return self.sidecar(node).drop_responses(peers, probability=probability)
+            return [self.sidecar(node).drop_responses(peers, port=port, probability=probability) for port in ports]
         except SidecarError as e:
             raise DockerRuntimeError(f"drop-responses via {node}'s sidecar: {e}") from None
 

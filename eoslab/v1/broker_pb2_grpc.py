@@ -59,6 +59,11 @@ class BrokerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.FetchRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.FetchResponse.FromString,
                 _registered_method=True)
+        self.ReplicaFetch = channel.stream_stream(
+                '/eoslab.v1.Broker/ReplicaFetch',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.FetchRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.FetchResponse.FromString,
+                _registered_method=True)
         self.ListOffsets = channel.unary_unary(
                 '/eoslab.v1.Broker/ListOffsets',
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
@@ -164,6 +169,16 @@ class BrokerServicer:
 
     def Fetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReplicaFetch(self, request_iterator, context):
+        """A follower's fetch session with its leader (broker to broker only): the
+        same requests and answers as Fetch, one after another on one stream, so a
+        replicated write costs one message each way per follower instead of a
+        call. Each request may wait up to its max_wait_ms, as a Fetch does.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -283,6 +298,11 @@ def add_BrokerServicer_to_server(servicer, server):
             ),
             'Fetch': grpc.unary_unary_rpc_method_handler(
                     servicer.Fetch,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.FetchRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.FetchResponse.SerializeToString,
+            ),
+            'ReplicaFetch': grpc.stream_stream_rpc_method_handler(
+                    servicer.ReplicaFetch,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.FetchRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.FetchResponse.SerializeToString,
             ),
@@ -490,6 +510,33 @@ class Broker:
             request,
             target,
             '/eoslab.v1.Broker/Fetch',
+            eoslab_dot_v1_dot_broker__pb2.FetchRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.FetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReplicaFetch(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/eoslab.v1.Broker/ReplicaFetch',
             eoslab_dot_v1_dot_broker__pb2.FetchRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.FetchResponse.FromString,
             options,

@@ -308,6 +308,21 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         finally:
             done.set()
 
+    def ReplicaFetch(self, request_iterator, context):
+        # A follower's fetch session: each request answered in order, each long poll ended early when
+        # the follower goes away (its stream ends or breaks).
+        cancelled = threading.Event()
+
+        def gone():
+            cancelled.set()
+            self.rm.wake_fetches()
+        if context is not None and not context.add_callback(gone):
+            return
+        for request in request_iterator:
+            yield self.rm.fetch(request, cancelled)
+            if cancelled.is_set():
+                return
+
     def ListOffsets(self, request, context):
         return self.rm.list_offsets(request)
 

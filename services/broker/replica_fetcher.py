@@ -4,11 +4,16 @@ Guarantees: a partition that becomes a follower first truncates by leader
 epoch (OffsetsForLeaderEpoch, KIP-101/279) and only then fetches; fetches
 carry the follower's id and its current leader epoch, so a stale leader
 answers FENCED_LEADER_EPOCH instead of feeding old data; batches are appended
-with the leader's offsets and epochs; one thread per leader broker.
+with the leader's offsets and epochs; one thread per leader broker. Fetches
+go over one ReplicaFetch stream per leader (a fetch session: one message each
+way per fetch rather than a call); a fetch unanswered within FETCH_TIMEOUT_S
+(a leader cut off by a partition, or paused) ends the session, and the next
+fetch opens a new one, as a failed Fetch call would be retried.
 """
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 
@@ -19,6 +24,50 @@ from services.common import rpc
 
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
+FETCH_TIMEOUT_S = 10.0      # a fetch's answer, its long poll included (max_wait_ms 200), must come within this
+
+
+class FetchSession:
+    """One open ReplicaFetch stream to a leader: `fetch` sends a request and waits for its answer.
+    Answers come in request order; one request is outstanding at a time. A watchdog ends the stream
+    when an answer is overdue (a stream has no per-message deadline), and any error ends it for good:
+    the caller opens a new session."""
+
+    def __init__(self, stub, name: str):
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._call = stub.ReplicaFetch(iter(self._requests.get, None))
+        self._deadline = 0.0              # monotonic time by which the outstanding answer is due; 0: none
+        self.closed = False
+        self._wake = threading.Event()
+        threading.Thread(target=self._watch, name=f"{name}-watchdog", daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self.closed:
+            self._wake.wait(1.0)
+            d = self._deadline
+            if d and time.monotonic() > d:
+                log.info("fetch session: no answer within %.0f s; closing it", FETCH_TIMEOUT_S)
+                self.close()
+
+    def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
+        if self.closed:
+            raise RuntimeError("fetch session closed")
+        self._deadline = time.monotonic() + FETCH_TIMEOUT_S
+        self._requests.put(req)
+        try:
+            return next(self._call)
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self._deadline = 0.0
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._requests.put(None)      # ends the request stream
+            self._call.cancel()
+            self._wake.set()
 
 
 def truncation_target(part, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
@@ -44,6 +93,8 @@ class ReplicaFetcherThread(threading.Thread):
         self.lock = threading.Lock()
         self.partitions: dict[tuple[str, int], dict] = {}   # tp -> {"epoch": e, "truncate": bool}
         self.running = True
+        self.session: FetchSession | None = None
+        self._session_stub = None
 
     def add(self, partition, leader_epoch: int) -> None:
         with self.lock:
@@ -69,8 +120,10 @@ class ReplicaFetcherThread(threading.Thread):
             try:
                 self._truncate(stub, {tp: st for tp, st in parts.items() if st["truncate"]})
                 self._fetch(stub, {tp: st for tp, st in parts.items() if not st["truncate"]})
-            except grpc.RpcError as e:
-                log.debug("fetch from broker %d failed: %s", self.leader_id, e.code())
+            except (grpc.RpcError, StopIteration, RuntimeError) as e:
+                log.debug("fetch from broker %d failed: %s", self.leader_id,
+                          e.code() if isinstance(e, grpc.RpcError) else type(e).__name__)
+                self.close_session()
                 time.sleep(0.1)
             except Exception:  # noqa: BLE001 - keep fetching
                 log.exception("replica fetcher for leader %d", self.leader_id)
@@ -108,7 +161,10 @@ class ReplicaFetcherThread(threading.Thread):
         for (t, p), st in parts.items():
             req.partitions.add(topic=t, partition=p, fetch_offset=st["p"].log_end_offset,
                                current_leader_epoch=st["epoch"], partition_max_bytes=4 << 20)
-        resp = stub.Fetch(req, timeout=10)
+        if self.session is None or self.session.closed or self._session_stub is not stub:
+            self.close_session()
+            self.session, self._session_stub = FetchSession(stub, self.name), stub
+        resp = self.session.fetch(req)
         for r in resp.partitions:
             st = parts.get((r.topic, r.partition))
             if st is None:
@@ -119,6 +175,12 @@ class ReplicaFetcherThread(threading.Thread):
                 st["truncate"] = True
             else:
                 time.sleep(0.05)   # the leader moved or does not know yet: wait for LeaderAndIsr
+
+
+    def close_session(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session = None
 
 
 class ReplicaFetcherManager:
@@ -150,4 +212,5 @@ class ReplicaFetcherManager:
         with self.lock:
             for th in self.threads.values():
                 th.running = False
+                th.close_session()
         self.channels.close_all()

@@ -56,6 +56,9 @@ def test_outsiders_cannot_speak_internal_rpcs(make_cluster):
         _refused(lambda: b.Fetch(broker_pb2.FetchRequest(replica_id=2, max_wait_ms=0, partitions=[
             broker_pb2.FetchPartition(topic="m1", partition=0, fetch_offset=10 ** 12)]), timeout=5))
         _refused(lambda: b.OffsetsForLeaderEpoch(broker_pb2.OffsetsForLeaderEpochRequest(replica_id=2), timeout=5))
+        # a follower's fetch session is broker to broker only, whatever the request says
+        _refused(lambda: list(b.ReplicaFetch(iter([broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, partitions=[
+            broker_pb2.FetchPartition(topic="m1", partition=0, fetch_offset=0)])]), timeout=5)))
         internal = broker_pb2.ProduceRequest(acks=1, partitions=[broker_pb2.PartitionProduceData(
             topic="__transaction_state", partition=0, batch=h.batch(pid, epoch, 0, 1))])
         _refused(lambda: b.Produce(internal, timeout=5))

@@ -67,9 +67,7 @@ class TransactionCoordinatorServer:
         if enable_fault_injection:
             from eoslab.v1 import faults_pb2_grpc
             from services.txn_coordinator.faults import CoordinatorFaultInjectorService, CoordinatorFaultRegistry
-            self.faults = CoordinatorFaultRegistry(
-                self.coordinator.end_txn,
-                lambda tid: any(d.state == "Ongoing" and d.partitions for d in self.coordinator.describe({tid})))
+            self.faults = CoordinatorFaultRegistry(self.coordinator.end_txn, self.coordinator.transaction_open)
             faults_pb2_grpc.add_FaultInjectorServicer_to_server(CoordinatorFaultInjectorService(self.faults),
                                                                 self.server)
         self._stopping = False

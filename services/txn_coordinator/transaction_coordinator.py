@@ -348,6 +348,13 @@ class TransactionCoordinator:
                     else:
                         md.abort_transition()
 
+    def transaction_open(self, tid: str) -> bool:
+        """Whether this coordinator holds an open transaction (Ongoing, with partitions) of `tid`: one
+        read of that id's metadata, not a walk over every id it owns."""
+        err, op = self.tsm.owner_of(tid)
+        md = op.cache.get(tid) if err == E.NONE else None
+        return md is not None and md.state.value == "Ongoing" and bool(md.partitions)
+
     def describe(self, tids) -> list[txn_pb2.TransactionStateDescription]:
         out = []
         for op in self.tsm.all_owned():

@@ -102,3 +102,16 @@ def test_a_copy_for_the_next_transaction_waits_until_that_transaction_is_open():
     reg.note_verified("t")                              # a broker verified transaction 2's first write
     assert list(wait_applied(reg, 1).answers) == ["NONE"]
     assert wait_complete(c, tsm).state == S.COMPLETE_COMMIT   # the copy ended transaction 2
+
+
+def test_transaction_open_reads_one_ids_state():
+    # what the copy waits for: an Ongoing transaction of the id with partitions, on this coordinator
+    c, tsm, markers = coordinator(epoch_bump_per_txn=True)
+    assert not c.transaction_open("t")              # never initialised here
+    r = init(c)
+    assert not c.transaction_open("t")              # Empty
+    assert c.add_partitions("t", r.producer_id, r.producer_epoch, {("a", 0)}) == E.NONE
+    assert c.transaction_open("t") and not c.transaction_open("other")
+    assert end(c, r.producer_id, r.producer_epoch).error == E.NONE
+    wait_complete(c, tsm)
+    assert not c.transaction_open("t")

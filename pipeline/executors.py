@@ -49,6 +49,7 @@ from __future__ import annotations
 import gc
 import gzip
 import os
+from itertools import chain
 from operator import itemgetter
 from typing import Iterable, Iterator
 
@@ -72,7 +73,9 @@ BATCH_ROWS = 65_536
 OPS_ARROW = pa.schema([("pos", pa.int64()), ("index", pa.int64()), ("time", pa.int64()),
                        ("process", pa.string()), ("type", pa.string()), ("f", pa.string()),
                        ("error", pa.string()), ("op", pa.string())])
-_STATS = [f.name for f in OPS_ARROW if f.name != "op"]     # min/max of whole ops: no use, much work
+# min/max only of the number columns: the strings' cost a tenth of the write and say little (Spark
+# filters those dictionary-encoded columns through their dictionaries); the `op` column's none at all
+_STATS = ["pos", "index", "time"]
 _COUNTS = pa.map_(pa.string(), pa.int64())
 RUN_META = ("run", "workload", "fault", "config", "kafka_version", "seed", "settings", "dir", "report")
 RUNS_ARROW = pa.schema([("run", pa.string()), ("workload", pa.string()), ("fault", pa.string()),
@@ -140,28 +143,29 @@ def _row(d: dict) -> tuple:
 
 def ops_table(ops: list[dict], data: bytes) -> tuple[pa.Table, tuple]:
     """columns_table for a list of op dicts (as the checker's reader gives them)."""
-    rows = list(map(_row, ops))
+    flat = list(chain.from_iterable(map(_row, ops)))
     errors = {i: d["error"] for i, d in enumerate(ops) if "error" in d}
-    return columns_table(rows, errors, data)
+    return columns_table(flat, errors, data)
 
 
-def columns_table(rows: list[tuple], errors: dict[int, object], data: bytes) -> tuple[pa.Table, tuple]:
+def columns_table(flat: list, errors: dict[int, object], data: bytes) -> tuple[pa.Table, tuple]:
     """The run's Parquet table (OPS_ARROW) and its latencies (pipeline.latency), from the ops'
-    field tuples (`_row`), their `error` values by position (ops without one: None) and the
+    fields one op after the other in one list (`_row`'s five values per op: a slice of every
+    fifth gives a column), their `error` values by position (ops without one: None) and the
     history's bytes (the `op` column)."""
     import numpy as np
     import pyarrow.compute as pc
 
-    n = len(rows)
-    index, procs, types, fs, times = zip(*rows) if rows else ((), (), (), (), ())
-    try:
-        index_col = pa.array(np.array(index, dtype=np.int64))
+    n = len(flat) // 5
+    index, procs, types, fs, times = (flat[i::5] for i in range(5))
+    try:                                        # the reader made every index an int
+        index_col = pa.array(np.fromiter(index, np.int64, n))
     except OverflowError:                       # an index beyond int64: Arrow says which
         index_col = pa.array(index, pa.int64())
 
     time_types = set(map(type, times))
     if time_types <= {int}:
-        tarr = np.array(times, dtype=np.int64)
+        tarr = np.fromiter(times, np.int64, n)
         time_col = pa.array(tarr)
     elif time_types <= {int, _NONE}:
         time_col = pa.array(times, pa.int64())
@@ -180,8 +184,11 @@ def columns_table(rows: list[tuple], errors: dict[int, object], data: bytes) -> 
         codes = None
         proc_col = pa.array([p if type(p) is str else (str(p) if type(p) is int else _dumps(p)) for p in procs],
                             pa.string())
-    f_str = set(map(type, fs)) <= {str}
-    f_col = pa.array(fs if f_str else _strings(fs), pa.string())
+    try:                                        # Arrow turns down any f that is not a str (or None)
+        f_col = pa.array(fs, pa.string())
+        f_str = f_col.null_count == 0
+    except pa.ArrowTypeError:
+        f_col, f_str = pa.array(_strings(fs), pa.string()), False
     if errors:
         err = [None] * n
         for i, e in errors.items():
@@ -202,7 +209,8 @@ def columns_table(rows: list[tuple], errors: dict[int, object], data: bytes) -> 
         lat = latencies_columns(codes, tarr, pc.equal(type_col, "invoke").to_numpy(zero_copy_only=False),
                                 kind, keep)
     else:                                       # odd shapes: the plain loop
-        lat = latencies([{"process": p, "type": ty, "f": f, "time": t} for _, p, ty, f, t in rows])
+        lat = latencies([{"process": p, "type": ty, "f": f, "time": t}
+                         for p, ty, f, t in zip(procs, types, fs, times)])
     return table, lat
 
 
@@ -211,7 +219,7 @@ def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
     final = os.path.join(d, "part-00000.parquet")
     tmp = os.path.join(d, f".part-00000.parquet.{os.getpid()}.tmp")
     os.makedirs(d, exist_ok=True)
-    pq.write_table(table, tmp, compression="zstd", compression_level=1, row_group_size=BATCH_ROWS,
+    pq.write_table(table, tmp, compression="snappy", row_group_size=BATCH_ROWS,
                    use_dictionary=["process", "type", "f", "error"], write_statistics=_STATS)
     os.replace(tmp, final)
     return final
@@ -221,7 +229,8 @@ def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
 def _source(path: str):
     """The history at `path` as `eoslab check --model kafka` reads it (the checker's JSONL reader,
     through the checker's own HistorySource, so its messages name file and line), whose first pass
-    also keeps, per op, the fields of the Parquet columns (`rows`: `_row`; `errors`: position ->
+    also keeps, per op, the fields of the Parquet columns (`flat`: `_row`'s values, op after op,
+    in one list; `errors`: position ->
     `error`) while the checker reads it: each op dict is touched once, while it is in the cache,
     and freed as the checker goes, as in `eoslab check`. A later pass (the checker's look back at
     the ops of its findings) reads the file again, as `eoslab check` does. A reader error of the
@@ -231,18 +240,18 @@ def _source(path: str):
     from checker.kafka.source import iter_jsonl_dicts
 
     class Tapped(HistorySource):
-        rows: list | None = None
+        flat: list | None = None
         errors: dict
         read_error: BaseException | None = None
 
         def dicts(self):
-            if self.rows is not None:
+            if self.flat is not None:
                 return iter_jsonl_dicts(self.path)
-            self.rows, self.errors = [], {}
+            self.flat, self.errors = [], {}
             return self._first()
 
         def _first(self):
-            add, errors, fields = self.rows.append, self.errors, _FIELDS
+            add, errors, fields = self.flat.extend, self.errors, _FIELDS
             i = 0
             try:
                 for d in iter_jsonl_dicts(self.path):
@@ -305,15 +314,15 @@ def analyze_run(meta: dict, ops_dir: str, report_path: str | None = None) -> dic
         src = _source(meta["history"])
         try:
             checked = _checked(meta, src, report_path)
-            if src.rows is None or len(src.rows) != checked["ops"]:     # the checker read no whole pass
+            if src.flat is None or len(src.flat) != 5 * checked["ops"]:     # the checker read no whole pass
                 from checker.kafka.source import iter_jsonl_dicts
-                src.rows, src.errors = [], {}
+                src.flat, src.errors = [], {}
                 for i, d in enumerate(iter_jsonl_dicts(meta["history"])):
-                    src.rows.append(_row(d))
+                    src.flat.extend(_row(d))
                     if "error" in d:
                         src.errors[i] = d["error"]
-            table, (send, poll, smax, pmax) = columns_table(src.rows, src.errors, read_bytes(meta["history"]))
-            src.rows = None
+            table, (send, poll, smax, pmax) = columns_table(src.flat, src.errors, read_bytes(meta["history"]))
+            src.flat = None
             write_ops(table, ops_dir, meta["run"])
             del table
             row.update(checked)

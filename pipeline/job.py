@@ -17,8 +17,9 @@ Guarantees: with the runs `pipeline.store.find_runs` finds under STORE,
 The ops move from task to filesystem, never through the JVM or a shuffle,
 and the tasks are plain RDD tasks over the run list (no DataFrame rows to
 convert): that is most of the job's cost otherwise (docs/analysis.md has the
-figures). Spark's own JVM output goes to DIR/spark.log when the job starts
-its session. A bad input (see pipeline.store; a malformed history line,
+figures). When the job starts its own session, that is a bare SparkContext
+(no Spark SQL state; `spark` may be a SparkSession or a SparkContext) and
+Spark's own JVM output goes to DIR/spark.log. A bad input (see pipeline.store; a malformed history line,
 named with its run and line) raises StoreError before anything but DIR/ops
 is written. Returns a summary dict; prints phase progress on `log`. The
 same code runs on local[N] and on a standalone master: paths are absolute,
@@ -35,7 +36,7 @@ import time
 
 from pipeline import html, matrix
 from pipeline.executors import task_fn
-from pipeline.session import Progress, start, stop
+from pipeline.session import Progress, context, start, stop
 from pipeline.store import RunInfo, StoreError, find_runs
 
 TASKS_PER_CORE = 4
@@ -74,7 +75,7 @@ def analyze(store: str, out: str, master: str = "local[*]", conf: dict | None = 
         from pyspark.sql import SparkSession
         spark = SparkSession.getActiveSession()     # one already running in this process: use it, keep it
         if spark is None:
-            spark = start(master, conf, jvm_log=os.path.join(out, "spark.log"), write_class_archive=True)
+            spark = start(master, conf, jvm_log=os.path.join(out, "spark.log"), write_class_archive=True, sql=False)
             own = True
     try:
         return _job(spark, runs, store, out, write_reports, progress, log, t0, own)
@@ -92,7 +93,7 @@ def _count_dirs(path: str) -> int:
 
 
 def _job(spark, runs, store, out, write_reports, progress, log, t0, own_session=False) -> dict:
-    sc = spark.sparkContext
+    sc = context(spark)
     par = max(sc.defaultParallelism, 1)
     ops_dir, runs_path = os.path.join(out, "ops"), os.path.join(out, "runs.parquet")
     stage = os.path.join(out, f".runs-{os.getpid()}")

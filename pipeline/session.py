@@ -1,7 +1,9 @@
-"""The SparkSession for `eoslab analyze`, and a progress line for its jobs.
+"""The Spark session (or bare context) for `eoslab analyze`, and a progress line for its jobs.
 
 Guarantees: `start(master, conf)` returns a SparkSession on `local[N]` or a
-standalone master (`spark://HOST:PORT`), with the Spark UI off, Spark's own
+standalone master (`spark://HOST:PORT`) — with `sql=False` its bare
+SparkContext, the same settings, without Spark SQL's session state (the JVM
+then starts with about a CPU-second less) — with the Spark UI off, Spark's own
 console progress bar off, the JVM's log level at ERROR once it runs,
 partition values kept as strings, and executors running this interpreter
 (PYSPARK_PYTHON, unless already set — on a cluster, the same path must exist
@@ -19,8 +21,10 @@ driver also maps Spark's classes from a class-data-sharing archive
 JVM write one when there is none, and then the caller must end the session
 with `stop`. A local session's Python workers start from
 pipeline.spark_daemon (PySpark's own daemon, its modules imported from the
-installed files rather than recompiled from PySpark's zip archives); a
-standalone master's from PySpark's own. `Progress` prints, while a phase runs, one
+installed files rather than recompiled from PySpark's zip archives, and the
+analysis's modules imported once before the workers fork); a standalone
+master's from PySpark's own. `context(s)` is the SparkContext of a session or
+of a context. `Progress` (given either) prints, while a phase runs, one
 line per update on stderr: phase, tasks done/total over the active stages
 (and, given `units`, a finer count such as runs done, read at most every
 2 s), elapsed seconds — rewritten in place on a terminal, otherwise once soon
@@ -56,11 +60,12 @@ def check_master(master: str) -> str:
 
 
 def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str = "eoslab analyze",
-          jvm_log: str | None = None, write_class_archive: bool = False):
+          jvm_log: str | None = None, write_class_archive: bool = False, sql: bool = True):
     check_master(master)
     warnings.filterwarnings("ignore", category=FutureWarning, module="pyspark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     try:
+        from pyspark import SparkConf, SparkContext
         from pyspark.sql import SparkSession
     except ImportError:
         raise SparkStartError("PySpark is not installed (pip install 'eoslab[spark]', or `make venv`)") from None
@@ -89,6 +94,8 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
     b = SparkSession.builder.master(master).appName(app)
     for k, v in opts.items():
         b = b.config(k, v)
+    if not sql:
+        sconf = SparkConf().setMaster(master).setAppName(app).setAll(list(opts.items()))
     prev = os.environ.get("PYTHONWARNINGS")
     os.environ["PYTHONWARNINGS"] = "ignore::FutureWarning"   # local executors inherit the driver's env
     saved = None
@@ -99,7 +106,7 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
         os.dup2(fd, 2)
         os.close(fd)
     try:
-        spark = b.getOrCreate()
+        spark = b.getOrCreate() if sql else SparkContext.getOrCreate(sconf)
     except Exception as e:  # noqa: BLE001 - Java missing, port taken, master unreachable
         raise SparkStartError(f"cannot start Spark on {master}: {_first_line(e)}"
                               + (f" (JVM log: {jvm_log})" if jvm_log else "")) from None
@@ -111,8 +118,13 @@ def start(master: str = "local[*]", conf: dict[str, str] | None = None, app: str
             os.environ.pop("PYTHONWARNINGS", None)
         else:
             os.environ["PYTHONWARNINGS"] = prev
-    spark.sparkContext.setLogLevel("ERROR")
+    context(spark).setLogLevel("ERROR")
     return spark
+
+
+def context(spark):
+    """The SparkContext of a session, or the context itself."""
+    return getattr(spark, "sparkContext", spark)
 
 
 def stop(spark) -> None:
@@ -166,7 +178,7 @@ class Progress:
 
     def __init__(self, spark, phase: str, out=sys.stderr, enabled: bool = True, interval: float = 0.5,
                  units: tuple[str, int, Callable[[], int]] | None = None, period: float = 10.0):
-        self.sc = spark.sparkContext
+        self.sc = context(spark)
         self.phase = phase
         self.out = out
         self.enabled = enabled

@@ -439,6 +439,35 @@ def test_daemon_path_drops_only_archives_the_installed_pyspark_ships(tmp_path):
     assert files_first([mine, py4j, "/nowhere"]) == [mine, py4j, "/nowhere"]
 
 
+def test_daemon_preloads_the_executor_modules_without_pandas(tmp_path):
+    """pipeline.spark_daemon.preload imports every PRELOAD module before any worker is forked,
+    and neither pandas nor pyarrow's pandas probe: a worker forked after it still runs the
+    executors' function without pandas (arrow_without_pandas) and writes the same Parquet."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "h.jsonl"
+    synth.generate(str(p), n_ops=200, seed=2, inject={"duplicate": 1}, nemesis=["kill"])
+    code = (
+        "import os, sys\n"
+        "from pipeline.spark_daemon import PRELOAD, preload\n"
+        "assert preload() == list(PRELOAD) and all(m in sys.modules for m in PRELOAD)\n"
+        "assert 'pandas' not in sys.modules\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    from pipeline.executors import analyze_run, arrow_without_pandas\n"
+        "    ok = arrow_without_pandas() is True\n"
+        f"    row = analyze_run({{'run': 'r', 'history': {str(p)!r}}}, {str(tmp_path / 'a')!r})\n"
+        "    ok = ok and row['problem'] is None and row['ops'] == 200 and 'pandas' not in sys.modules\n"
+        "    os._exit(0 if ok else 3)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status))\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == ["0"], r.stderr
+    assert (tmp_path / "a" / "run=r" / "part-00000.parquet").is_file()
+
+
 def test_class_archive_is_used_only_once_its_writer_has_finished(tmp_path, monkeypatch):
     import subprocess
 
@@ -462,3 +491,20 @@ def test_class_archive_is_used_only_once_its_writer_has_finished(tmp_path, monke
     assert jvm_cds.archive_path("-Y") != final                       # other JVM options, other archive
     monkeypatch.setenv("EOSLAB_SPARK_CDS", "0")
     assert jvm_cds.driver_options("-X") == ""
+
+
+def test_ops_parquet_is_snappy_with_min_max_of_the_number_columns_only(tmp_path):
+    """The ops table is written as Spark writes Parquet by default (snappy), with min/max of
+    `pos`, `index` and `time` (what range queries filter on) and none of the string columns."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    from pipeline.executors import analyze_run
+    p = tmp_path / "h.jsonl"
+    synth.generate(str(p), n_ops=300, seed=5, inject={}, nemesis=["kill"])
+    assert analyze_run(_meta("r", str(p)), str(tmp_path / "ops"))["problem"] is None
+    meta = pq.ParquetFile(tmp_path / "ops" / "run=r" / "part-00000.parquet").metadata
+    for g in range(meta.num_row_groups):
+        cols = {meta.row_group(g).column(c).path_in_schema: meta.row_group(g).column(c)
+                for c in range(meta.num_columns)}
+        assert {c.compression for c in cols.values()} == {"SNAPPY"}
+        with_stats = {name for name, c in cols.items() if c.is_stats_set and c.statistics.has_min_max}
+        assert with_stats == {"pos", "index", "time"}

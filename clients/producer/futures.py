@@ -4,21 +4,37 @@ Guarantees: as in Kafka, a batch's result is set once (offset or error) and
 every record future of the batch resolves from it; callbacks run once, on
 the thread that completes the batch, or at once if it is already complete.
 A record future offers the parts of concurrent.futures.Future the lab uses:
-result, exception, done, add_done_callback.
+result, exception, done, add_done_callback. A send's own callback (Kafka's
+`send(record, callback)`) is kept in its batch as a thunk, added under the
+accumulator's lock while the batch is still open (so before any completion,
+with no lock of its own), and called once with (RecordMetadata, None) or
+(None, the error), in the order the records were appended, after the
+add_done_callback callbacks.
 """
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
+
+
+class RecordMetadata(NamedTuple):      # immutable and cheap to make: one per acknowledged record with a callback
+    topic: str
+    partition: int
+    offset: int
+    base_sequence: int | None = None
+    producer_id: int = -1
+    producer_epoch: int = -1
 
 
 class ProduceRequestResult:
     __slots__ = ("_event", "base_offset", "error", "_callbacks", "_lock", "topic", "partition",
-                 "base_sequence", "producer_id", "producer_epoch")
+                 "base_sequence", "producer_id", "producer_epoch", "thunks")
 
     def __init__(self, topic: str, partition: int):
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list = []
+        self.thunks: list = []            # (callback, index in batch): appended only while the batch is open
         self.base_offset = -1
         self.error: BaseException | None = None
         self.topic, self.partition = topic, partition
@@ -38,9 +54,24 @@ class ProduceRequestResult:
             self.base_sequence, self.producer_id, self.producer_epoch = base_sequence, pid, epoch
             self._event.set()
             callbacks, self._callbacks = self._callbacks, []
+            thunks, self.thunks = self.thunks, []
         for fn in callbacks:
             try:
                 fn()
+            except Exception:  # noqa: BLE001 - a user callback must not kill the sender
+                pass
+        if thunks:
+            self._run_thunks(thunks)
+
+    def _run_thunks(self, thunks) -> None:
+        err, base, seq = self.error, self.base_offset, self.base_sequence
+        for cb, i in thunks:
+            try:
+                if err is not None:
+                    cb(None, err)
+                else:
+                    cb(RecordMetadata(self.topic, self.partition, base + i if base >= 0 else -1,
+                                      None if seq is None else seq + i, self.producer_id, self.producer_epoch), None)
             except Exception:  # noqa: BLE001 - a user callback must not kill the sender
                 pass
 
@@ -70,7 +101,6 @@ class FutureRecordMetadata:
         return self._result.error
 
     def result(self, timeout: float | None = None):
-        from clients.producer.kafka_producer import RecordMetadata
         self._wait(timeout)
         r = self._result
         if r.error is not None:

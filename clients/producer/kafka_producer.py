@@ -26,30 +26,19 @@ from __future__ import annotations
 import itertools
 import time
 import zlib
-from dataclasses import dataclass
 
 import grpc
 
 from clients.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
-from clients.producer.futures import FutureRecordMetadata
+from clients.producer.futures import FutureRecordMetadata, RecordMetadata  # noqa: F401 - RecordMetadata: API
 from clients.producer.record_accumulator import RecordAccumulator
 from clients.producer.sender import Sender
 from clients.producer import transaction_manager as txm
 from clients.producer.transaction_manager import TransactionManager
 from clients.producer.transactions import ABORTABLE_IF_POSSIBLE, ConsumerGroupMetadata, TransactionRequests
 from eoslab.v1 import broker_pb2
-
-
-@dataclass(frozen=True)
-class RecordMetadata:
-    topic: str
-    partition: int
-    offset: int
-    base_sequence: int | None = None
-    producer_id: int = -1
-    producer_epoch: int = -1
 
 
 class KafkaProducer:
@@ -206,7 +195,11 @@ class KafkaProducer:
         return n
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
-             partition: int | None = None, timestamp_ms: int | None = None) -> FutureRecordMetadata:
+             partition: int | None = None, timestamp_ms: int | None = None, callback=None) -> FutureRecordMetadata:
+        """Append a record; its future resolves when the broker answers. `callback(metadata, exception)`,
+        as Kafka's send(record, callback), runs on the producer's I/O thread once the record is acknowledged
+        (RecordMetadata, None) or failed (None, the error); it costs less than add_done_callback on the
+        future (no lock of its own, no future passed)."""
         if self._closed:
             raise KafkaError(E.INVALID_REQUEST, "producer is closed")
         tm = self.transaction_manager
@@ -222,7 +215,7 @@ class KafkaProducer:
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         if tm.transactional:
             tm.maybe_add_partition((topic, partition))
-        return self.accumulator.append(topic, partition, key, value, ts, self.sender.wake)
+        return self.accumulator.append(topic, partition, key, value, ts, self.sender.wake, callback)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record sent before is resolved; False if `timeout` passed first."""

@@ -80,7 +80,7 @@ class RecordAccumulator:
         self.flushing = 0
         self.closed = False
 
-    def append(self, topic: str, partition: int, key, value, ts: int, wake) -> FutureRecordMetadata:
+    def append(self, topic: str, partition: int, key, value, ts: int, wake, callback=None) -> FutureRecordMetadata:
         n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
         with self.lock:
             while self.pending_bytes + n > self.buffer_memory and self.pending_bytes > 0 and not self.closed:
@@ -101,6 +101,8 @@ class RecordAccumulator:
                 dq.append(b)
                 wake()   # a new batch: the sender may be idle-waiting with nothing to send
             self.pending_bytes += n
+            if callback is not None:      # the batch is open (in its deque, not drained): nothing completes it yet
+                fut._result.thunks.append((callback, fut._index))
             return fut
 
     def release(self, batch: ProducerBatch) -> None:

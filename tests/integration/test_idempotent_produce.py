@@ -40,6 +40,26 @@ def test_lost_ack_retried_gives_one_copy_and_the_original_offset(cluster):
     assert [m.offset for m in metas] == [r.offset for r in records] == list(range(10))
 
 
+def test_send_callbacks_after_a_lost_ack_see_the_original_offsets(cluster):
+    # Kafka's send(record, callback): one call per record, with the offset the retried batch really has
+    boot = cluster.info().bootstrap
+    md = h.new_topic(boot, "cb-lost-ack")
+    leader = h.leader_address(md, "cb-lost-ack")
+    h.drop_responses(leader, "cb-lost-ack", count=1)
+    calls = []
+    p = _producer(boot)
+    try:
+        futs = [p.send("cb-lost-ack", b"c%d" % i, partition=0, callback=lambda m, e: calls.append((m, e)))
+                for i in range(6)]
+        assert p.flush(timeout=60)
+    finally:
+        p.close()
+    assert h.faults_applied(leader) == 1
+    assert [e for _, e in calls] == [None] * 6
+    assert [m.offset for m, _ in calls] == [f.result().offset for f in futs] == list(range(6))
+    assert [r.value for r in h.read_partition(boot, "cb-lost-ack")] == [b"c%d" % i for i in range(6)]
+
+
 def test_five_in_flight_first_ack_lost_no_duplicate(cluster):
     boot = cluster.info().bootstrap
     md = h.new_topic(boot, "window5")

@@ -25,6 +25,13 @@ have passed since its transaction began (the way Kafka's authors measure the
 cost of transactions), and prints its cost against the idempotent producer
 of the same round in a row starting `transactional, MS ms commit interval`.
 --sizes '' leaves out the fixed-size runs.
+
+For each size it also prints where a commit's time goes (p50 of each, from
+the producer's side): AddPartitionsToTxn (which the coordinator answers once
+the previous transaction's markers and CompleteCommit are written, and
+after writing this one's Ongoing record), the data (from that answer until
+every record of the transaction is acknowledged, partition verification
+included) and EndTxn (the PrepareCommit record).
 """
 from __future__ import annotations
 
@@ -93,21 +100,67 @@ def _ready_transactional(bootstrap: str, topic: str, tid: str) -> KafkaProducer:
     return p
 
 
-def transactional(bootstrap: str, topic: str, records: int, per_txn: int, tid: str) -> tuple[float, float]:
-    p = _ready_transactional(bootstrap, topic, tid)
-    try:
-        commits = []
-        t0 = time.perf_counter()
-        for start in range(0, records, per_txn):
-            p.begin_transaction()
-            for _ in range(min(per_txn, records - start)):
-                p.send(topic, VALUE)
-            c0 = time.perf_counter()
-            p.commit_transaction()
-            commits.append(time.perf_counter() - c0)
-        return records / (time.perf_counter() - t0), 1000 * statistics.median(commits)
-    finally:
-        p.close()
+class Phases:
+    """Times the producer's AddPartitionsToTxn and EndTxn calls and the data in between (while active,
+    by wrapping TransactionRequests' methods: this process runs one transactional producer at a time)."""
+
+    def __init__(self):
+        self.ms: dict[str, list[float]] = {"AddPartitionsToTxn": [], "data": [], "EndTxn": []}
+        self._added = None
+
+    def __enter__(self):
+        from clients.producer.transactions import TransactionRequests as TR
+        self._orig = TR.add_partitions, TR.end_txn
+        add, end = self._orig
+        ph = self
+
+        def add_partitions(tr, tps):
+            t = time.perf_counter()
+            try:
+                return add(tr, tps)
+            finally:
+                ph._added = time.perf_counter()
+                ph.ms["AddPartitionsToTxn"].append(1000 * (ph._added - t))
+
+        def end_txn(tr, committed):
+            t = time.perf_counter()
+            if ph._added is not None:         # flush() is done: every record of the transaction is acknowledged
+                ph.ms["data"].append(1000 * (t - ph._added))
+                ph._added = None
+            try:
+                return end(tr, committed)
+            finally:
+                ph.ms["EndTxn"].append(1000 * (time.perf_counter() - t))
+        TR.add_partitions, TR.end_txn = add_partitions, end_txn
+        return self
+
+    def __exit__(self, *exc):
+        from clients.producer.transactions import TransactionRequests as TR
+        TR.add_partitions, TR.end_txn = self._orig
+
+    def medians(self) -> dict[str, float]:
+        return {k: statistics.median(v) for k, v in self.ms.items() if v}
+
+
+def transactional(bootstrap: str, topic: str, records: int, per_txn: int, tid: str) -> tuple[float, float, dict]:
+    with Phases() as ph:                  # before the producer exists: its sender binds add_partitions
+        p = _ready_transactional(bootstrap, topic, tid)
+        try:
+            for v in ph.ms.values():      # the warm-up transaction is not measured
+                v.clear()
+            commits = []
+            t0 = time.perf_counter()
+            for start in range(0, records, per_txn):
+                p.begin_transaction()
+                for _ in range(min(per_txn, records - start)):
+                    p.send(topic, VALUE)
+                c0 = time.perf_counter()
+                p.commit_transaction()
+                commits.append(time.perf_counter() - c0)
+            rate = records / (time.perf_counter() - t0)
+        finally:
+            p.close()
+    return rate, 1000 * statistics.median(commits), ph.medians()
 
 
 def commit_interval(bootstrap: str, topic: str, records: int, interval_ms: int, tid: str) -> tuple[float, int]:
@@ -165,6 +218,8 @@ def main() -> None:
             rows[f"txn-{n}"] = []
             rows[f"commit-ms-{n}"] = []
             rows[f"txn-cpu-ms-{n}"] = []
+            for k in ("AddPartitionsToTxn", "data", "EndTxn"):
+                rows[f"{k}-ms-{n}"] = []
         for r in range(a.rounds):
             write_ms, write_cpu = replicated_write_ms(boot, "bench-txn", pids)
             rows["write-ms"].append(write_ms)
@@ -177,7 +232,9 @@ def main() -> None:
             for n in sizes:
                 recs = a.records // 10 if n <= 10 else a.records
                 cpu0 = cluster_cpu_s(pids)
-                rate, commit_ms = transactional(boot, "bench-txn", recs, n, f"bench-{n}")
+                rate, commit_ms, phases = transactional(boot, "bench-txn", recs, n, f"bench-{n}")
+                for k, v in phases.items():
+                    rows[f"{k}-ms-{n}"].append(v)
                 rows[f"txn-cpu-ms-{n}"].append(1000 * (cluster_cpu_s(pids) - cpu0) / (recs / n + 1))
                 rows[f"txn-{n}"].append(rate)
                 rows[f"commit-ms-{n}"].append(commit_ms)
@@ -194,6 +251,10 @@ def main() -> None:
             ceiling = n / (5 * write_ms / 1000 + n / idem)
             print(f"{f'transactional, {n}/txn':<36}{rate:>12,.0f}{(1 - rate / idem) * 100:>7.0f}%{cm:>16.1f}"
                   f"{fixed:>14.1f}{ceiling:>15,.0f}{statistics.median(rows[f'txn-cpu-ms-{n}']):>20.1f}")
+        for n in sizes:
+            parts = ", ".join(f"{k} {statistics.median(rows[f'{k}-ms-{n}']):.1f} ms"
+                              for k in ("AddPartitionsToTxn", "data", "EndTxn") if rows[f"{k}-ms-{n}"])
+            print(f"  {n}/txn, p50 of each part: {parts}")
         if a.commit_interval_ms:
             rate = statistics.median(rows["interval"])
             label = f"transactional, {a.commit_interval_ms} ms commit interval"

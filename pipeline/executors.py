@@ -149,7 +149,8 @@ def ops_table(ops: list[dict], data: bytes) -> tuple[pa.Table, tuple]:
 
 
 def columns_table(flat: list, errors: dict[int, object], data: bytes) -> tuple[pa.Table, tuple]:
-    """The run's Parquet table (OPS_ARROW) and its latencies (pipeline.latency), from the ops'
+    """The run's Parquet table (OPS_ARROW's columns; `process`, `type` and `f` dictionary-encoded
+    when their values allow, strings once written) and its latencies (pipeline.latency), from the ops'
     fields one op after the other in one list (`_row`'s five values per op: a slice of every
     fifth gives a column), their `error` values by position (ops without one: None) and the
     history's bytes (the `op` column)."""
@@ -177,18 +178,26 @@ def columns_table(flat: list, errors: dict[int, object], data: bytes) -> tuple[p
     proc_types = set(map(type, procs))
     if proc_types <= {int, str}:
         uniq = {p: i for i, p in enumerate(set(procs))}
-        codes = np.fromiter(map(uniq.__getitem__, procs), dtype=np.int64, count=n)
-        names = pa.array([p if type(p) is str else str(p) for p in uniq], pa.string())
-        proc_col = pc.take(names, pa.array(codes))
+        codes = np.fromiter(map(uniq.__getitem__, procs), dtype=np.int32, count=n)
+        names = [p if type(p) is str else str(p) for p in uniq]
+        proc_col = _dictionary(codes, names)
     else:
         codes = None
         proc_col = pa.array([p if type(p) is str else (str(p) if type(p) is int else _dumps(p)) for p in procs],
                             pa.string())
-    try:                                        # Arrow turns down any f that is not a str (or None)
-        f_col = pa.array(fs, pa.string())
-        f_str = f_col.null_count == 0
-    except pa.ArrowTypeError:
-        f_col, f_str = pa.array(_strings(fs), pa.string()), False
+    tu = {t: i for i, t in enumerate(set(types))}      # the reader let only TYPES' strings through
+    tcodes = np.fromiter(map(tu.__getitem__, types), dtype=np.int32, count=n)
+    type_col = _dictionary(tcodes, list(tu))
+    try:
+        fu = {f: i for i, f in enumerate(set(fs))}
+    except TypeError:                           # a list or an object: not hashable
+        fu = None
+    f_str = fu is not None and all(type(f) is str for f in fu)     # then every f is a str
+    if f_str:
+        fcodes = np.fromiter(map(fu.__getitem__, fs), dtype=np.int32, count=n)
+        f_col = _dictionary(fcodes, list(fu))
+    else:
+        f_col = pa.array(_strings(fs), pa.string())
     if errors:
         err = [None] * n
         for i, e in errors.items():
@@ -196,30 +205,41 @@ def columns_table(flat: list, errors: dict[int, object], data: bytes) -> tuple[p
         err_col = pa.array(err, pa.string())
     else:
         err_col = pa.nulls(n, pa.string())
-    type_col = pa.array(types, pa.string())
     table = pa.Table.from_arrays([pa.array(np.arange(n, dtype=np.int64)), index_col, time_col,
-                                  proc_col, type_col, f_col, err_col, lines_column(data, n)], schema=OPS_ARROW)
+                                  proc_col, type_col, f_col, err_col, lines_column(data, n)], names=OPS_ARROW.names)
 
     if codes is not None and tarr is not None and f_str:
         keep = pc.is_valid(time_col).to_numpy(zero_copy_only=False)
         if "nemesis" in uniq:                   # codes are per value: 1 and "1" are two processes
             keep &= codes != uniq["nemesis"]
-        kind = np.where(pc.is_in(f_col, value_set=pa.array(["send", "txn"])).to_numpy(zero_copy_only=False), 0,
-                        np.where(pc.equal(f_col, "poll").to_numpy(zero_copy_only=False), 1, 2))
-        lat = latencies_columns(codes, tarr, pc.equal(type_col, "invoke").to_numpy(zero_copy_only=False),
-                                kind, keep)
+        fkind = np.array([0 if f in ("send", "txn") else 1 if f == "poll" else 2 for f in fu], dtype=np.int8)
+        lat = latencies_columns(codes, tarr, tcodes == tu.get("invoke", -1), fkind[fcodes], keep)
     else:                                       # odd shapes: the plain loop
         lat = latencies([{"process": p, "type": ty, "f": f, "time": t}
                          for p, ty, f, t in zip(procs, types, fs, times)])
     return table, lat
 
 
+def _dictionary(codes, values: list) -> pa.Array:
+    """A string column from per-op codes into `values`: dictionary-encoded, so that the Parquet
+    writer takes the dictionary as it is instead of hashing every op's string again; as plain
+    strings when two values are the same text (a process 1 beside a process "1")."""
+    names = pa.array(values, pa.string())
+    if len(set(values)) < len(values):
+        import pyarrow.compute as pc
+        return pc.take(names, pa.array(codes))
+    return pa.DictionaryArray.from_arrays(pa.array(codes), names)
+
+
 def write_ops(table: pa.Table, ops_dir: str, run: str) -> str:
+    """The run's table as DIR/run=<run>/part-00000.parquet, whole or not at all. Snappy, as Spark
+    writes Parquet by default. No Arrow schema in the file (`store_schema=False`): its Parquet
+    schema alone says what OPS_ARROW says, so dictionary-encoded columns read back as strings."""
     d = os.path.join(ops_dir, partition_dir(run))
     final = os.path.join(d, "part-00000.parquet")
     tmp = os.path.join(d, f".part-00000.parquet.{os.getpid()}.tmp")
     os.makedirs(d, exist_ok=True)
-    pq.write_table(table, tmp, compression="snappy", row_group_size=BATCH_ROWS,
+    pq.write_table(table, tmp, compression="snappy", row_group_size=BATCH_ROWS, store_schema=False,
                    use_dictionary=["process", "type", "f", "error"], write_statistics=_STATS)
     os.replace(tmp, final)
     return final

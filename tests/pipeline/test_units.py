@@ -501,6 +501,8 @@ def test_ops_parquet_is_snappy_with_min_max_of_the_number_columns_only(tmp_path)
     p = tmp_path / "h.jsonl"
     synth.generate(str(p), n_ops=300, seed=5, inject={}, nemesis=["kill"])
     assert analyze_run(_meta("r", str(p)), str(tmp_path / "ops"))["problem"] is None
+    from pipeline.executors import OPS_ARROW
+    assert pq.read_table(tmp_path / "ops" / "run=r" / "part-00000.parquet").schema == OPS_ARROW
     meta = pq.ParquetFile(tmp_path / "ops" / "run=r" / "part-00000.parquet").metadata
     for g in range(meta.num_row_groups):
         cols = {meta.row_group(g).column(c).path_in_schema: meta.row_group(g).column(c)

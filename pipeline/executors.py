@@ -271,17 +271,16 @@ def _source(path: str):
             return self._first()
 
         def _first(self):
-            add, errors, fields = self.flat.extend, self.errors, _FIELDS
-            i = 0
+            flat, errors, fields = self.flat, self.errors, _FIELDS
+            add = flat.extend
             try:
                 for d in iter_jsonl_dicts(self.path):
                     try:
                         add(fields(d))
                     except KeyError:
                         add(_row(d))
-                    if "error" in d:
-                        errors[i] = d["error"]
-                    i += 1
+                    if "error" in d:                # its position: the ops so far, this one included
+                        errors[len(flat) // 5 - 1] = d["error"]
                     yield d
             except HistoryError as e:
                 self.read_error = e

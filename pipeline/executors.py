@@ -10,7 +10,7 @@ Guarantees of `analyze_run(meta, ops_dir, report_path)`:
   kafka` reads the file (the same reader, `iter_jsonl_dicts`, through the
   checker's HistorySource over the path, so the result is the same and its
   messages name file and line); while it makes that first pass, each op's
-  typed fields are kept aside (a tuple per op, not the op dicts); when the
+  typed fields are kept aside (in one flat list, not the op dicts); when the
   checker looks back at the ops of its findings, it reads the file again,
   as `eoslab check` does;
 - it writes OPS_DIR/run=<run, escaped as Spark does>/part-00000.parquet
@@ -20,7 +20,9 @@ Guarantees of `analyze_run(meta, ops_dir, report_path)`:
   gives: the line's own, or its position among the ops when it has none),
   and the op itself as JSON in `op`: the history's line as written. The
   file appears whole or not at all (written aside, then renamed), after
-  the check; the `op` column comes from the file's bytes in one buffer;
+  the check; snappy-compressed (Spark's default codec), min/max statistics
+  of `pos`, `index` and `time` only; the `op` column comes from the file's
+  bytes in one buffer;
 - it returns one RUNS_ARROW row: the run's metadata, the verdict, the anomaly
   and allowed counts, unseen and acknowledged records, the worst real-time
   lag the checker reports (`realtime_lag.max_ms`, when it reports one), the

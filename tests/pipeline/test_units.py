@@ -213,17 +213,24 @@ def test_gzipped_history_gives_the_same_parquet_and_result(tmp_path):
     assert {k: v for k, v in a.items() if k not in drop} == {k: v for k, v in b.items() if k not in drop}
 
 
+def _fresh_python(tmp_path, code):
+    """A 200-op history in tmp_path, and the program `code(path of that history)` gives, run by a
+    fresh Python in the project's root: the finished process."""
+    import subprocess
+    import sys
+
+    p = tmp_path / "h.jsonl"
+    synth.generate(str(p), n_ops=200, seed=2, inject={"duplicate": 1}, nemesis=["kill"])
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.run([sys.executable, "-c", code(p)], capture_output=True, text=True, cwd=root, timeout=120)
+
+
 def test_workers_of_an_owned_session_convert_without_importing_pandas(tmp_path):
     """In a fresh process (as a Spark worker is), after arrow_without_pandas the executors' whole
     function runs without pandas being imported, gives the Parquet it gives otherwise, and
     `import pandas` still works for anyone who wants it; once pandas is in, nothing is done."""
-    import subprocess
-    import sys
-
     pytest.importorskip("pandas")
-    p = tmp_path / "h.jsonl"
-    synth.generate(str(p), n_ops=200, seed=2, inject={"duplicate": 1}, nemesis=["kill"])
-    code = (
+    r = _fresh_python(tmp_path, lambda p: (
         "import sys, json\n"
         "from pipeline.executors import analyze_run, arrow_without_pandas\n"
         "import pyarrow.parquet as pq\n"
@@ -236,9 +243,7 @@ def test_workers_of_an_owned_session_convert_without_importing_pandas(tmp_path):
         "assert arrow_without_pandas() is False\n"
         f"row2 = analyze_run({{'run': 'r', 'history': {str(p)!r}}}, {str(tmp_path / 'b')!r})\n"
         f"assert t.equals(pq.read_table({str(tmp_path / 'b' / 'run=r' / 'part-00000.parquet')!r}))\n"
-        "print(t.num_rows)\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+        "print(t.num_rows)\n"))
     assert r.returncode == 0 and r.stdout.split() == ["200"], r.stderr
 
 
@@ -442,13 +447,8 @@ def test_daemon_path_drops_only_archives_the_installed_pyspark_ships(tmp_path):
 def test_daemon_preloads_the_executor_modules_without_pandas(tmp_path):
     """pipeline.spark_daemon.preload imports every PRELOAD module before any worker is forked,
     and neither pandas nor pyarrow's pandas probe: a worker forked after it still runs the
-    executors' function without pandas (arrow_without_pandas) and writes the same Parquet."""
-    import subprocess
-    import sys
-
-    p = tmp_path / "h.jsonl"
-    synth.generate(str(p), n_ops=200, seed=2, inject={"duplicate": 1}, nemesis=["kill"])
-    code = (
+    executors' function without pandas (arrow_without_pandas) and writes its Parquet."""
+    r = _fresh_python(tmp_path, lambda p: (
         "import os, sys\n"
         "from pipeline.spark_daemon import PRELOAD, preload\n"
         "assert preload() == list(PRELOAD) and all(m in sys.modules for m in PRELOAD)\n"
@@ -461,9 +461,7 @@ def test_daemon_preloads_the_executor_modules_without_pandas(tmp_path):
         "    ok = ok and row['problem'] is None and row['ops'] == 200 and 'pandas' not in sys.modules\n"
         "    os._exit(0 if ok else 3)\n"
         "_, status = os.waitpid(pid, 0)\n"
-        "print(os.waitstatus_to_exitcode(status))\n")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+        "print(os.waitstatus_to_exitcode(status))\n"))
     assert r.returncode == 0 and r.stdout.split() == ["0"], r.stderr
     assert (tmp_path / "a" / "run=r" / "part-00000.parquet").is_file()
 

@@ -9,7 +9,10 @@ stable offset, and records of aborted transactions (from the aborted list
 the broker sends) are dropped, as Kafka's fetcher does. With a group_id,
 `subscribe` joins the group (group.py); positions start at the committed
 offsets (waiting while a transactional commit is pending), else at the
-beginning.
+beginning. As Kafka's Fetcher, each leader has at most one fetch in flight;
+one still waiting when `poll` returns is kept, and its answer counts only for
+partitions whose position has not moved since it was sent (a seek or a new
+assignment drops it).
 """
 from __future__ import annotations
 
@@ -50,6 +53,8 @@ class KafkaConsumer:
         self.max_wait_ms = max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.positions: dict[tuple[str, int], int] = {}
+        self._fetches: dict = {}                    # fetch in flight -> (leader address, {tp: fetch offset})
+        self._answered: queue.SimpleQueue = queue.SimpleQueue()   # fetches that have answered, in order
         self.group = None
         if group_id:
             from clients.group import ConsumerCoordinator
@@ -144,58 +149,80 @@ class KafkaConsumer:
             self.positions[tp] = off
 
     def poll(self, timeout_ms: int = 500) -> list[ConsumerRecord]:
-        """One fetch round: a fetch to every leader at once (as Kafka's fetcher, one request per node);
-        returns once one of them answered with records (the fetches still waiting are cancelled, they
-        read nothing) or all have answered. Records come in offset order per partition."""
+        """Records from the fetches that have answered, waiting up to `timeout_ms` for the first ones.
+        As Kafka's Fetcher: at most one fetch in flight per leader, sent to every leader without one; a
+        fetch that has not answered when poll returns stays in flight, and its answer is used by a later
+        poll for each partition whose position is still the offset it asked from (else dropped)."""
         self._ensure_group()
         unset = [tp for tp, off in self.positions.items() if off < 0]
         if unset:
             self.seek_to_beginning(unset)
+        out: list[ConsumerRecord] = []
+        end = time.monotonic() + timeout_ms / 1000.0
+        while True:
+            self._send_fetches(timeout_ms)
+            if not self._fetches:
+                return out
+            try:
+                call = self._answered.get(timeout=max(0.0, end - time.monotonic()))
+            except queue.Empty:
+                return out
+            self._complete(call, out)
+            while True:                      # every other answer that is in already
+                try:
+                    self._complete(self._answered.get_nowait(), out)
+                except queue.Empty:
+                    break
+            if out or time.monotonic() >= end:
+                return out
+
+    def _send_fetches(self, timeout_ms: int) -> None:
+        """A fetch to each leader of an assigned partition that has none in flight, for its partitions
+        not already asked for."""
+        asked = {tp for _, offsets in self._fetches.values() for tp in offsets}
         by_leader: dict[str, list] = {}
         for tp, off in self.positions.items():
+            if tp in asked or off < 0:
+                continue
             try:
                 _, addr, epoch = self._leader(tp)
             except KafkaError:
                 continue
+            if any(a == addr for a, _ in self._fetches.values()):
+                continue
             by_leader.setdefault(addr, []).append(broker_pb2.FetchPartition(
                 topic=tp[0], partition=tp[1], fetch_offset=off, current_leader_epoch=epoch,
                 partition_max_bytes=self.fetch_max_bytes))
-        requests = {addr: broker_pb2.FetchRequest(
-            replica_id=-1, max_wait_ms=min(self.max_wait_ms, timeout_ms), max_bytes=self.fetch_max_bytes,
-            isolation_level=self.isolation, partitions=parts) for addr, parts in by_leader.items()}
-        out: list[ConsumerRecord] = []
-        if len(requests) == 1:
-            (addr, req), = requests.items()
+        for addr, parts in by_leader.items():
+            req = broker_pb2.FetchRequest(
+                replica_id=-1, max_wait_ms=min(self.max_wait_ms, timeout_ms), max_bytes=self.fetch_max_bytes,
+                isolation_level=self.isolation, partitions=parts)
             try:
-                resp = self.metadata.stub(addr).Fetch(req, timeout=timeout_ms / 1000 + 5)
-            except grpc.RpcError:
+                call = self.metadata.stub(addr).Fetch.future(req, timeout=req.max_wait_ms / 1000 + 5)
+            except (grpc.RpcError, ValueError):       # the channel was closed meanwhile
                 self.metadata.refresh()
-                return out
-            self._take(resp, out)
-            return out
-        answered: queue.SimpleQueue = queue.SimpleQueue()
-        calls = []
-        for addr, req in requests.items():
-            call = self.metadata.stub(addr).Fetch.future(req, timeout=timeout_ms / 1000 + 5)
-            call.add_done_callback(answered.put)
-            calls.append(call)
+                continue
+            self._fetches[call] = (addr, {(p.topic, p.partition): p.fetch_offset for p in parts})
+            call.add_done_callback(self._answered.put)
+
+    def _complete(self, call, out: list[ConsumerRecord]) -> None:
+        """One answered fetch: its records for the partitions still at the offsets it asked from."""
+        entry = self._fetches.pop(call, None)
+        if entry is None:
+            return                           # from before a close
+        _, offsets = entry
         try:
-            for _ in calls:
-                call = answered.get()
-                try:
-                    resp = call.result()
-                except grpc.FutureCancelledError:
-                    continue
-                except grpc.RpcError:
-                    self.metadata.refresh()
-                    continue
-                self._take(resp, out)
-                if out:
-                    break
-        finally:
-            for call in calls:
-                call.cancel()           # (a no-op for the ones that answered)
-        return out
+            resp = call.result()
+        except grpc.FutureCancelledError:
+            return
+        except grpc.RpcError:
+            self.metadata.refresh()
+            return
+        current = [pr for pr in resp.partitions
+                   if self.positions.get((pr.topic, pr.partition)) == offsets.get((pr.topic, pr.partition))]
+        if len(current) != len(resp.partitions):
+            resp = broker_pb2.FetchResponse(partitions=current)
+        self._take(resp, out)
 
     def _take(self, resp: broker_pb2.FetchResponse, out: list[ConsumerRecord]) -> None:
         """The records of one fetch answer into `out`, moving the positions past them."""
@@ -250,6 +277,9 @@ class KafkaConsumer:
         return out
 
     def close(self) -> None:
+        fetches, self._fetches = list(self._fetches), {}
+        for call in fetches:
+            call.cancel()
         if self.group is not None:
             self.group.leave()
         self.metadata.close()

@@ -35,3 +35,56 @@ def test_a_poll_answers_with_one_leaders_records_without_waiting_for_the_others(
     finally:
         p.close()
         c.close()
+
+
+def test_an_answer_for_an_offset_the_consumer_left_is_dropped(cluster):
+    # a fetch still in flight when the consumer seeks must not move the partition past the new position
+    boot = cluster.info().bootstrap
+    h.new_topic(boot, "seek-away", partitions=1)
+    p = KafkaProducer(boot, ProducerConfig(linger_ms=0))
+    c = KafkaConsumer(boot, max_wait_ms=4000)
+    try:
+        for i in range(5):
+            p.send("seek-away", b"r%d" % i, partition=0).result(30)
+        tp = ("seek-away", 0)
+        c.assign([tp])
+        c.seek(tp, 5)
+        assert c.poll(timeout_ms=100) == []          # a fetch at offset 5 stays in flight
+        c.seek(tp, 0)
+        p.send("seek-away", b"r5", partition=0).result(30)   # ... and now answers with offset 5
+        got = []
+        t0 = time.monotonic()
+        while len(got) < 6 and time.monotonic() - t0 < 20:
+            got += c.poll(timeout_ms=1000)
+        assert [r.offset for r in got] == list(range(6))
+        assert [r.value for r in got] == [b"r%d" % i for i in range(6)]
+    finally:
+        p.close()
+        c.close()
+
+
+def test_short_polls_lose_and_repeat_nothing_while_fetches_outlive_them(cluster):
+    boot = cluster.info().bootstrap
+    h.new_topic(boot, "short-polls", partitions=3)
+    p = KafkaProducer(boot, ProducerConfig(linger_ms=0))
+    c = KafkaConsumer(boot, max_wait_ms=500)
+    try:
+        tps = [("short-polls", i) for i in range(3)]
+        c.assign(tps)
+        c.seek_to_beginning()
+        got = []
+        for i in range(150):
+            p.send("short-polls", b"%d" % i, partition=i % 3)
+            if i % 10 == 0:
+                got += c.poll(timeout_ms=5)           # much shorter than the fetches' long polls
+        assert p.flush(30)
+        t0 = time.monotonic()
+        while len(got) < 150 and time.monotonic() - t0 < 20:
+            got += c.poll(timeout_ms=5)
+        assert sorted(int(r.value) for r in got) == list(range(150))
+        for tp in tps:
+            offs = [r.offset for r in got if (r.topic, r.partition) == tp]
+            assert offs == list(range(len(offs)))     # per partition: in order, once each
+    finally:
+        p.close()
+        c.close()

@@ -27,6 +27,10 @@ log = logging.getLogger(__name__)
 FETCH_TIMEOUT_S = 10.0      # a fetch's answer, its long poll included (max_wait_ms 200), must come within this
 
 
+class SessionClosed(Exception):
+    """The fetch session is over (closed, or the leader ended its stream): open a new one."""
+
+
 class FetchSession:
     """One open ReplicaFetch stream to a leader: `fetch` sends a request and waits for its answer.
     Answers come in request order; one request is outstanding at a time. A watchdog ends the stream
@@ -51,11 +55,14 @@ class FetchSession:
 
     def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         if self.closed:
-            raise RuntimeError("fetch session closed")
+            raise SessionClosed("fetch session closed")
         self._deadline = time.monotonic() + FETCH_TIMEOUT_S
         self._requests.put(req)
         try:
             return next(self._call)
+        except StopIteration:
+            self.close()
+            raise SessionClosed("the leader ended the fetch session") from None
         except BaseException:
             self.close()
             raise
@@ -120,7 +127,7 @@ class ReplicaFetcherThread(threading.Thread):
             try:
                 self._truncate(stub, {tp: st for tp, st in parts.items() if st["truncate"]})
                 self._fetch(stub, {tp: st for tp, st in parts.items() if not st["truncate"]})
-            except (grpc.RpcError, StopIteration, RuntimeError) as e:
+            except (grpc.RpcError, SessionClosed) as e:
                 log.debug("fetch from broker %d failed: %s", self.leader_id,
                           e.code() if isinstance(e, grpc.RpcError) else type(e).__name__)
                 self.close_session()
@@ -175,7 +182,6 @@ class ReplicaFetcherThread(threading.Thread):
                 st["truncate"] = True
             else:
                 time.sleep(0.05)   # the leader moved or does not know yet: wait for LeaderAndIsr
-
 
     def close_session(self) -> None:
         if self.session is not None:

@@ -41,6 +41,7 @@ from services.broker import record_batch as rb
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
+from services.broker.replica import Replica
 from services.broker.txn_index import AbortedTxn, TransactionIndex, control_record
 
 E = common_pb2.ErrorCode
@@ -89,13 +90,6 @@ class AppendResult:
     last_offset: int = -1
     message: str = ""
     duplicate: bool = False
-
-
-@dataclass(slots=True)
-class ReplicaState:
-    """What the leader knows of one follower."""
-    log_end_offset: int = -1
-    last_caught_up: float = 0.0
 
 
 class Partition:
@@ -148,12 +142,16 @@ class Partition:
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], partition_epoch: int) -> None:
         with self.lock:
             now = time.monotonic()
+            was_leader = self.is_leader
             self.leader_id = self.broker_id
             self.leader_epoch = leader_epoch
             self.partition_epoch = partition_epoch
             self.replicas = list(replicas)
             self.isr = list(isr)
-            self.followers = {r: ReplicaState(-1, now) for r in replicas if r != self.broker_id}
+            old, leo = self.followers if was_leader else {}, self.log.log_end_offset
+            self.followers = {r: old[r].reset_for_reelection(now, r in isr, leo) if r in old
+                              else Replica.for_new_leader(now, r in isr)
+                              for r in replicas if r != self.broker_id}
             self.epochs.assign(leader_epoch, self.log.log_end_offset)
             self.leader_epoch_start = self.log.log_end_offset
             self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
@@ -351,22 +349,23 @@ class Partition:
             st = self.followers.get(replica_id)
             if st is None:
                 return
-            st.log_end_offset = fetch_offset
-            if fetch_offset >= self.log.log_end_offset:
-                st.last_caught_up = time.monotonic()
+            st.update_fetch_state(fetch_offset, time.monotonic(), self.log.log_end_offset)
             self._maybe_increment_hw()
 
     def isr_change_wanted(self) -> list[int] | None:
-        """The ISR this leader should ask the controller for, or None if it is right."""
+        """The ISR this leader should ask the controller for, or None if it is right. Shrink: a follower
+        not caught up (Replica.is_caught_up) leaves. Expand, Kafka's rule: a follower whose log end reached
+        the high watermark and this epoch's start joins; Kafka checks that on each fetch, so here the
+        follower must have fetched within the lag time (a dead one that once caught up does not rejoin)."""
         with self.lock:
             if not self.is_leader or self.isr_change_in_flight:
                 return None
-            now, lag = time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0
+            now, lag, leo = time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0, self.log.log_end_offset
             new = [r for r in self.isr if r == self.broker_id or
-                   (r in self.followers and now - self.followers[r].last_caught_up <= lag)]
-            for r, st in self.followers.items():   # Kafka's expand rule: caught up to HW and to this epoch
+                   (r in self.followers and self.followers[r].is_caught_up(leo, now, lag))]
+            for r, st in self.followers.items():
                 if r not in new and st.log_end_offset >= max(self.high_watermark, self.leader_epoch_start) \
-                        and now - st.last_caught_up <= lag:
+                        and now - st.last_fetch_time <= lag:
                     new.append(r)
             new = [r for r in self.replicas if r in new]
             return None if sorted(new) == sorted(self.isr) else new

@@ -12,7 +12,10 @@ offsets (waiting while a transactional commit is pending), else at the
 beginning. As Kafka's Fetcher, each leader has at most one fetch in flight;
 one still waiting when `poll` returns is kept, and its answer counts only for
 partitions whose position has not moved since it was sent (a seek or a new
-assignment drops it).
+assignment drops it). A leader whose fetch failed (the call, or a partition
+error that needs new metadata) gets no fetch for `retry_backoff_ms`, and a
+poll with nothing to send waits out that backoff rather than spinning, as
+Kafka's retry.backoff.ms.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ class ConsumerRecord:
 class KafkaConsumer:
     def __init__(self, bootstrap: str, isolation_level: str = "read_uncommitted",
                  max_wait_ms: int = 200, fetch_max_bytes: int = 4 << 20, group_id: str | None = None,
-                 session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500):
+                 session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500, retry_backoff_ms: int = 100):
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
         self.metadata = ClusterMetadata(bootstrap)
@@ -55,6 +58,8 @@ class KafkaConsumer:
         self.positions: dict[tuple[str, int], int] = {}
         self._fetches: dict = {}                    # fetch in flight -> (leader address, {tp: fetch offset})
         self._answered: queue.SimpleQueue = queue.SimpleQueue()   # fetches that have answered, in order
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self._backoff: dict[str, float] = {}        # leader address -> no fetch to it before this time
         self.group = None
         if group_id:
             from clients.group import ConsumerCoordinator
@@ -162,7 +167,11 @@ class KafkaConsumer:
         while True:
             self._send_fetches(timeout_ms)
             if not self._fetches:
-                return out
+                left = end - time.monotonic()
+                if left <= 0 or not any(off >= 0 for off in self.positions.values()):
+                    return out
+                time.sleep(min(left, self.retry_backoff))   # every leader is backing off, or none is known
+                continue
             try:
                 call = self._answered.get(timeout=max(0.0, end - time.monotonic()))
             except queue.Empty:
@@ -180,6 +189,7 @@ class KafkaConsumer:
         """A fetch to each leader of an assigned partition that has none in flight, for its partitions
         not already asked for."""
         asked = {tp for _, offsets in self._fetches.values() for tp in offsets}
+        now = time.monotonic()
         by_leader: dict[str, list] = {}
         for tp, off in self.positions.items():
             if tp in asked or off < 0:
@@ -188,7 +198,7 @@ class KafkaConsumer:
                 _, addr, epoch = self._leader(tp)
             except KafkaError:
                 continue
-            if any(a == addr for a, _ in self._fetches.values()):
+            if self._backoff.get(addr, 0.0) > now or any(a == addr for a, _ in self._fetches.values()):
                 continue
             by_leader.setdefault(addr, []).append(broker_pb2.FetchPartition(
                 topic=tp[0], partition=tp[1], fetch_offset=off, current_leader_epoch=epoch,
@@ -200,6 +210,7 @@ class KafkaConsumer:
             try:
                 call = self.metadata.stub(addr).Fetch.future(req, timeout=req.max_wait_ms / 1000 + 5)
             except (grpc.RpcError, ValueError):       # the channel was closed meanwhile
+                self._back_off(addr)
                 self.metadata.refresh()
                 continue
             self._fetches[call] = (addr, {(p.topic, p.partition): p.fetch_offset for p in parts})
@@ -210,19 +221,25 @@ class KafkaConsumer:
         entry = self._fetches.pop(call, None)
         if entry is None:
             return                           # from before a close
-        _, offsets = entry
+        addr, offsets = entry
         try:
             resp = call.result()
         except grpc.FutureCancelledError:
             return
         except grpc.RpcError:
+            self._back_off(addr)
             self.metadata.refresh()
             return
         current = [pr for pr in resp.partitions
                    if self.positions.get((pr.topic, pr.partition)) == offsets.get((pr.topic, pr.partition))]
         if len(current) != len(resp.partitions):
             resp = broker_pb2.FetchResponse(partitions=current)
+        if any(pr.error in NEEDS_METADATA or pr.error == E.LEADER_NOT_AVAILABLE for pr in resp.partitions):
+            self._back_off(addr)
         self._take(resp, out)
+
+    def _back_off(self, addr: str) -> None:
+        self._backoff[addr] = time.monotonic() + self.retry_backoff
 
     def _take(self, resp: broker_pb2.FetchResponse, out: list[ConsumerRecord]) -> None:
         """The records of one fetch answer into `out`, moving the positions past them."""

@@ -88,3 +88,34 @@ def test_short_polls_lose_and_repeat_nothing_while_fetches_outlive_them(cluster)
     finally:
         p.close()
         c.close()
+
+
+def test_a_dead_leader_is_retried_after_a_backoff_not_in_a_tight_loop(cluster):
+    """The leader is killed: each fetch to it fails at once (connection refused) until the controller
+    moves leadership. The consumer backs off retry_backoff_ms (100 ms) between tries, as Kafka's
+    retry.backoff.ms, instead of re-sending and refreshing metadata as fast as the errors come."""
+    boot = cluster.info().bootstrap
+    md = h.new_topic(boot, "backoff", partitions=1)
+    h.leader_address(md, "backoff")
+    leader_id = md.leader("backoff", 0)[0]
+    c = KafkaConsumer(boot, max_wait_ms=200, retry_backoff_ms=100)
+    refreshes = []
+    real_refresh = c.metadata.refresh
+
+    def counted(*args, **kw):
+        refreshes.append(time.monotonic())
+        return real_refresh(*args, **kw)
+
+    c.metadata.refresh = counted
+    try:
+        c.assign([("backoff", 0)])
+        c.seek_to_beginning()
+        assert c.poll(timeout_ms=300) == []
+        cluster.kill(f"broker-{leader_id}")
+        refreshes.clear()
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 1.0:
+            c.poll(timeout_ms=250)
+        assert 2 <= len(refreshes) <= 25, len(refreshes)     # about one per 100 ms, not hundreds
+    finally:
+        c.close()

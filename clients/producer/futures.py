@@ -63,15 +63,20 @@ class ProduceRequestResult:
         if thunks:
             self._run_thunks(thunks)
 
+    def metadata(self, index: int) -> RecordMetadata:
+        """The acknowledged record at `index` in the batch (offset -1 when the broker gave none, acks=0)."""
+        base, seq = self.base_offset, self.base_sequence
+        return RecordMetadata(self.topic, self.partition, base + index if base >= 0 else -1,
+                              None if seq is None else seq + index, self.producer_id, self.producer_epoch)
+
     def _run_thunks(self, thunks) -> None:
-        err, base, seq = self.error, self.base_offset, self.base_sequence
+        err = self.error
         for cb, i in thunks:
             try:
                 if err is not None:
                     cb(None, err)
                 else:
-                    cb(RecordMetadata(self.topic, self.partition, base + i if base >= 0 else -1,
-                                      None if seq is None else seq + i, self.producer_id, self.producer_epoch), None)
+                    cb(self.metadata(i), None)
             except Exception:  # noqa: BLE001 - a user callback must not kill the sender
                 pass
 
@@ -102,12 +107,13 @@ class FutureRecordMetadata:
 
     def result(self, timeout: float | None = None):
         self._wait(timeout)
-        r = self._result
-        if r.error is not None:
-            raise r.error
-        seq = None if r.base_sequence is None else r.base_sequence + self._index
-        offset = r.base_offset + self._index if r.base_offset >= 0 else -1
-        return RecordMetadata(r.topic, r.partition, offset, seq, r.producer_id, r.producer_epoch)
+        if self._result.error is not None:
+            raise self._result.error
+        return self._result.metadata(self._index)
+
+    def add_thunk(self, callback) -> None:
+        """Keep a send's callback in the batch; only while the batch is open (under the accumulator's lock)."""
+        self._result.thunks.append((callback, self._index))
 
     def add_done_callback(self, fn) -> None:
         self._result.on_done(lambda: fn(self))

@@ -102,7 +102,7 @@ class RecordAccumulator:
                 wake()   # a new batch: the sender may be idle-waiting with nothing to send
             self.pending_bytes += n
             if callback is not None:      # the batch is open (in its deque, not drained): nothing completes it yet
-                fut._result.thunks.append((callback, fut._index))
+                fut.add_thunk(callback)
             return fut
 
     def release(self, batch: ProducerBatch) -> None:

@@ -144,10 +144,12 @@ def test_kafka_python_idempotent_produce_reads_back_exactly_once(kcluster):
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, "kp-idem", 2)
     p = kafka.KafkaProducer(bootstrap_servers=boot, enable_idempotence=True, acks="all")
-    futures = [p.send(topic, key=str(i).encode(), value=f"v{i}".encode()) for i in range(200)]
-    p.flush(30)
-    assert all(f.get(10).offset >= 0 for f in futures)
-    p.close()
+    try:
+        futures = [p.send(topic, key=str(i).encode(), value=f"v{i}".encode()) for i in range(200)]
+        p.flush(30)
+        assert all(f.get(10).offset >= 0 for f in futures)
+    finally:
+        p.close(5)
     c = kafka.KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, consumer_timeout_ms=3000,
                             isolation_level="read_committed")
     c.assign([kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)])
@@ -204,17 +206,19 @@ def test_kafka_python_read_committed_sees_only_committed_transactions(kcluster):
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, "kp-txn")
     p = kafka.KafkaProducer(bootstrap_servers=boot, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
-    p.init_transactions()
-    for kind, n in (("c", 6), ("a", 4), ("d", 3)):
-        p.begin_transaction()
-        for i in range(n):
-            p.send(topic, f"{kind}{i}".encode())
-        if kind == "a":
-            p.flush()
-            p.abort_transaction()
-        else:
-            p.commit_transaction()
-    p.close()
+    try:
+        p.init_transactions()
+        for kind, n in (("c", 6), ("a", 4), ("d", 3)):
+            p.begin_transaction()
+            for i in range(n):
+                p.send(topic, f"{kind}{i}".encode())
+            if kind == "a":
+                p.flush()
+                p.abort_transaction()
+            else:
+                p.commit_transaction()
+    finally:
+        p.close(5)
     assert _kp_read(kafka, boot, topic, "read_committed") == [f"c{i}" for i in range(6)] + [f"d{i}" for i in range(3)]
     assert len(_kp_read(kafka, boot, topic, "read_uncommitted")) == 13
 
@@ -224,30 +228,34 @@ def test_kafka_python_copier_commits_offsets_inside_the_transaction(kcluster):
     boot = kcluster.info().kafka_bootstrap
     src, dst = _topic(boot, "kp-in"), _topic(boot, "kp-out")
     p = kafka.KafkaProducer(bootstrap_servers=boot, enable_idempotence=True)
-    for i in range(30):
-        p.send(src, f"m{i}".encode())
-    p.flush()
-    p.close()
+    try:
+        for i in range(30):
+            p.send(src, f"m{i}".encode())
+        p.flush(30)
+    finally:
+        p.close(5)
     group = f"kp-copier-{uuid.uuid4().hex[:6]}"
     c = kafka.KafkaConsumer(src, bootstrap_servers=boot, group_id=group, enable_auto_commit=False,
                             auto_offset_reset="earliest", isolation_level="read_committed")
     tp = kafka.KafkaProducer(bootstrap_servers=boot, transactional_id=f"kp-copier-{uuid.uuid4().hex[:6]}")
-    tp.init_transactions()
     copied, deadline = 0, time.monotonic() + 60
-    while copied < 30 and time.monotonic() < deadline:
-        batches = c.poll(timeout_ms=1000)
-        msgs = [m for ms in batches.values() for m in ms]
-        if not msgs:
-            continue
-        tp.begin_transaction()
-        for m in msgs:
-            tp.send(dst, m.value)
-        offsets = {tpart: kafka.OffsetAndMetadata(ms[-1].offset + 1, "", -1) for tpart, ms in batches.items()}
-        tp.send_offsets_to_transaction(offsets, c.group_metadata())
-        tp.commit_transaction()
-        copied += len(msgs)
-    c.close()
-    tp.close()
+    try:
+        tp.init_transactions()
+        while copied < 30 and time.monotonic() < deadline:
+            batches = c.poll(timeout_ms=1000)
+            msgs = [m for ms in batches.values() for m in ms]
+            if not msgs:
+                continue
+            tp.begin_transaction()
+            for m in msgs:
+                tp.send(dst, m.value)
+            offsets = {tpart: kafka.OffsetAndMetadata(ms[-1].offset + 1, "", -1) for tpart, ms in batches.items()}
+            tp.send_offsets_to_transaction(offsets, c.group_metadata())
+            tp.commit_transaction()
+            copied += len(msgs)
+    finally:
+        c.close()
+        tp.close(5)
     assert copied == 30
     check = kafka.KafkaConsumer(bootstrap_servers=boot, group_id=group, enable_auto_commit=False)
     assert check.committed(kafka.TopicPartition(src, 0)) == 30

@@ -8,7 +8,11 @@ with the leader's offsets and epochs; one thread per leader broker. Fetches
 go over one ReplicaFetch stream per leader (a fetch session: one message each
 way per fetch rather than a call); a fetch unanswered within FETCH_TIMEOUT_S
 (a leader cut off by a partition, or paused) ends the session, and the next
-fetch opens a new one, as a failed Fetch call would be retried.
+fetch opens a new one, as a failed Fetch call would be retried. A partition
+whose truncation or fetch answers an error (the leader moved, a stale or
+unknown leader epoch) sits out PARTITION_BACKOFF_S on its own, as Kafka's
+fetcher delays a partition with an error: the other partitions of the
+same leader go on being fetched meanwhile.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from services.common import rpc
 E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 FETCH_TIMEOUT_S = 10.0      # a fetch's answer, its long poll included (max_wait_ms 200), must come within this
+PARTITION_BACKOFF_S = 0.05  # a partition whose answer was an error is left out of the fetches for this long
 
 
 class SessionClosed(Exception):
@@ -118,8 +123,9 @@ class ReplicaFetcherThread(threading.Thread):
 
     def run(self) -> None:
         while self.running:
+            now = time.monotonic()
             with self.lock:
-                parts = dict(self.partitions)
+                parts = {tp: st for tp, st in self.partitions.items() if st.get("retry_at", 0.0) <= now}
             stub = self._stub()
             if not parts or stub is None:
                 time.sleep(0.05)
@@ -151,7 +157,7 @@ class ReplicaFetcherThread(threading.Thread):
                 continue
             part = st["p"]
             if r.error != E.NONE:
-                time.sleep(0.05)
+                st["retry_at"] = time.monotonic() + PARTITION_BACKOFF_S
                 continue
             target, done = truncation_target(part, r.leader_epoch, r.end_offset)
             part.truncate_to(target)
@@ -180,8 +186,8 @@ class ReplicaFetcherThread(threading.Thread):
                 st["p"].append_as_follower(r.batches, r.high_watermark)
             elif r.error == E.OFFSET_OUT_OF_RANGE:
                 st["truncate"] = True
-            else:
-                time.sleep(0.05)   # the leader moved or does not know yet: wait for LeaderAndIsr
+            else:   # the leader moved or does not know yet: this partition waits for LeaderAndIsr, not the others
+                st["retry_at"] = time.monotonic() + PARTITION_BACKOFF_S
 
     def close_session(self) -> None:
         if self.session is not None:

@@ -77,3 +77,40 @@ def test_session_to_a_paused_leader_ends_instead_of_hanging(make_cluster, monkey
         assert s2.fetch(_req(0, 0)).partitions[0].error == 0
     finally:
         s2.close()
+
+
+def test_partitions_answered_with_errors_do_not_hold_up_the_others(make_cluster, tmp_path):
+    """One fetch to a leader for a partition it serves and 40 it does not know: the good partition's
+    batches are appended and the fetch returns at once; each failed partition sits out a backoff of
+    its own (as Kafka's fetcher delays a partition with an error) instead of the fetcher sleeping
+    50 ms per failed partition before it fetches again."""
+    from services.broker.partition import LogConfig, Partition
+    from services.broker.replica_fetcher import ReplicaFetcherManager, ReplicaFetcherThread
+    rt = make_cluster(brokers=3, controllers=1, txn_coordinators=0)
+    md = h.new_topic(rt.bootstrap_all(), "rf", partitions=1)
+    leader = h.leader_address(md, "rf")
+    leader_id, _, epoch = md.leader("rf", 0)
+    pid, pepoch = h.init_pid(leader)
+    assert h.produce_raw(leader, "rf", h.batch(pid, pepoch, 0, 4)).error == 0
+    # replica id -1 (the manager's broker id): read as a consumer, so no follower position of the cluster moves
+    manager = ReplicaFetcherManager(-1, lambda _: leader)
+    fetcher = ReplicaFetcherThread(manager, leader_id)
+    good = Partition("rf", 0, str(tmp_path / "rf-0"), broker_id=-1, config=LogConfig())
+    parts = {("rf", 0): {"p": good, "epoch": epoch, "truncate": False}}
+    for i in range(40):
+        parts[("absent", i)] = {"p": Partition("absent", i, str(tmp_path / f"absent-{i}"), broker_id=-1,
+                                               config=LogConfig()), "epoch": 0, "truncate": False}
+    try:
+        t0 = time.monotonic()
+        fetcher._fetch(h.broker_stub(leader), parts)
+        took = time.monotonic() - t0
+        assert good.log_end_offset == 4
+        assert took < 1.0, took                       # 40 failed partitions x 50 ms would be 2 s
+        later = time.monotonic()
+        assert all(st["retry_at"] > later - 1.0 for tp, st in parts.items() if tp[0] == "absent")
+        assert "retry_at" not in parts[("rf", 0)]
+    finally:
+        fetcher.close_session()
+        manager.shutdown()
+        for st in parts.values():
+            st["p"].close()

@@ -40,7 +40,7 @@ def in_sync(md, restarted: str) -> int:
     listen yet (UNAVAILABLE), and the metadata may still name it first."""
     import grpc
 
-    from clients.errors import KafkaError
+    from eoslab.common.errors import KafkaError
     from eoslab.v1 import broker_pb2
     try:
         md.refresh(["failover"])

@@ -241,7 +241,7 @@ def liveness(rt, tally: Tally) -> None:
 
 
 def describe(rt):
-    from services.common import rpc
+    from eoslab.common import rpc
     for n in rt.info().by_role("controller"):
         with rpc.channel(n.address) as ch:
             r = controller_pb2_grpc.ControllerStub(ch).DescribeCluster(controller_pb2.DescribeClusterRequest(),

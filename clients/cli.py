@@ -52,7 +52,7 @@ def _props(items: list[str]) -> dict[str, str]:
 
 def cmd_produce(args) -> int:
     from clients.admin import create_topic
-    from clients.errors import KafkaError
+    from eoslab.common.errors import KafkaError
     from clients.metadata import ClusterMetadata
     from clients.producer import KafkaProducer, ProducerConfig
     if args.count < 0:
@@ -102,7 +102,7 @@ def cmd_produce(args) -> int:
 
 def cmd_consume(args) -> int:
     from clients.consumer import KafkaConsumer
-    from clients.errors import KafkaError
+    from eoslab.common.errors import KafkaError
     try:
         consumer = KafkaConsumer(args.bootstrap)
     except ValueError as e:

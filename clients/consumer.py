@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from clients.errors import E, NEEDS_METADATA, KafkaError
+from eoslab.common.errors import E, NEEDS_METADATA, KafkaError
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2
 from eoslab.common import record_batch as rb

@@ -14,7 +14,7 @@ import time
 
 import grpc
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, txn_pb2_grpc
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from clients.coordinator import CoordinatorClient
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer.transactions import ConsumerGroupMetadata
 from eoslab.v1 import broker_pb2, common_pb2
 

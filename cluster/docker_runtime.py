@@ -103,7 +103,7 @@ def sidecar_token() -> str:
 
 def cluster_secret(project: str, new: bool = False) -> str:
     """The project's cluster secret (made if absent, or anew when `new`: at every `up`)."""
-    from services.common import auth
+    from eoslab.common import auth
     path = os.path.join(os.path.dirname(TOKEN_FILE), f"{project}.{auth.SECRET_FILE_NAME}")
     if not new:
         try:
@@ -209,7 +209,7 @@ class DockerRuntime(SidecarFaults, Runtime):
                 if role == "zookeeper" or nid <= self.counts[role]]
 
     def _env(self) -> dict[str, str]:
-        from services.common import auth
+        from eoslab.common import auth
         brokers = self.counts["broker"]
         if self._net:     # this process is a member: its calls to the project's hosts carry the secret
             auth.register([f"{self._net}.{TOPOLOGY[n][2]}" for n in self.nodes()], self.secret)

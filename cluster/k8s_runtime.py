@@ -121,11 +121,11 @@ class K8sRuntime(Runtime):
         return self.info()
 
     def _ensure_cluster_secret(self) -> None:
-        """The Secret the services' internal RPCs carry (services.common.auth); an existing one is kept."""
+        """The Secret the services' internal RPCs carry (eoslab.common.auth); an existing one is kept."""
         from kubernetes import client
         from kubernetes.client.rest import ApiException
 
-        from services.common import auth
+        from eoslab.common import auth
         body = client.V1Secret(metadata=client.V1ObjectMeta(name="eoslab-cluster", namespace=self.ns,
                                                             labels={"app.kubernetes.io/part-of": "eoslab"}),
                                string_data={"secret": auth.new_secret()}, type="Opaque")

@@ -27,7 +27,7 @@ import time
 
 from cluster import netfilter, slots, zookeeper
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
-from services.common import auth
+from eoslab.common import auth
 
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 logging.getLogger("kazoo").propagate = False
@@ -327,7 +327,7 @@ class LocalRuntime(Runtime):
         import grpc
 
         from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, txn_pb2, txn_pb2_grpc
-        from services.common import rpc
+        from eoslab.common import rpc
         deadline = time.monotonic() + timeout
         specs = self._node_specs()
         while True:

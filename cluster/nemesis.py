@@ -31,7 +31,7 @@ import grpc
 from dataclasses import dataclass
 
 from eoslab.v1 import faults_pb2, faults_pb2_grpc
-from services.common import rpc
+from eoslab.common import rpc
 
 PARTITION_SHAPES = ("one", "minority-third", "halves", "ring", "bridge")
 

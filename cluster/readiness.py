@@ -18,7 +18,7 @@ from cluster.runtime import ClusterInfo
 
 def problem(info: ClusterInfo, timeout: float = 2.0) -> str | None:
     from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, txn_pb2, txn_pb2_grpc
-    from services.common import rpc
+    from eoslab.common import rpc
     running = [n for n in info.nodes if n.state == "running"]
     brokers = [n for n in running if n.role == "broker"]
     ids = {n.node_id for n in brokers}

@@ -19,7 +19,6 @@ error (3 when the checker ran out of time).
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -50,9 +49,7 @@ def _flag(name: str, value: str) -> list[str]:
 
 
 def runtime_kinds() -> tuple[str, ...]:
-    """Runtimes `--runtime` accepts: local always; docker, auto and k8s once cluster/runtimes.py is built."""
-    if importlib.util.find_spec("cluster.runtimes") is None:
-        return ("local",)
+    """Runtimes `--runtime` accepts."""
     from cluster.runtimes import RUN_KINDS
     return tuple(RUN_KINDS)
 
@@ -143,16 +140,14 @@ def progress(t0: float, time_limit: float, history, runner) -> str:
 
 
 def make_runtime(cfg: RunConfig, wl_cls, s: dict):
-    """The runtime the run acts on, and whether the run owns (starts and stops) its cluster. Through
-    cluster.runtimes.open_runtime when it is built; the local runtime directly otherwise."""
+    """The runtime the run acts on, and whether the run owns (starts and stops) its cluster."""
     from cluster.local import LocalRuntime
+    from cluster.runtimes import choose, open_runtime
     coordinators = 2 if wl_cls.transactional else 0
-    have_runtimes = importlib.util.find_spec("cluster.runtimes") is not None
     if cfg.cluster:
-        if cfg.runtime == "local" or not have_runtimes:
+        if cfg.runtime == "local":
             rt = LocalRuntime.load(cfg.cluster)
         else:
-            from cluster.runtimes import open_runtime
             rt = open_runtime(cfg.runtime, cfg.cluster)
         if coordinators and not rt.info().by_role("txn-coordinator"):
             raise ValueError(f"cluster {cfg.cluster!r} has no transaction coordinators; the {cfg.workload} "
@@ -161,10 +156,6 @@ def make_runtime(cfg: RunConfig, wl_cls, s: dict):
     name = f"run-{uuid.uuid4().hex[:8]}"
     local_extra = {"controller_args": [*wl_cls.controller_args, *s["controller"]],
                    "txn_coordinator_args": s["coordinator"]}
-    if not have_runtimes:
-        return LocalRuntime(name, brokers=3, controllers=2, broker_args=s["broker"], txn_coordinators=coordinators,
-                            **local_extra), True
-    from cluster.runtimes import choose, open_runtime
     kind = choose(cfg.runtime)[0] if cfg.runtime == "auto" else cfg.runtime
     extra = local_extra if kind == "local" else {"kafka_version": cfg.kafka_version}
     return open_runtime(kind, name, brokers=3, controllers=2, txn_coordinators=coordinators,

@@ -37,13 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="eoslab", description="eoslab: Kafka exactly-once lab")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name and name.startswith(e.name):
-                continue  # that package is not built yet
-            raise
-        mod.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 

@@ -9,7 +9,7 @@ import sys
 import grpc
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc
-from services.common import rpc
+from eoslab.common import rpc
 
 
 def probe(role: str, address: str, timeout: float = 2.0) -> bool:

@@ -7,8 +7,8 @@ from clients.admin import create_topic
 from clients.consumer import KafkaConsumer
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, faults_pb2, faults_pb2_grpc
-from services.broker import record_batch as rb
-from services.common import rpc
+from eoslab.common import record_batch as rb
+from eoslab.common import rpc
 
 
 def new_topic(bootstrap: str, name: str, partitions: int = 1, configs=None) -> ClusterMetadata:

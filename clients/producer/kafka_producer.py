@@ -29,7 +29,7 @@ import zlib
 
 import grpc
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
 from clients.producer.futures import FutureRecordMetadata, RecordMetadata  # noqa: F401 - RecordMetadata: API

@@ -25,7 +25,7 @@ import queue
 import threading
 import time
 
-from clients.errors import E, NEEDS_METADATA, RETRIABLE, KafkaError
+from eoslab.common.errors import E, NEEDS_METADATA, RETRIABLE, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
 from clients.producer.connection import BrokerConnection

@@ -46,7 +46,7 @@ import bisect
 import logging
 import threading
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer.record_accumulator import ProducerBatch
 from clients.producer.transaction_state import VALID_PREVIOUS, InvalidStateTransition, State
 from eoslab.common import record_batch as rb

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 
 
 class State(enum.Enum):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from clients.coordinator import CoordinatorClient
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from eoslab.v1 import broker_pb2, common_pb2, txn_pb2
 
 FATAL = {E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}

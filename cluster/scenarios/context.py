@@ -16,12 +16,12 @@ import time
 import grpc
 
 from clients.admin import create_topic
-from clients.errors import E
+from eoslab.common.errors import E
 from clients.metadata import ClusterMetadata
 from cluster.scenarios import record
 from eoslab.v1 import (broker_pb2, controller_pb2, controller_pb2_grpc, faults_pb2, faults_pb2_grpc, txn_pb2,
                        txn_pb2_grpc)
-from services.common import rpc
+from eoslab.common import rpc
 
 
 class ScenarioError(RuntimeError):

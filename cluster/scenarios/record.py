@@ -2,7 +2,7 @@
 
 Guarantees: every op is an `invoke` written before the client acts and
 exactly one completion written after it: `ok` with offsets, `fail` only when
-every error is definite in clients.errors (the op did not happen), `info`
+every error is definite in eoslab.common.errors (the op did not happen), `info`
 otherwise (a timeout, a killed or paused client: it may have happened). Keys
 are partition numbers; values are ints unique per scenario, written as
 fixed-width ASCII so a batch holds an exact number of records. Sends and
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 
-from clients.errors import KafkaError
+from eoslab.common.errors import KafkaError
 from clients.producer.record_accumulator import RECORD_OVERHEAD
 
 VALUE_WIDTH = 6

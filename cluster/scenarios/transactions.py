@@ -13,7 +13,7 @@ while transaction 2 is open (nemesis `start-/stop-delay-end-txn`).
 """
 from __future__ import annotations
 
-from clients.errors import name as error_name
+from eoslab.common.errors import name as error_name
 from cluster.scenarios.base import ClusterSpec, Fact, completions, register, session_of
 from eoslab.v1 import txn_pb2
 

@@ -64,7 +64,7 @@ class WorkerProducer:
         self.replies.put(None)
 
     def _call(self, req: dict, wait: float = 90.0) -> dict:
-        from clients.errors import KafkaError
+        from eoslab.common.errors import KafkaError
         if self.proc.poll() is not None:
             raise WorkerGone(f"producer process {self.proc.pid} is gone")
         self._ids += 1
@@ -148,7 +148,7 @@ class WorkerProducer:
 
 # -- the worker process ----------------------------------------------------------------------------
 def serve(bootstrap: str, config: dict) -> None:
-    from clients.errors import KafkaError
+    from eoslab.common.errors import KafkaError
     from clients.producer import KafkaProducer, ProducerConfig
     p = KafkaProducer(bootstrap, ProducerConfig(**config))
     futures: dict[int, object] = {}

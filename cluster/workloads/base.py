@@ -3,7 +3,7 @@
 Guarantees:
 - `outcome(exc)` is the one place a workload turns an exception into a
   history type: "fail" exactly when it is a KafkaError that the errors table
-  (clients.errors.DEFINITE) calls definite and no earlier attempt of the same
+  (eoslab.common.errors.DEFINITE) calls definite and no earlier attempt of the same
   request went unanswered (`maybe_applied`, set by the coordinator client
   when it retried after a lost connection: an answer to the retry says
   nothing about the attempt that got none); "info" for everything else
@@ -25,7 +25,7 @@ import threading
 import time
 
 from clients.consumer import KafkaConsumer
-from clients.errors import KafkaError
+from eoslab.common.errors import KafkaError
 
 ISOLATIONS = ("read_committed", "read_uncommitted")
 

@@ -31,7 +31,7 @@ import grpc
 
 from clients.admin import create_topic
 from clients.coordinator import CoordinatorClient
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer import KafkaProducer, ProducerConfig
 from cluster.workloads.base import Workload, final_read, outcome, producer_field

@@ -24,7 +24,7 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from clients.errors import KafkaError
+from eoslab.common.errors import KafkaError
 
 log = logging.getLogger(__name__)
 CLIENTS = ("eoslab", "confluent-kafka", "kafka-python", "aiokafka")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 
-from clients.errors import KafkaError
+from eoslab.common.errors import KafkaError
 from cluster.workloads.real_clients import AioKafkaProducer, ConfluentProducer, KafkaPythonProducer, SendResult, \
     _aiokafka_error, _Fatal
 

@@ -29,8 +29,8 @@ import crc32c as _crc32c
 
 from eoslab.common import record_batch as rb
 from eoslab.v1 import common_pb2
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 UNSUPPORTED_COMPRESSION_TYPE = 76   # Kafka's code (not in the lab's gRPC enum)
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # base offset .. record count: 61 bytes

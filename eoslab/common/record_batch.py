@@ -19,8 +19,8 @@ from typing import Iterator
 import crc32c as _crc32c
 
 from eoslab.v1 import common_pb2
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -3,7 +3,7 @@
 Guarantees: every server accepts messages large enough that an oversize batch
 reaches the broker and gets Kafka's MESSAGE_TOO_LARGE rather than a transport
 error; every service server checks the cluster's secret on internal RPCs and
-answers undecodable requests INVALID_ARGUMENT (services.common.auth); every
+answers undecodable requests INVALID_ARGUMENT (eoslab.common.auth); every
 channel sends the secret of the cluster it leads to, when this process knows
 one; channels are reused per address and closed on `close_all`; a service's
 log file ($EOSLAB_LOG_FILE) rotates at $EOSLAB_LOG_MAX_BYTES (10 MB), 3 kept.

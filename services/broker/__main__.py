@@ -7,7 +7,7 @@ from eoslab import kafka_version
 from eoslab.v1 import common_pb2
 from services.broker.kafka_server import KafkaServer
 from services.broker.partition import LogConfig
-from services.common import rpc
+from eoslab.common import rpc
 
 DUP_CHOICES = ("DUPLICATE_SEQUENCE_NUMBER", "OUT_OF_ORDER_SEQUENCE_NUMBER")
 UNKNOWN_CHOICES = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "accept")

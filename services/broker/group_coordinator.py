@@ -34,12 +34,12 @@ import json
 import logging
 import threading
 
-from eoslab.v1 import broker_pb2, common_pb2
-from services.broker import record_batch as rb
+from eoslab.v1 import broker_pb2
+from eoslab.common import record_batch as rb
 from services.broker.membership import GroupMembership
 from services.common.internal_topics import CONSUMER_OFFSETS_TOPIC, partition_for
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 

@@ -24,9 +24,10 @@ from services.broker.partition import LogConfig
 from services.broker.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
-from services.common import auth, rpc, zk_paths
+from eoslab.common import auth, rpc
+from services.common import zk_paths
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 

@@ -19,7 +19,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from eoslab.v1 import broker_pb2, common_pb2
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 GROUP_MIN_SESSION_TIMEOUT_MS = 1000      # Kafka: 6000
 GROUP_MAX_SESSION_TIMEOUT_MS = 1800000   # Kafka: 1800000

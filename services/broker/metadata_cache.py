@@ -9,8 +9,8 @@ from __future__ import annotations
 import threading
 
 from eoslab.v1 import broker_pb2, common_pb2
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 
 
 class MetadataCache:

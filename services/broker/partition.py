@@ -37,14 +37,14 @@ import time
 from dataclasses import dataclass, field
 
 from eoslab.v1 import common_pb2
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
 from services.broker.replica import Replica
 from services.broker.txn_index import AbortedTxn, TransactionIndex, control_record
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 HW_CHECKPOINT = "high-watermark-checkpoint"
 HW_CHECKPOINT_INTERVAL_S = 1.0      # the ReplicaManager writes the checkpoints this often

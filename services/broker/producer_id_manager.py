@@ -13,10 +13,10 @@ import time
 
 import grpc
 
-from eoslab.v1 import common_pb2, controller_pb2, controller_pb2_grpc
-from services.common import rpc
+from eoslab.v1 import controller_pb2, controller_pb2_grpc
+from eoslab.common import rpc
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 

@@ -44,11 +44,10 @@ import time
 import zlib
 from dataclasses import dataclass
 
-from eoslab.v1 import common_pb2
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker import txn_index
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 NUM_BATCHES_TO_RETAIN = 5

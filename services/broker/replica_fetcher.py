@@ -23,10 +23,10 @@ import time
 
 import grpc
 
-from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2
-from services.common import rpc
+from eoslab.v1 import broker_pb2, broker_pb2_grpc
+from eoslab.common import rpc
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 FETCH_TIMEOUT_S = 10.0      # a fetch's answer, its long poll included (max_wait_ms 200), must come within this
 PARTITION_BACKOFF_S = 0.05  # a partition whose answer was an error is left out of the fetches for this long

@@ -23,19 +23,19 @@ import logging
 import threading
 import time
 
-from eoslab.v1 import broker_pb2, common_pb2
+from eoslab.v1 import broker_pb2
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LOG_MOVED, ROLE_MOVED, LogConfig, Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
+from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 # A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
 # already given the request up.
 MAX_FETCH_WAIT_MS = 30000
 MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 128 threads; replicas' fetches are not counted
 MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
-INT16_MAX = 32767
 
 
 class _ParkedFetch:
@@ -174,13 +174,13 @@ class ReplicaManager:
         waits = []
         for m in req.markers:
             mr = resp.markers.add(producer_id=m.producer_id)
-            bad = (m.producer_id < 0 or not 0 <= m.producer_epoch <= INT16_MAX or m.coordinator_epoch < 0)
+            bad = (m.producer_id < 0 or not 0 <= m.producer_epoch <= MAX_PRODUCER_EPOCH or m.coordinator_epoch < 0)
             for tp in m.partitions:
                 out = mr.partitions.add(topic=tp.topic, partition=tp.partition)
                 if bad:
                     out.error = E.INVALID_REQUEST
                     out.error_message = (f"marker out of range: producer id {m.producer_id}, producer epoch "
-                                         f"{m.producer_epoch} (0..{INT16_MAX}), coordinator epoch "
+                                         f"{m.producer_epoch} (0..{MAX_PRODUCER_EPOCH}), coordinator epoch "
                                          f"{m.coordinator_epoch}")
                     continue
                 p = self.partitions.get((tp.topic, tp.partition))

@@ -30,7 +30,7 @@ def retrying(zk, timeout_s: float = 60.0):
 
 def connect(zk, paths=(), timeout_s: float = 60.0) -> None:
     """Start the session, lock the root to members (auth.lock_zk_root), make sure `paths` exist."""
-    from services.common import auth
+    from eoslab.common import auth
     zk.start(timeout=30)
     retry = retrying(zk, timeout_s)
     retry(auth.lock_zk_root, zk)

@@ -3,7 +3,7 @@ import argparse
 import os
 
 from eoslab.v1 import controller_pb2_grpc
-from services.common import rpc
+from eoslab.common import rpc
 from services.controller.kafka_controller import KafkaController
 from services.controller.server import ControllerService
 

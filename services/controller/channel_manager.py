@@ -14,7 +14,7 @@ import threading
 import grpc
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2
-from services.common import rpc
+from eoslab.common import rpc
 
 log = logging.getLogger(__name__)
 

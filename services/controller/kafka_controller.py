@@ -23,14 +23,15 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from eoslab.v1 import broker_pb2, common_pb2
-from services.common import auth, zk_paths
+from eoslab.common import auth
+from services.common import zk_paths
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
 from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
                                          validate_configs, validate_topic_name)
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 

@@ -10,12 +10,12 @@ import logging
 
 from kazoo.exceptions import KazooException, NoNodeError
 
-from eoslab.v1 import common_pb2, controller_pb2, controller_pb2_grpc
+from eoslab.v1 import controller_pb2, controller_pb2_grpc
 from services.common import zk_paths
 from services.controller.kafka_controller import KafkaController
 from services.controller.producer_id_manager import ProducerIdsExhausted
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 
 

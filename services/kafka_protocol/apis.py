@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from eoslab.v1 import broker_pb2, common_pb2
+from eoslab.v1 import broker_pb2
 from services.kafka_protocol import codec
 from services.kafka_protocol.codec import MalformedRequest, UnsupportedVersion
 from services.kafka_protocol.endpoints import COORDINATOR_NODE_BASE
 from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
+from eoslab.common.errors import E
 
-E = common_pb2.ErrorCode
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
 CLUSTER_AUTHORIZATION_FAILED = 31

@@ -20,7 +20,7 @@ import logging
 
 from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
-from services.common import auth
+from eoslab.common import auth
 from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints

@@ -15,7 +15,7 @@ from concurrent import futures
 import grpc
 
 from eoslab.v1 import sidecar_pb2_grpc
-from services.common import rpc
+from eoslab.common import rpc
 from services.sidecar.faults import Faults
 from services.sidecar.iptables import IptablesError
 from services.sidecar.peers import Peers, UnknownPeer

@@ -5,7 +5,7 @@ import os
 from eoslab import kafka_version
 
 from services.common import internal_topics as it
-from services.common import rpc
+from eoslab.common import rpc
 from services.txn_coordinator.server import TransactionCoordinatorServer
 
 

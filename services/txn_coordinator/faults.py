@@ -24,7 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from clients.errors import name as error_name
+from eoslab.common.errors import name as error_name
 from eoslab.v1 import faults_pb2
 from services.broker.faults import FaultInjectorService
 

@@ -24,11 +24,13 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from clients.admin import create_topic
-from clients.errors import E, KafkaError
+from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
+from eoslab.common.errors import E, KafkaError
 from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
 from services.broker.producer_id_manager import ProducerIdManager
 from services.common import internal_topics as it
-from services.common import auth, rpc, zk_paths
+from eoslab.common import auth, rpc
+from services.common import zk_paths
 from services.txn_coordinator.transaction_coordinator import TransactionCoordinator
 from services.txn_coordinator.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from services.txn_coordinator.transaction_state_manager import TransactionStateManager
@@ -183,11 +185,10 @@ class TransactionCoordinatorServer:
         self.markers.close()
 
 
-INT16_MAX = 32767
 
 
 def _producer_ok(pid: int, epoch: int) -> bool:
-    return pid >= 0 and 0 <= epoch <= INT16_MAX
+    return pid >= 0 and 0 <= epoch <= MAX_PRODUCER_EPOCH
 
 
 class TransactionCoordinatorService(txn_pb2_grpc.TransactionCoordinatorServicer):

@@ -35,10 +35,10 @@ import logging
 import threading
 import time
 
-from clients.errors import E
+from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2, txn_pb2
 from services.common import internal_topics as it
-from services.broker.record_batch import MAX_PRODUCER_EPOCH
+from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from services.txn_coordinator.transaction_metadata import (IllegalTransition, ProducerFenced,
                                                            TransactionMetadata, TransactionState, now_ms)
 

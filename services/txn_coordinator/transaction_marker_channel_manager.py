@@ -16,7 +16,7 @@ import time
 
 import grpc
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2, common_pb2
 

@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from services.broker.record_batch import MAX_PRODUCER_EPOCH
+from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 
 
 class TransactionState(enum.Enum):

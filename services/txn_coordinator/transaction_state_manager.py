@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 from clients.consumer import KafkaConsumer
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer import KafkaProducer, ProducerConfig
 from services.common import internal_topics as it

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from cluster import nemesis as nem
 from cluster.run import RunConfig
 from cluster.workloads import WORKLOADS, workload_class

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from clients.errors import E
+from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from tests import helpers as h
 
 pytestmark = pytest.mark.integration

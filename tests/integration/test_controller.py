@@ -6,7 +6,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from eoslab.v1 import controller_pb2, controller_pb2_grpc
-from services.common import auth, rpc, zk_paths
+from eoslab.common import auth, rpc
+from services.common import zk_paths
 from services.controller.producer_id_manager import ProducerIdManager, parse_block
 from tests import helpers as h
 
@@ -57,7 +58,7 @@ def test_racing_controllers_claim_disjoint_blocks(make_cluster):
     rt = make_cluster(brokers=1, controllers=1)
     clients, blocks, lock = [], [], threading.Lock()
 
-    def claim(cid):     # as members do: with the cluster's secret (services.common.auth.zk_kwargs)
+    def claim(cid):     # as members do: with the cluster's secret (eoslab.common.auth.zk_kwargs)
         zk = KazooClient(hosts=rt.info().zookeeper, **auth.zk_kwargs(auth.read_secret_file(rt.secret_path)))
         zk.start()
         clients.append(zk)

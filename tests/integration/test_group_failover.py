@@ -1,7 +1,7 @@
 """Group metadata survives a group coordinator move (Kafka's GroupMetadataManager): real processes."""
 import pytest
 
-from clients.errors import E
+from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2, common_pb2
 from tests import helpers as h
 

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from clients.consumer import KafkaConsumer
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer import ConsumerGroupMetadata, KafkaProducer, ProducerConfig
 from tests import helpers as h
 

@@ -5,10 +5,10 @@ import time
 import pytest
 
 from clients.admin import create_topic
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2, common_pb2, controller_pb2, controller_pb2_grpc, txn_pb2, txn_pb2_grpc
-from services.common import rpc
+from eoslab.common import rpc
 from tests import helpers as h
 
 pytestmark = pytest.mark.integration

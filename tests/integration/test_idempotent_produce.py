@@ -1,7 +1,7 @@
 """Idempotent produce against a real cluster: lost ACKs, the in-flight window, sequence rules."""
 import pytest
 
-from clients.errors import E
+from eoslab.common.errors import E
 from clients.producer import KafkaProducer, ProducerConfig
 from tests import helpers as h
 

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from clients.errors import KafkaError
+from eoslab.common.errors import KafkaError
 from clients.producer import KafkaProducer, ProducerConfig
 from cluster import netfilter
 from tests import helpers as h

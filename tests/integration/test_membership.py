@@ -7,7 +7,7 @@ import pytest
 
 from eoslab.v1 import (broker_pb2, broker_pb2_grpc, common_pb2, controller_pb2, controller_pb2_grpc, faults_pb2,
                        faults_pb2_grpc, txn_pb2, txn_pb2_grpc)
-from services.common import rpc
+from eoslab.common import rpc
 from tests import helpers as h
 
 pytestmark = pytest.mark.integration

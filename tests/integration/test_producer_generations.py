@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer import KafkaProducer, ProducerConfig
 from clients.producer.transaction_manager import State
 from tests import helpers as h

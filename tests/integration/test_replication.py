@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer import KafkaProducer, ProducerConfig
 from eoslab.v1 import broker_pb2, controller_pb2, controller_pb2_grpc
 from services.broker.log import UnifiedLog
-from services.common import rpc
+from eoslab.common import rpc
 from tests import helpers as h
 
 pytestmark = pytest.mark.integration

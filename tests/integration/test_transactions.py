@@ -11,7 +11,7 @@ import time
 import pytest
 
 from clients.consumer import KafkaConsumer
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 from clients.producer import KafkaProducer, ProducerConfig
 from eoslab.v1 import broker_pb2
@@ -248,7 +248,7 @@ def test_id_expiration_forgets_an_idle_transactional_id(make_cluster):
 
 def test_coordinator_and_marker_rules_on_the_wire(cluster):
     from eoslab.v1 import common_pb2, txn_pb2, txn_pb2_grpc
-    from services.common import rpc
+    from eoslab.common import rpc
     boot = cluster.bootstrap_all()
     md = h.new_topic(boot, "wire")
     tc = None

@@ -9,11 +9,11 @@ import time
 import pytest
 
 from clients.consumer import KafkaConsumer
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer import KafkaProducer, ProducerConfig
 from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
-from services.broker import record_batch as rb
-from services.common import rpc
+from eoslab.common import record_batch as rb
+from eoslab.common import rpc
 from tests import helpers as h
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,8 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 
-from services.common import auth, zk_paths
+from eoslab.common import auth
+from services.common import zk_paths
 
 pytestmark = pytest.mark.integration
 

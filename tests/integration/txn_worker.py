@@ -17,7 +17,7 @@ import json
 import sys
 
 from clients.consumer import KafkaConsumer
-from clients.errors import KafkaError
+from eoslab.common.errors import KafkaError
 from clients.producer import KafkaProducer, ProducerConfig
 
 

@@ -84,7 +84,7 @@ def test_a_restart_without_transactional_id_resends_a_written_record_as_a_duplic
     assert errors and errors[0] is not None          # the application saw a timeout ...
     del first                                        # ... and restarts its producer (a new producer id)
     from eoslab.v1 import faults_pb2, faults_pb2_grpc
-    from services.common import rpc
+    from eoslab.common import rpc
     faults_pb2_grpc.FaultInjectorStub(rpc.channel(leader)).ClearFaults(faults_pb2.ClearFaultsRequest(), timeout=5)
     second = Producer({"bootstrap.servers": info.kafka_bootstrap, "enable.idempotence": True, "acks": "all"})
     second.produce(topic, b"order-1")                # the application's retry

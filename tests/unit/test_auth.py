@@ -1,10 +1,10 @@
-"""services.common.auth: the membership check and the decode check, on a real in-process gRPC server."""
+"""eoslab.common.auth: the membership check and the decode check, on a real in-process gRPC server."""
 import grpc
 import pytest
 
 from eoslab.v1 import faults_pb2, faults_pb2_grpc
 from services.broker.faults import FaultInjectorService, FaultRegistry
-from services.common import auth, rpc
+from eoslab.common import auth, rpc
 
 pytestmark = pytest.mark.fast
 SECRET = "s3cret-of-this-cluster"

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from clients.errors import E
+from eoslab.common.errors import E
 from eoslab.v1 import faults_pb2, txn_pb2
 from services.txn_coordinator.faults import CoordinatorFaultRegistry
 from services.txn_coordinator.transaction_metadata import TransactionState as S

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from eoslab.v1 import broker_pb2, common_pb2
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker.metadata_cache import MetadataCache
 from services.broker.partition import LogConfig, Partition
 from services.broker.replica_manager import ReplicaManager

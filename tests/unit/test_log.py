@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker.log import StoredBatch, UnifiedLog
 
 pytestmark = pytest.mark.fast

@@ -1,7 +1,7 @@
 """GroupMembership's offset-commit rules in one process (Kafka's GroupCoordinator.validateOffsetCommit)."""
 import pytest
 
-from clients.errors import E
+from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.broker import membership as ms
 

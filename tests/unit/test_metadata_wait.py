@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.metadata import ClusterMetadata
 
 pytestmark = pytest.mark.fast

@@ -2,7 +2,7 @@
 order, with the record's metadata or the batch's error, after the future-style callbacks."""
 import pytest
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer.futures import RecordMetadata
 from clients.producer.record_accumulator import RecordAccumulator
 

@@ -1,7 +1,7 @@
 import pytest
 
 from eoslab.v1 import common_pb2
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 
 pytestmark = pytest.mark.fast
 E = common_pb2.ErrorCode

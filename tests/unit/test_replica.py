@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker.partition import LogConfig, Partition
 from services.broker.replica import Replica
 

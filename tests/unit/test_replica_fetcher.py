@@ -1,7 +1,7 @@
 """Follower truncation by leader epoch (KIP-101/279) on a real Partition: the target and when to ask again."""
 import pytest
 
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker.log import StoredBatch
 from services.broker.partition import LogConfig, Partition
 from services.broker.replica_fetcher import truncation_target

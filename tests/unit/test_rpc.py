@@ -1,8 +1,8 @@
-"""services.common.rpc.ChannelCache: one channel and one stub per address, forgotten with the channel."""
+"""eoslab.common.rpc.ChannelCache: one channel and one stub per address, forgotten with the channel."""
 import pytest
 
 from eoslab.v1 import broker_pb2_grpc, txn_pb2_grpc
-from services.common.rpc import ChannelCache
+from eoslab.common.rpc import ChannelCache
 
 pytestmark = pytest.mark.fast
 

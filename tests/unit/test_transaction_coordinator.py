@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from clients.errors import E
+from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2, txn_pb2
-from services.broker.record_batch import MAX_PRODUCER_EPOCH
+from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from services.txn_coordinator.transaction_coordinator import TransactionCoordinator
 from services.txn_coordinator.transaction_metadata import (TransactionMetadata, TransactionState,
                                                            TxnTransitMetadata)

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from clients.errors import E, KafkaError
+from eoslab.common.errors import E, KafkaError
 from clients.producer.record_accumulator import ProducerBatch
 from clients.producer.transaction_manager import VALID_PREVIOUS, InvalidStateTransition, State, TransactionManager
 from eoslab import kafka_version as kv

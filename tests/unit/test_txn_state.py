@@ -2,7 +2,7 @@
 and the coordinator assignment plan."""
 import pytest
 
-from services.broker import record_batch as rb
+from eoslab.common import record_batch as rb
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateManager
 from services.broker.txn_index import AbortedTxn, TransactionIndex, control_record

@@ -1,16 +1,11 @@
 """Shared fixtures: real local clusters (ZooKeeper, controllers, brokers as OS processes).
 
 Each pytest-xdist worker gets its own clusters on its own loopback slot, so
-workers never clash on addresses or ports. An `integration` test that fails is
-run once more (pytest-rerunfailures), as Kafka's own CI retries a failed test
-once: a run of real processes with faults on two shared cores can miss a
-deadline by chance. A test that fails twice fails the run, and a rerun is
-always reported (`R` in the progress line, "rerun" in the summary). `fast`
-tests are never rerun.
+workers never clash on addresses or ports. No test is rerun: a test that
+fails once fails the run (a flaky test is a bug to fix).
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import uuid
 
@@ -70,13 +65,3 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
 
-
-INTEGRATION_RERUNS = 1
-
-
-def pytest_collection_modifyitems(config, items):
-    if importlib.util.find_spec("pytest_rerunfailures") is None:
-        return
-    for item in items:
-        if item.get_closest_marker("integration") is not None and item.get_closest_marker("flaky") is None:
-            item.add_marker(pytest.mark.flaky(reruns=INTEGRATION_RERUNS, reruns_delay=1))

@@ -88,6 +88,14 @@ def batch(pid: int, epoch: int, seq: int, n: int, start: int = 0, prefix: str = 
     return rb.build_batch(values(n, start, prefix), producer_id=pid, producer_epoch=epoch, base_sequence=seq)
 
 
+def high_watermark(address: str, topic: str, partition: int = 0) -> int:
+    """The high watermark the leader at `address` answers (ListOffsets latest, read_uncommitted); -1 on error."""
+    r = broker_stub(address).ListOffsets(broker_pb2.ListOffsetsRequest(partitions=[
+        broker_pb2.ListOffsetsPartition(topic=topic, partition=partition, timestamp=-1)]), timeout=5)
+    p = r.partitions[0]
+    return p.offset if p.error == 0 else -1
+
+
 def read_partition(bootstrap: str, topic: str, partition: int = 0):
     c = KafkaConsumer(bootstrap)
     try:

@@ -101,7 +101,7 @@ def test_acks_all_loses_nothing_across_faults(cluster):
     t = threading.Thread(target=produce)
     t.start()
     try:
-        time.sleep(1)
+        h.wait_for(lambda: len(acked) >= 50, 60, "the first acks")
         faults = [("kill leader", lambda: cluster.kill(_leader_name(md, "durable3"))),
                   ("kill follower", lambda: cluster.kill(next(
                       f"broker-{b}" for b in range(1, 4) if f"broker-{b}" != _leader_name(md, "durable3")
@@ -220,7 +220,8 @@ def test_divergent_tail_truncated_by_leader_epoch(make_cluster):
     for i in range(3):
         p.send("diverge", b"a%d" % i, partition=0).result(30)
     h.wait_for(lambda: rt.node_state(other) == "running", what="follower")
-    time.sleep(0.5)                                  # follower has a0..a2
+    leader_addr = h.leader_address(md, "diverge")
+    h.wait_for(lambda: h.high_watermark(leader_addr, "diverge") == 3, what="the follower to have a0..a2")
     rt.pause(other)
     # a fetch the follower sent before the pause may still carry what comes next: spend it on one
     # record, so the five after it can only reach the old leader

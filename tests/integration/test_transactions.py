@@ -334,14 +334,17 @@ def test_end_txn_waits_for_an_add_partitions_in_flight(cluster):
         p.init_transactions()
         call = p.txn.coordinator.call
 
+        picked_up = threading.Event()
+
         def late_from_the_sender(fn, timeout):  # the sender's request (built at epoch 0) is slow on the wire
             if threading.current_thread() is p.sender:
+                picked_up.set()
                 time.sleep(1.5)
             return call(fn, timeout)
         p.txn.coordinator.call = late_from_the_sender
         p.begin_transaction()
         p.send("inflight", b"a")
-        time.sleep(0.2)                          # the sender has picked the partition up
+        assert picked_up.wait(30), "the sender never sent AddPartitionsToTxn"
         with pytest.raises(KafkaError):          # a group nobody joined: the transaction must abort
             p.send_offsets_to_transaction({("inflight", 0): 1}, ConsumerGroupMetadata("nobody", 3, "ghost"))
         p.abort_transaction()

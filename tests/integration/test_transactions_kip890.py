@@ -4,8 +4,6 @@ every commit/abort). Off: a delayed EndTxn(commit) of an earlier transaction com
 which the application then aborts, so an aborted record is visible (KAFKA-17754); a late batch of
 a finished transaction opens a hanging transaction that stops the LSO for good. On: the delayed
 EndTxn is fenced by the epoch, the late batch is refused by the leader's verification."""
-import time
-
 import pytest
 
 from clients.consumer import KafkaConsumer
@@ -37,9 +35,10 @@ def _ends(boot, topic):
     return tuple(out)
 
 
-def _settle(boot, topic, seconds=2.0):
-    time.sleep(seconds)   # let markers land
-    return _ends(boot, topic)
+def _settled(boot, topic):
+    """The (LSO, high watermark) once every transaction on the partition is complete (its markers landed)."""
+    return h.wait_for(lambda: (lambda e: e if e[0] == e[1] else None)(_ends(boot, topic)), 30,
+                      f"the markers on {topic} (LSO = high watermark)")
 
 
 @pytest.mark.parametrize("kip890", [False, True], ids=["kip890-off", "kip890-on"])
@@ -60,14 +59,15 @@ def test_kafka_17754_delayed_end_txn(make_cluster, kip890):
         p.begin_transaction()
         p.send("k890", b"t2").result(10)
         late = _coordinator(boot, "k890-1").EndTxn(delayed, timeout=10)   # the delayed copy arrives now
-        time.sleep(1.0)
+        if late.error == E.NONE:
+            _settled(boot, "k890")                    # taken as transaction 2's commit: its markers land
         try:
             p.abort_transaction()                     # the application aborts transaction 2
         except KafkaError as e:
             abort_error = e.code
     finally:
         p.close()
-    lso, hw = _settle(boot, "k890", 1.0)
+    lso, hw = _settled(boot, "k890")
     c = KafkaConsumer(boot, isolation_level="read_committed")
     c.assign([("k890", 0)])
     try:
@@ -98,14 +98,14 @@ def test_late_produce_after_commit_is_refused_with_verification(make_cluster, ve
         p.commit_transaction()
     finally:
         p.close()
-    time.sleep(1.0)
+    assert _settled(boot, "late") == (2, 2)                 # t1 and its commit marker
     # a retried batch of the finished transaction (same epoch, next sequence) reaches the leader late
     b = rb.build_batch([(None, b"late", 0)], producer_id=pid, producer_epoch=epoch, base_sequence=1,
                        transactional=True)
     r = h.broker_stub(h.leader_address(md, "late")).Produce(broker_pb2.ProduceRequest(
         acks=-1, transactional_id="late-1", partitions=[broker_pb2.PartitionProduceData(
             topic="late", partition=0, batch=b)]), timeout=10).partitions[0]
-    lso, hw = _settle(boot, "late", 0.5)
+    lso, hw = _ends(boot, "late")     # acks=all: an appended batch is under the high watermark at the answer
     if verify:
         assert r.error == E.INVALID_TXN_STATE and lso == hw
     else:

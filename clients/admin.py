@@ -2,21 +2,23 @@
 
 Guarantees: `create_topic` returns only once metadata from the bootstrap
 broker shows a leader for every partition; an existing topic with the same
-partition count is not an error when `exist_ok`.
+partition count is not an error when `exist_ok`. Deadlines and back-offs
+are seconds of the `Time` given (default: the metadata's clock).
 """
 from __future__ import annotations
-
-import time
 
 import grpc
 
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2
 
 
 def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, replication_factor: int = 0,
-                 configs: dict[str, str] | None = None, exist_ok: bool = True, timeout: float = 30.0) -> None:
+                 configs: dict[str, str] | None = None, exist_ok: bool = True, timeout: float = 30.0,
+                 time: Time | None = None) -> None:
+    time = time or getattr(metadata, "time", SYSTEM)
     deadline = time.monotonic() + timeout
     req = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, configs=configs or {})])
@@ -30,10 +32,12 @@ def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, repl
         if r.error not in (E.NOT_CONTROLLER, E.NETWORK_EXCEPTION) or time.monotonic() > deadline:
             raise KafkaError(r.error, r.error_message)
         time.sleep(0.2)
-    wait_for_leaders(metadata, name, deadline)
+    wait_for_leaders(metadata, name, deadline, time)
 
 
-def wait_for_leaders(metadata: ClusterMetadata, topic: str, deadline: float) -> int:
+def wait_for_leaders(metadata: ClusterMetadata, topic: str, deadline: float, time: Time | None = None) -> int:
+    """Until every partition of `topic` has a leader; `deadline` is a reading of `time`'s monotonic clock."""
+    time = time or getattr(metadata, "time", SYSTEM)
     while True:
         try:
             metadata.refresh([topic])

@@ -15,17 +15,20 @@ partitions whose position has not moved since it was sent (a seek or a new
 assignment drops it). A leader whose fetch failed (the call, or a partition
 error that needs new metadata) gets no fetch for `retry_backoff_ms`, and a
 poll with nothing to send waits out that backoff rather than spinning, as
-Kafka's retry.backoff.ms.
+Kafka's retry.backoff.ms. Every deadline, backoff and wait (poll's timeout,
+the leader backoff, list_offsets' retries, read_all) reads the `Time` given,
+which the consumer hands to its metadata and group membership.
 """
 from __future__ import annotations
 
-import queue
-import time
+import collections
+import threading
 from dataclasses import dataclass
 
 import grpc
 
 from eoslab.common.errors import E, NEEDS_METADATA, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2
 from eoslab.common import record_batch as rb
@@ -47,24 +50,27 @@ class ConsumerRecord:
 class KafkaConsumer:
     def __init__(self, bootstrap: str, isolation_level: str = "read_uncommitted",
                  max_wait_ms: int = 200, fetch_max_bytes: int = 4 << 20, group_id: str | None = None,
-                 session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500, retry_backoff_ms: int = 100):
+                 session_timeout_ms: int = 6000, heartbeat_interval_ms: int = 500, retry_backoff_ms: int = 100,
+                 time: Time = SYSTEM):
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ValueError("isolation_level must be read_uncommitted or read_committed")
-        self.metadata = ClusterMetadata(bootstrap)
+        self.time = time
+        self.metadata = ClusterMetadata(bootstrap, time=time)
         self.isolation = (broker_pb2.READ_COMMITTED if isolation_level == "read_committed"
                           else broker_pb2.READ_UNCOMMITTED)
         self.max_wait_ms = max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
         self.positions: dict[tuple[str, int], int] = {}
         self._fetches: dict = {}                    # fetch in flight -> (leader address, {tp: fetch offset})
-        self._answered: queue.SimpleQueue = queue.SimpleQueue()   # fetches that have answered, in order
+        self._answered: collections.deque = collections.deque()   # fetches that have answered, in order
+        self._answered_cond = threading.Condition(threading.Lock())
         self.retry_backoff = retry_backoff_ms / 1000.0
         self._backoff: dict[str, float] = {}        # leader address -> no fetch to it before this time
         self.group = None
         if group_id:
             from clients.group import ConsumerCoordinator
             self.group = ConsumerCoordinator(self.metadata, group_id, session_timeout_ms,
-                                             heartbeat_interval_ms=heartbeat_interval_ms)
+                                             heartbeat_interval_ms=heartbeat_interval_ms, time=time)
 
     def subscribe(self, topics: list[str]) -> None:
         if self.group is None:
@@ -137,7 +143,7 @@ class KafkaConsumer:
                 except KafkaError as e:
                     if e.code not in NEEDS_METADATA and e.code != E.LEADER_NOT_AVAILABLE:
                         raise
-                time.sleep(0.1)
+                self.time.sleep(0.1)
                 self.metadata.refresh([tp[0]])
             else:
                 raise KafkaError(E.LEADER_NOT_AVAILABLE, f"ListOffsets {tp[0]}-{tp[1]} kept failing")
@@ -163,33 +169,45 @@ class KafkaConsumer:
         if unset:
             self.seek_to_beginning(unset)
         out: list[ConsumerRecord] = []
-        end = time.monotonic() + timeout_ms / 1000.0
+        end = self.time.monotonic() + timeout_ms / 1000.0
         while True:
             self._send_fetches(timeout_ms)
             if not self._fetches:
-                left = end - time.monotonic()
+                left = end - self.time.monotonic()
                 if left <= 0 or not any(off >= 0 for off in self.positions.values()):
                     return out
-                time.sleep(min(left, self.retry_backoff))   # every leader is backing off, or none is known
+                self.time.sleep(min(left, self.retry_backoff))   # every leader is backing off, or none is known
                 continue
-            try:
-                call = self._answered.get(timeout=max(0.0, end - time.monotonic()))
-            except queue.Empty:
+            answered = self._take_answered(max(0.0, end - self.time.monotonic()))
+            if not answered:
                 return out
-            self._complete(call, out)
-            while True:                      # every other answer that is in already
-                try:
-                    self._complete(self._answered.get_nowait(), out)
-                except queue.Empty:
-                    break
-            if out or time.monotonic() >= end:
+            while answered:                  # the first answer and every other that is in already
+                for call in answered:
+                    self._complete(call, out)
+                answered = self._take_answered(0.0)
+            if out or self.time.monotonic() >= end:
                 return out
+
+    def _answer(self, call) -> None:
+        """A fetch's done callback (on gRPC's thread): queue it for poll."""
+        with self._answered_cond:
+            self._answered.append(call)
+            self._answered_cond.notify_all()
+
+    def _take_answered(self, timeout: float) -> list:
+        """The fetches that have answered, waiting up to `timeout` seconds of the clock for the first."""
+        with self._answered_cond:
+            if not self._answered and timeout > 0:
+                self.time.wait_for(self._answered_cond, lambda: bool(self._answered), timeout)
+            out = list(self._answered)
+            self._answered.clear()
+            return out
 
     def _send_fetches(self, timeout_ms: int) -> None:
         """A fetch to each leader of an assigned partition that has none in flight, for its partitions
         not already asked for."""
         asked = {tp for _, offsets in self._fetches.values() for tp in offsets}
-        now = time.monotonic()
+        now = self.time.monotonic()
         by_leader: dict[str, list] = {}
         for tp, off in self.positions.items():
             if tp in asked or off < 0:
@@ -214,7 +232,7 @@ class KafkaConsumer:
                 self.metadata.refresh()
                 continue
             self._fetches[call] = (addr, {(p.topic, p.partition): p.fetch_offset for p in parts})
-            call.add_done_callback(self._answered.put)
+            call.add_done_callback(self._answer)
 
     def _complete(self, call, out: list[ConsumerRecord]) -> None:
         """One answered fetch: its records for the partitions still at the offsets it asked from."""
@@ -239,7 +257,7 @@ class KafkaConsumer:
         self._take(resp, out)
 
     def _back_off(self, addr: str) -> None:
-        self._backoff[addr] = time.monotonic() + self.retry_backoff
+        self._backoff[addr] = self.time.monotonic() + self.retry_backoff
 
     def _take(self, resp: broker_pb2.FetchResponse, out: list[ConsumerRecord]) -> None:
         """The records of one fetch answer into `out`, moving the positions past them."""
@@ -286,9 +304,9 @@ class KafkaConsumer:
         self.seek_to_beginning(tps)
         ends = self.end_offsets(tps)
         out: list[ConsumerRecord] = []
-        deadline = time.monotonic() + timeout
+        deadline = self.time.monotonic() + timeout
         while any(self.positions[tp] < ends[tp] for tp in tps):
-            if time.monotonic() > deadline:
+            if self.time.monotonic() > deadline:
                 raise KafkaError(E.REQUEST_TIMED_OUT, "could not read up to the end offsets in time")
             out.extend(self.poll())
         return out

@@ -7,14 +7,16 @@ last two after finding the coordinator again, and CONCURRENT_TRANSACTIONS
 after a short back-off); any other error comes back to the caller at once.
 `unanswered` counts the attempts of the last call that got no answer (a lost
 connection or a timeout): such an attempt may still have taken effect.
+Deadlines and back-offs are seconds of the `Time` given (a call that keeps
+getting a retriable answer returns it, or raises, once `timeout_s` of that
+clock would pass before the next attempt).
 """
 from __future__ import annotations
-
-import time
 
 import grpc
 
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, txn_pb2_grpc
 
@@ -25,7 +27,8 @@ REFIND = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.NETWORK_EXCEPTION, E
 
 class CoordinatorClient:
     def __init__(self, metadata: ClusterMetadata, key_type: int, key: str, request_timeout_s: float = 5.0,
-                 retry_backoff_s: float = 0.02):
+                 retry_backoff_s: float = 0.02, time: Time = SYSTEM):
+        self.time = time
         self.metadata = metadata
         self.key_type = key_type
         self.key = key
@@ -37,7 +40,7 @@ class CoordinatorClient:
 
     def find(self, deadline: float) -> str:
         last = None
-        while time.monotonic() < deadline:
+        while self.time.monotonic() < deadline:
             for addr in self.metadata.addresses():
                 try:
                     r = self.metadata.stub(addr).FindCoordinator(broker_pb2.FindCoordinatorRequest(
@@ -50,7 +53,7 @@ class CoordinatorClient:
                     return self.address
                 last = KafkaError(r.error, r.error_message)
                 break
-            time.sleep(0.05)
+            self.time.sleep(0.05)
         raise last or KafkaError(E.COORDINATOR_NOT_AVAILABLE, f"no coordinator for {self.key!r}")
 
     def txn_stub(self):
@@ -61,7 +64,7 @@ class CoordinatorClient:
 
     def call(self, fn, timeout_s: float, error_of=lambda r: r.error):
         """fn(coordinator address) -> response; retried as the module doc says."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.time.monotonic() + timeout_s
         delay = self.backoff
         self.unanswered = 0
         while True:
@@ -81,10 +84,10 @@ class CoordinatorClient:
             if err in REFIND:
                 self.address = None
             wait = 0.005 if err == E.CONCURRENT_TRANSACTIONS else delay   # markers take a few ms: poll fast
-            if time.monotonic() + wait > deadline:
+            if self.time.monotonic() + wait > deadline:
                 if r is not None:
                     return r
                 raise KafkaError(err, f"coordinator for {self.key!r}: {last_msg}")
-            time.sleep(wait)
+            self.time.sleep(wait)
             if err != E.CONCURRENT_TRANSACTIONS:
                 delay = min(delay * 2, 0.2)

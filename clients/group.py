@@ -9,13 +9,19 @@ dropped by the coordinator rejoins with a new member id); commits carry the
 generation and member id, so a member that lost its generation cannot
 commit (KIP-447's fence on the consumer side); `committed` asks with
 require_stable and waits while a transactional commit is pending.
+
+Time rules, on the `Time` given: a heartbeat goes out when heartbeat.interval
+has passed since the last one (`maybe_heartbeat`, called from poll), not
+before; `join` and `committed` give up after their timeout of that clock.
+The client has no max.poll.interval.ms rule of its own: a member that stops
+polling stops heartbeating and the coordinator drops it after
+session.timeout.ms.
 """
 from __future__ import annotations
 
-import time
-
 from clients.coordinator import CoordinatorClient
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.producer.transactions import ConsumerGroupMetadata
 from eoslab.v1 import broker_pb2, common_pb2
 
@@ -40,13 +46,14 @@ def range_assign(members: dict[str, list[str]], partitions_for) -> dict[str, lis
 
 class ConsumerCoordinator:
     def __init__(self, metadata, group_id: str, session_timeout_ms: int = 6000,
-                 rebalance_timeout_ms: int = 10000, heartbeat_interval_ms: int = 500):
+                 rebalance_timeout_ms: int = 10000, heartbeat_interval_ms: int = 500, time: Time = SYSTEM):
+        self.time = time
         self.metadata = metadata
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval = heartbeat_interval_ms / 1000.0
-        self.coordinator = CoordinatorClient(metadata, broker_pb2.GROUP, group_id)
+        self.coordinator = CoordinatorClient(metadata, broker_pb2.GROUP, group_id, time=time)
         self.member_id = ""
         self.generation = -1
         self.topics: list[str] = []
@@ -63,8 +70,8 @@ class ConsumerCoordinator:
         return self.assignment is None
 
     def join(self, timeout: float = 60.0) -> list[tuple[str, int]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        deadline = self.time.monotonic() + timeout
+        while self.time.monotonic() < deadline:
             r = self._call(lambda s: s.JoinGroup(broker_pb2.JoinGroupRequest(
                 group_id=self.group_id, session_timeout_ms=self.session_timeout_ms,
                 rebalance_timeout_ms=self.rebalance_timeout_ms, member_id=self.member_id,
@@ -95,16 +102,16 @@ class ConsumerCoordinator:
             if s.error != E.NONE:
                 raise KafkaError(s.error, f"SyncGroup {self.group_id}")
             self.assignment = sorted((tp.topic, tp.partition) for tp in s.assignment)
-            self.last_heartbeat = time.monotonic()
+            self.last_heartbeat = self.time.monotonic()
             return self.assignment
         raise KafkaError(E.REBALANCE_IN_PROGRESS, f"could not join group {self.group_id} in time")
 
     def maybe_heartbeat(self) -> None:
-        if self.assignment is None or time.monotonic() - self.last_heartbeat < self.heartbeat_interval:
+        if self.assignment is None or self.time.monotonic() - self.last_heartbeat < self.heartbeat_interval:
             return
         r = self._call(lambda s: s.Heartbeat(broker_pb2.HeartbeatRequest(
             group_id=self.group_id, generation_id=self.generation, member_id=self.member_id), timeout=5), 10)
-        self.last_heartbeat = time.monotonic()
+        self.last_heartbeat = self.time.monotonic()
         if r.error in REJOIN:
             if r.error == E.UNKNOWN_MEMBER_ID:
                 self.member_id = ""
@@ -130,13 +137,13 @@ class ConsumerCoordinator:
             raise KafkaError(r.error, f"OffsetCommit {self.group_id}")
 
     def committed(self, tps: list[tuple[str, int]], timeout: float = 60.0) -> dict[tuple[str, int], int]:
-        deadline = time.monotonic() + timeout
+        deadline = self.time.monotonic() + timeout
         while True:
             r = self._call(lambda s: s.OffsetFetch(broker_pb2.OffsetFetchRequest(
                 group_id=self.group_id, require_stable=True,
                 partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in tps]), timeout=5))
             if r.error == E.NONE:
                 return {(p.topic, p.partition): p.offset for p in r.partitions}
-            if r.error != E.UNSTABLE_OFFSET_COMMIT or time.monotonic() > deadline:
+            if r.error != E.UNSTABLE_OFFSET_COMMIT or self.time.monotonic() > deadline:
                 raise KafkaError(r.error, f"OffsetFetch {self.group_id}")
-            time.sleep(0.05)
+            self.time.sleep(0.05)

@@ -5,23 +5,25 @@ time, skipping for a while one that just timed out), so a single broker with
 stale metadata (a partitioned one) cannot pin the client; a partition's
 leader never moves back to an older leader epoch than one already seen
 (KIP-320); an unreachable cluster raises KafkaError(NETWORK_EXCEPTION) with
-every address tried in the message.
+every address tried in the message. The skip of a slow address (10 s) and
+`wait_for_cluster`'s deadline and back-off are seconds of the `Time` given.
 """
 from __future__ import annotations
 
 import threading
-import time
 
 import grpc
 
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import broker_pb2, broker_pb2_grpc
 from eoslab.common import rpc
 
 
 class ClusterMetadata:
     def __init__(self, bootstrap: str | list[str], channels: rpc.ChannelCache | None = None,
-                 timeout: float = 3.0):
+                 timeout: float = 3.0, time: Time = SYSTEM):
+        self.time = time
         self.bootstrap = [bootstrap] if isinstance(bootstrap, str) else list(bootstrap)
         self.bootstrap = [a.strip() for addr in self.bootstrap for a in addr.split(",") if a.strip()]
         for a in self.bootstrap:
@@ -52,7 +54,7 @@ class ClusterMetadata:
                 out.append(a)
         k = turn % len(out) if out else 0
         out = out[k:] + out[:k]
-        now = time.monotonic()
+        now = self.time.monotonic()
         return [a for a in out if self._slow.get(a, 0) <= now] + [a for a in out if self._slow.get(a, 0) > now]
 
     def refresh(self, topics: list[str] | None = None) -> broker_pb2.MetadataResponse:
@@ -64,7 +66,7 @@ class ClusterMetadata:
             except grpc.RpcError as e:
                 errors.append(f"{addr}: {e.code().name}")
                 if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    self._slow[addr] = time.monotonic() + 10.0
+                    self._slow[addr] = self.time.monotonic() + 10.0
                 continue
             if not resp.brokers:
                 errors.append(f"{addr}: no live brokers known yet")
@@ -77,15 +79,15 @@ class ClusterMetadata:
     def wait_for_cluster(self, timeout_s: float = 10.0, topics: list[str] | None = None):
         """refresh, tried again while no address answers (a broker restarting, a published port not yet
         forwarding) until timeout_s has passed; then the last error. Other errors are raised at once."""
-        deadline = time.monotonic() + timeout_s
+        deadline = self.time.monotonic() + timeout_s
         delay = 0.1
         while True:
             try:
                 return self.refresh(topics)
             except KafkaError as e:
-                if e.code != E.NETWORK_EXCEPTION or time.monotonic() + delay > deadline:
+                if e.code != E.NETWORK_EXCEPTION or self.time.monotonic() + delay > deadline:
                     raise
-            time.sleep(delay)
+            self.time.sleep(delay)
             delay = min(delay * 2, 1.0)
 
     def _apply(self, resp: broker_pb2.MetadataResponse) -> None:

@@ -9,12 +9,15 @@ result, exception, done, add_done_callback. A send's own callback (Kafka's
 accumulator's lock while the batch is still open (so before any completion,
 with no lock of its own), and called once with (RecordMetadata, None) or
 (None, the error), in the order the records were appended, after the
-add_done_callback callbacks.
+add_done_callback callbacks. Waits with a timeout (`wait`, `result`,
+`exception`) count seconds of the producer's clock (the `Time` given).
 """
 from __future__ import annotations
 
 import threading
 from typing import NamedTuple
+
+from eoslab.common.time import SYSTEM, Time
 
 
 class RecordMetadata(NamedTuple):      # immutable and cheap to make: one per acknowledged record with a callback
@@ -28,9 +31,10 @@ class RecordMetadata(NamedTuple):      # immutable and cheap to make: one per ac
 
 class ProduceRequestResult:
     __slots__ = ("_event", "base_offset", "error", "_callbacks", "_lock", "topic", "partition",
-                 "base_sequence", "producer_id", "producer_epoch", "thunks")
+                 "base_sequence", "producer_id", "producer_epoch", "thunks", "time")
 
-    def __init__(self, topic: str, partition: int):
+    def __init__(self, topic: str, partition: int, time: Time = SYSTEM):
+        self.time = time
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list = []
@@ -44,7 +48,7 @@ class ProduceRequestResult:
         return self._event.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._event.wait(timeout)
+        return self.time.wait_event(self._event, timeout)
 
     def complete(self, base_offset: int, error: BaseException | None, base_sequence, pid: int, epoch: int) -> None:
         with self._lock:

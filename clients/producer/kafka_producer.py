@@ -20,16 +20,21 @@ the TransactionManager's state machine.
 
 The producer behaves as the Kafka release in its config's `kafka.version`
 (ProducerConfig): defaults, idempotence resolution, reactions to errors.
+
+Time is injected as in Kafka (`time: Time = SYSTEM`, eoslab.common.time):
+the producer hands its clock to ClusterMetadata, RecordAccumulator, Sender and
+the coordinator calls, and its own deadlines (InitProducerId, topic metadata,
+flush) and record timestamps (wall clock) read it too.
 """
 from __future__ import annotations
 
 import itertools
-import time
 import zlib
 
 import grpc
 
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
 from clients.producer.futures import FutureRecordMetadata, RecordMetadata  # noqa: F401 - RecordMetadata: API
@@ -42,26 +47,27 @@ from eoslab.v1 import broker_pb2
 
 
 class KafkaProducer:
-    def __init__(self, bootstrap: str, config: ProducerConfig | None = None, **props):
+    def __init__(self, bootstrap: str, config: ProducerConfig | None = None, *, time: Time = SYSTEM, **props):
+        self.time = time
         self.config = config or (ProducerConfig.from_props(props) if props else ProducerConfig())
-        self.metadata = ClusterMetadata(bootstrap)
+        self.metadata = ClusterMetadata(bootstrap, time=time)
         self.accumulator = RecordAccumulator(self.config.batch_size, self.config.linger_ms,
-                                             self.config.buffer_memory)
+                                             self.config.buffer_memory, self.config.delivery_timeout_ms, time)
         self.transaction_manager = TransactionManager(self.config.enable_idempotence, self.config.transactional_id,
                                                       self.config.version, self.config.on_out_of_order)
         self.txn = (TransactionRequests(self, max(self.config.request_timeout_ms / 1000.0, 30.0))
                     if self.config.transactional_id else None)
         self.sender = Sender(self.config, self.metadata, self.accumulator, self.transaction_manager,
-                             self._init_producer_id, self.txn.add_partitions if self.txn else None)
+                             self._init_producer_id, self.txn.add_partitions if self.txn else None, time)
         self._rr = itertools.count()
         self._closed = False
         self.sender.start()
 
     # -- producer id ------------------------------------------------------------------------
     def _init_producer_id(self) -> tuple[int, int]:
-        deadline = time.monotonic() + self.config.request_timeout_ms / 1000.0
+        deadline = self.time.monotonic() + self.config.request_timeout_ms / 1000.0
         last = None
-        while time.monotonic() < deadline and not self.sender.force_close:
+        while self.time.monotonic() < deadline and not self.sender.force_close:
             for addr in self.metadata.addresses():
                 try:
                     r = self.metadata.stub(addr).InitProducerId(
@@ -72,7 +78,7 @@ class KafkaProducer:
                 if r.error == E.NONE:
                     return r.producer_id, r.producer_epoch
                 last = KafkaError(r.error, f"InitProducerId at {addr}")
-            time.sleep(0.1)
+            self.time.sleep(0.1)
         raise last or KafkaError(E.REQUEST_TIMED_OUT, "InitProducerId")
 
     # -- transactions ---------------------------------------------------------------------------
@@ -178,20 +184,20 @@ class KafkaProducer:
     # -- sending ----------------------------------------------------------------------------
     def partitions_for(self, topic: str, timeout: float = 10.0) -> int:
         n = self.metadata.partitions_for(topic)
-        deadline = time.monotonic() + timeout
+        deadline = self.time.monotonic() + timeout
         while n is None:
             try:
                 self.metadata.refresh([topic])
             except KafkaError:
-                if time.monotonic() > deadline:
+                if self.time.monotonic() > deadline:
                     raise
             n = self.metadata.partitions_for(topic)
             if n is not None:
                 break
-            if time.monotonic() > deadline:
+            if self.time.monotonic() > deadline:
                 err = self.metadata.topic_errors.get(topic, E.UNKNOWN_TOPIC_OR_PARTITION)
                 raise KafkaError(err, f"topic {topic!r} not found")
-            time.sleep(0.1)
+            self.time.sleep(0.1)
         return n
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,
@@ -212,7 +218,7 @@ class KafkaProducer:
             partition = (zlib.crc32(key) if key is not None else next(self._rr)) % n
         elif not 0 <= partition < n:
             raise KafkaError(E.UNKNOWN_TOPIC_OR_PARTITION, f"{topic} has no partition {partition}")
-        ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+        ts = timestamp_ms if timestamp_ms is not None else self.time.milliseconds()
         if tm.transactional:
             tm.maybe_add_partition((topic, partition))
         return self.accumulator.append(topic, partition, key, value, ts, self.sender.wake, callback)
@@ -228,9 +234,9 @@ class KafkaProducer:
                     break
                 except RuntimeError:  # the sender changed the set while we copied it
                     continue
-            deadline = None if timeout is None else time.monotonic() + timeout
+            deadline = None if timeout is None else self.time.monotonic() + timeout
             for b in self.accumulator.all_batches() + in_flight:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                left = None if deadline is None else max(0.0, deadline - self.time.monotonic())
                 if not b.result.wait(left):
                     return False
             return True

@@ -4,16 +4,24 @@ Guarantees: records of one partition leave in the order they were appended;
 a retried batch is put back in sequence order (Kafka's insertInSequenceOrder),
 ahead of batches that have no sequence yet; `append` blocks while more than
 buffer.memory bytes wait, so memory stays bounded.
+
+Time rules, read on the `Time` given (monotonic seconds), as Kafka's:
+- linger.ms: an open batch that is not full is not ready until linger.ms
+  after its creation, unless a flush or close is on (`lingering`, `ready`);
+- retry.backoff.ms: a retried batch is not ready before its `retry_at`;
+- delivery.timeout.ms: a batch is expired once that long has passed since
+  its creation (ProducerBatch.hasReachedDeliveryTimeout), and
+  `expired_batches` takes every such waiting batch out of its partition.
 """
 from __future__ import annotations
 
 import collections
 import threading
-import time
 from dataclasses import dataclass, field
 
 from clients.producer.futures import FutureRecordMetadata, ProduceRequestResult
 from eoslab.common import record_batch as rb
+from eoslab.common.time import SYSTEM, Time
 
 RECORD_OVERHEAD = 16
 
@@ -39,13 +47,17 @@ class ProducerBatch:
     done: bool = False
     _wire: object = None
     _wire_key: tuple | None = None
+    time: Time = field(default=SYSTEM, repr=False)   # the producer's clock: waits on `result` count on it
 
     @property
     def tp(self) -> tuple[str, int]:
         return (self.topic, self.partition)
 
     def __post_init__(self):
-        self.result = ProduceRequestResult(self.topic, self.partition)
+        self.result = ProduceRequestResult(self.topic, self.partition, self.time)
+
+    def has_reached_delivery_timeout(self, delivery_timeout: float, now: float) -> bool:
+        return delivery_timeout < now - self.created
 
     def try_append(self, key, value, ts, limit: int, n: int) -> FutureRecordMetadata | None:
         if self.closed or (self.record_count and self.size + n > limit):
@@ -69,10 +81,13 @@ class ProducerBatch:
 
 
 class RecordAccumulator:
-    def __init__(self, batch_size: int, linger_ms: int, buffer_memory: int):
+    def __init__(self, batch_size: int, linger_ms: int, buffer_memory: int, delivery_timeout_ms: int = 120000,
+                 time: Time = SYSTEM):
         self.batch_size = batch_size
         self.linger = linger_ms / 1000.0
         self.buffer_memory = buffer_memory
+        self.delivery_timeout = delivery_timeout_ms / 1000.0
+        self.time = time
         self.lock = threading.Condition(threading.Lock())
         self.batches: dict[tuple[str, int], collections.deque[ProducerBatch]] = {}
         self.pending_bytes = 0
@@ -85,8 +100,9 @@ class RecordAccumulator:
         with self.lock:
             while self.pending_bytes + n > self.buffer_memory and self.pending_bytes > 0 and not self.closed:
                 self.waiters += 1
-                try:
-                    self.lock.wait(0.1)
+                try:     # re-checked every 0.1 s of the clock (a close does not notify)
+                    self.time.wait_for(self.lock, lambda: self.closed or self.pending_bytes == 0
+                                       or self.pending_bytes + n <= self.buffer_memory, 0.1)
                 finally:
                     self.waiters -= 1
             if self.closed:
@@ -96,7 +112,7 @@ class RecordAccumulator:
             if fut is None:
                 if dq:
                     dq[-1].closed = True
-                b = ProducerBatch(topic, partition, time.monotonic())
+                b = ProducerBatch(topic, partition, self.time.monotonic(), time=self.time)
                 fut = b.try_append(key, value, ts, self.batch_size, n)
                 dq.append(b)
                 wake()   # a new batch: the sender may be idle-waiting with nothing to send
@@ -122,13 +138,25 @@ class RecordAccumulator:
                 if head.retry_at > now:
                     wait = min(wait, head.retry_at - now)
                     continue
-                due = head.created + self.linger
-                if head.closed or len(dq) > 1 or self.flushing or self.closed or due <= now \
-                        or head.size >= self.batch_size:
+                if len(dq) > 1 or not self.lingering(head, now):
                     out.append(tp)
                 else:
-                    wait = min(wait, due - now)
+                    wait = min(wait, head.created + self.linger - now)
         return out, max(wait, 0.0)
+
+    def lingering(self, b: ProducerBatch, now: float) -> bool:
+        """linger.ms: the open, not yet full batch waits (Kafka's batchReady: waitedTimeMs >= lingerMs sends)."""
+        return not (b.closed or self.flushing or self.closed or b.size >= self.batch_size
+                    or b.created + self.linger <= now)
+
+    def expired_batches(self, now: float) -> list[ProducerBatch]:
+        """delivery.timeout.ms: every waiting batch that has reached it, taken out (Kafka's expiredBatches)."""
+        with self.lock:
+            out = [b for dq in self.batches.values() for b in dq
+                   if not b.done and b.has_reached_delivery_timeout(self.delivery_timeout, now)]
+            for b in out:
+                self.batches[b.tp].remove(b)
+        return out
 
     def peek(self, tp) -> ProducerBatch | None:
         with self.lock:

@@ -15,20 +15,22 @@ Guarantees:
   for the TransactionManager's unresolved-sequence rule: the epoch is bumped
   only when its sequence stays unresolved;
 - what an error does to the producer is decided by the TransactionManager's
-  state machine (KIP-360 on 2.5+, fatal on 0.11; see transaction_manager).
+  state machine (KIP-360 on 2.5+, fatal on 0.11; see transaction_manager);
+- every time rule (request.timeout.ms, delivery.timeout.ms, linger.ms,
+  retry.backoff.ms, metadata.max.age.ms) and every idle wait reads the `Time`
+  given (eoslab.common.time), never the time module.
 """
 from __future__ import annotations
 
 import itertools
 import logging
-import queue
 import threading
-import time
 
 from eoslab.common.errors import E, NEEDS_METADATA, RETRIABLE, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from clients.producer.config import ProducerConfig
-from clients.producer.connection import BrokerConnection
+from clients.producer.connection import BrokerConnection, Inbox
 from clients.producer.record_accumulator import ProducerBatch, RecordAccumulator
 from clients.producer.transaction_manager import InvalidStateTransition, TransactionManager
 from eoslab.v1 import broker_pb2
@@ -38,15 +40,16 @@ log = logging.getLogger(__name__)
 
 class Sender(threading.Thread):
     def __init__(self, config: ProducerConfig, metadata: ClusterMetadata, accumulator: RecordAccumulator,
-                 tm: TransactionManager, init_producer_id, add_partitions=None):
+                 tm: TransactionManager, init_producer_id, add_partitions=None, time: Time = SYSTEM):
         super().__init__(name="producer-sender", daemon=True)
+        self.time = time
         self.cfg = config
         self.metadata = metadata
         self.acc = accumulator
         self.tm = tm
         self.init_producer_id = init_producer_id
         self.add_partitions = add_partitions   # transactional: (set of tps) -> None, raises KafkaError
-        self.inbox: queue.Queue = queue.Queue()
+        self.inbox = Inbox()
         self.conns: dict[str, BrokerConnection] = {}
         self.in_flight_batches: set[ProducerBatch] = set()
         self.correlation = itertools.count(1)
@@ -78,16 +81,8 @@ class Sender(threading.Thread):
             c.close(graceful_s=0 if self.force_close else 2.0)
 
     def _drain_inbox(self, wait: float) -> None:
-        try:
-            ev = self.inbox.get(timeout=max(wait, 0.0005))
-        except queue.Empty:
-            return
-        while True:
+        for ev in self.inbox.take_all(self.time, max(wait, 0.0005)):
             self._handle_event(ev)
-            try:
-                ev = self.inbox.get_nowait()
-            except queue.Empty:
-                return
 
     def _handle_event(self, ev) -> None:
         if ev[0] == "response":
@@ -96,7 +91,7 @@ class Sender(threading.Thread):
             self._connection_lost(ev[1], f"connection closed: {ev[2]}")
 
     def _run_once(self) -> float:
-        now = time.monotonic()
+        now = self.time.monotonic()
         if self.tm.fatal_error is not None:
             self._fail_everything(self.tm.fatal_error)
             return 0.1
@@ -197,7 +192,7 @@ class Sender(threading.Thread):
             self.metadata_stale = False
         except KafkaError as e:
             log.debug("metadata refresh failed: %s", e)
-        self.last_metadata = time.monotonic()
+        self.last_metadata = self.time.monotonic()
 
     # -- sending ------------------------------------------------------------------------------
     def _sendable(self, b: ProducerBatch, now: float) -> bool:
@@ -221,18 +216,14 @@ class Sender(threading.Thread):
         conn = self._connection(address)
         acks = self.cfg.acks
         while len(conn.in_flight) < self.cfg.max_in_flight:
-            now = time.monotonic()
+            now = self.time.monotonic()
             req = broker_pb2.ProduceRequest(correlation_id=next(self.correlation), acks=acks,
                                             timeout_ms=self.cfg.request_timeout_ms,
                                             transactional_id=self.tm.transactional_id)
             batches = {}
             for tp in tps:
                 b = self.acc.peek(tp)
-                if b is None or not self._sendable(b, now):
-                    continue
-                if b.base_sequence is None and not b.closed and b.record_count and \
-                        b.created + self.acc.linger > now and not self.acc.flushing and b.size < self.acc.batch_size \
-                        and not self.acc.closed:
+                if b is None or not self._sendable(b, now) or self.acc.lingering(b, now):
                     continue
                 b = self.acc.pop(tp)
                 self.tm.assign(b)
@@ -333,7 +324,7 @@ class Sender(threading.Thread):
     def _retry(self, b: ProducerBatch, err: int, count_attempt: bool = True) -> None:
         if self.tm.idempotent and b.base_sequence is not None and b.producer_epoch != self.tm.producer_epoch:
             b.base_sequence = None  # sent in an earlier epoch: renumber in this one
-        b.retry_at = time.monotonic() + self.cfg.retry_backoff_ms / 1000.0
+        b.retry_at = self.time.monotonic() + self.cfg.retry_backoff_ms / 1000.0
         self.acc.reenqueue(b)
 
     def _connection_lost(self, conn: BrokerConnection, why: str) -> None:
@@ -357,19 +348,13 @@ class Sender(threading.Thread):
                 self._connection_lost(conn, "request timed out")
 
     def _expire_batches(self, now: float) -> None:
-        """delivery.timeout.ms: fail every batch older than it, waiting or in flight (Kafka's
-        getExpiredInflightBatches); an in-flight one keeps its place on the connection, and one that was sent
+        """delivery.timeout.ms: fail every batch that has reached it, waiting (Kafka's expiredBatches) or in
+        flight (getExpiredInflightBatches); an in-flight one keeps its place on the connection, and one that was sent
         leaves its partition's sequence unresolved until its answer (or its connection's end) is known."""
-        limit = self.cfg.delivery_timeout_ms / 1000.0
-        expired = [b for b in self.acc.all_batches() if now - b.created > limit]
-        expired += [b for b in list(self.in_flight_batches) if now - b.created > limit and not b.done]
+        expired = self.acc.expired_batches(now)
+        expired += [b for b in list(self.in_flight_batches)
+                    if not b.done and b.has_reached_delivery_timeout(self.acc.delivery_timeout, now)]
         for b in expired:
-            if b.done:
-                continue
-            with self.acc.lock:
-                dq = self.acc.batches.get(b.tp)
-                if dq and b in dq:
-                    dq.remove(b)
             e = KafkaError(E.REQUEST_TIMED_OUT, f"delivery.timeout.ms expired: {b.record_count} record(s) "
                                                 f"for {b.topic}-{b.partition} not acknowledged")
             if self.tm.transactional:

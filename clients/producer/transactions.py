@@ -14,6 +14,9 @@ KafkaError raised after an attempt of the same call went unanswered carries
 `maybe_applied = True`: that attempt may have taken effect (an EndTxn(commit)
 that committed, answered PRODUCER_FENCED on its retry after a new instance
 fenced the id), so the error alone does not prove the call did nothing.
+Each call is retried for `timeout_s` seconds of the producer's clock
+(`producer.time`: max(request.timeout.ms, 30 s) from KafkaProducer), then its
+last error is raised.
 """
 from __future__ import annotations
 
@@ -40,7 +43,8 @@ class TransactionRequests:
         self.p = producer
         self.tm = producer.transaction_manager
         self.timeout = timeout_s
-        self.coordinator = CoordinatorClient(producer.metadata, broker_pb2.TRANSACTION, self.tm.transactional_id)
+        self.coordinator = CoordinatorClient(producer.metadata, broker_pb2.TRANSACTION, self.tm.transactional_id,
+                                             time=producer.time)
 
     def _check(self, err: int, what: str, client: CoordinatorClient | None = None) -> None:
         if err == E.NONE:
@@ -83,7 +87,7 @@ class TransactionRequests:
 
     def txn_offset_commit(self, offsets: dict, group: ConsumerGroupMetadata) -> None:
         tm = self.tm
-        gc = CoordinatorClient(self.p.metadata, broker_pb2.GROUP, group.group_id)
+        gc = CoordinatorClient(self.p.metadata, broker_pb2.GROUP, group.group_id, time=self.p.time)
         req = broker_pb2.TxnOffsetCommitRequest(
             transactional_id=tm.transactional_id, group_id=group.group_id, producer_id=tm.producer_id,
             producer_epoch=tm.producer_epoch, generation_id=group.generation_id, member_id=group.member_id,

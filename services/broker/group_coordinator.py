@@ -24,6 +24,8 @@ Guarantees:
   of the partition loads it, so a coordinator move keeps the generation
   (no split: a new coordinator never starts the group again at generation 1
   while the old members still commit).
+- time: membership and its session-expiry loop (every EXPIRY_CHECK_S) run
+  on the `Time` the coordinator was given.
 
 Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"}; group
 metadata: key = JSON {"g", "meta": 1}, value = JSON of membership.snapshot.
@@ -39,8 +41,10 @@ from eoslab.common import record_batch as rb
 from services.broker.membership import GroupMembership
 from services.common.internal_topics import CONSUMER_OFFSETS_TOPIC, partition_for
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
+EXPIRY_CHECK_S = 0.1     # how often members' session timeouts are checked
 
 
 def _key(group: str, topic: str, partition: int) -> bytes:
@@ -98,19 +102,21 @@ class OffsetsPartitionState:
 
 
 class GroupCoordinator:
-    def __init__(self, replica_manager, metadata, txn_offset_commit_member_check: bool = True):
+    def __init__(self, replica_manager, metadata, txn_offset_commit_member_check: bool = True,
+                 time: Time = SYSTEM):
+        self.time = time
         self.rm = replica_manager
         self.txn_offset_commit_member_check = txn_offset_commit_member_check
         self.metadata = metadata
         self.lock = threading.RLock()
         self.states: dict[int, OffsetsPartitionState] = {}
-        self.membership = GroupMembership()
+        self.membership = GroupMembership(time=time)
         replica_manager.on_marker = self._on_marker
         self._stopping = threading.Event()
         threading.Thread(target=self._expiry_loop, name="group-expiry", daemon=True).start()
 
     def _expiry_loop(self) -> None:
-        while not self._stopping.wait(0.1):
+        while not self.time.wait_event(self._stopping, EXPIRY_CHECK_S):
             try:
                 self.membership.expire()
             except Exception:  # noqa: BLE001 - keep expiring

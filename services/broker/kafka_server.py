@@ -4,13 +4,14 @@ Guarantees: the broker registers in ZooKeeper only after its gRPC server
 listens, re-registers after a lost session, and answers every request with a
 Kafka error code (an unexpected fault becomes UNKNOWN_SERVER_ERROR for that
 partition, never a dead broker). On SIGTERM it deregisters, snapshots
-producer state and closes its logs.
+producer state and closes its logs. The server hands the `Time` it was given
+(SYSTEM in a real broker) to the replica manager, the group coordinator and
+the producer id manager, and its own retry pauses and timestamps read it too.
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import grpc
 from kazoo.client import KazooClient, KazooState
@@ -27,6 +28,7 @@ from services.common import internal_topics as it
 from eoslab.common import auth, rpc
 from services.common import zk_paths
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,8 @@ log = logging.getLogger(__name__)
 class KafkaServer:
     def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
                  session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False,
-                 kafka_listen: str | None = None, kafka_advertise: str | None = None):
+                 kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM):
+        self.time = time
         self.broker_id = broker_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)
@@ -48,14 +51,15 @@ class KafkaServer:
         self._max_issued_pid = -1
         self.metadata = MetadataCache()
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
-                                              self.producer_id_known, self.alter_partition, self.verify_txn)
+                                              self.producer_id_known, self.alter_partition, self.verify_txn,
+                                              time=time)
         self.group_coordinator = GroupCoordinator(self.replica_manager, self.metadata,
-                                                  log_config.txn_offset_commit_member_check)
+                                                  log_config.txn_offset_commit_member_check, time=time)
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False
         self.pid_manager = ProducerIdManager(broker_id, lambda: self.controller_address,
-                                             lambda: self.broker_epoch)
+                                             lambda: self.broker_epoch, time=time)
         self.faults = FaultRegistry()
         self.server = rpc.make_server()
         broker_pb2_grpc.add_BrokerServicer_to_server(BrokerService(self), self.server)
@@ -84,7 +88,7 @@ class KafkaServer:
 
     def _register(self) -> None:
         path = zk_paths.broker_path(self.broker_id)
-        reg = {"version": 5, "host": self.host, "port": self.port, "timestamp": str(int(time.time() * 1000))}
+        reg = {"version": 5, "host": self.host, "port": self.port, "timestamp": str(self.time.milliseconds())}
         if self.kafka_advertise:
             from services.kafka_protocol.endpoints import registration_entry
             host, port = rpc.split_address(self.kafka_advertise)
@@ -106,10 +110,10 @@ class KafkaServer:
                 except NoNodeError:
                     continue
                 log.info("broker %d is still registered by an earlier session; waiting", self.broker_id)
-                time.sleep(0.2)
+                self.time.sleep(0.2)
             except Exception as e:  # noqa: BLE001 - connection trouble: retry
                 log.info("registration failed (%r); retrying", e)
-                time.sleep(0.2)
+                self.time.sleep(0.2)
 
     def _on_controller(self, data, stat) -> None:
         d = zk_paths.decode(data) if data else None
@@ -215,7 +219,7 @@ class KafkaServer:
         else:
             log.info("%s-%d: ISR change to %s refused: %s", partition.topic, partition.partition, new_isr,
                      E.Name(r.error))
-            time.sleep(0.2)
+            self.time.sleep(0.2)
 
     def producer_id_known(self, pid: int) -> bool:
         if pid <= self._max_issued_pid:

@@ -23,20 +23,25 @@ Guarantees, per group:
   record in a coordinator that gains the partition, so members go on in
   their generation with fresh session deadlines (Kafka's
   GroupMetadataManager) instead of rejoining from scratch.
+- time: session timeouts, rebalance deadlines, the initial rebalance delay
+  and the JoinGroup/SyncGroup waits all read the `Time` the membership was
+  given (monotonic clock); a wait ends when that clock passes its deadline.
 """
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 
 from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 
 EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
 GROUP_MIN_SESSION_TIMEOUT_MS = 1000      # Kafka: 6000
 GROUP_MAX_SESSION_TIMEOUT_MS = 1800000   # Kafka: 1800000
+RECHECK_S = 0.05   # a waiting JoinGroup/SyncGroup re-checks its group at least this often (a rebalance also
+                   # ends by time alone: the initial delay or the rebalance timeout passing)
 
 
 @dataclass
@@ -62,10 +67,22 @@ class Group:
 
 
 class GroupMembership:
-    def __init__(self, initial_rebalance_delay_s: float = 0.3):
+    def __init__(self, initial_rebalance_delay_s: float = 0.3, time: Time = SYSTEM):
+        self.time = time
         self.cond = threading.Condition()
         self.groups: dict[str, Group] = {}
         self.initial_delay = initial_rebalance_delay_s
+
+    def _wait(self, done, deadline: float) -> bool:
+        """Holding self.cond: wait until done() or this clock reaches `deadline`; done()'s last value."""
+        while not done():
+            left = deadline - self.time.monotonic()
+            if left <= 0:
+                return False
+            step = min(left, RECHECK_S)
+            if not self.time.wait_for(self.cond, done, step) and step == left:
+                return done()       # the wait ran to the deadline
+        return True
 
     def _prepare(self, g: Group, now: float, delay: float) -> None:
         if g.state != PREPARING:
@@ -95,7 +112,7 @@ class GroupMembership:
         self.cond.notify_all()
 
     def expire(self) -> None:
-        now = time.monotonic()
+        now = self.time.monotonic()
         with self.cond:
             for g in self.groups.values():
                 gone = [m for m in g.members.values()
@@ -114,7 +131,7 @@ class GroupMembership:
         if not GROUP_MIN_SESSION_TIMEOUT_MS <= req.session_timeout_ms <= GROUP_MAX_SESSION_TIMEOUT_MS or \
                 req.rebalance_timeout_ms > GROUP_MAX_SESSION_TIMEOUT_MS:
             return broker_pb2.JoinGroupResponse(error=E.INVALID_SESSION_TIMEOUT, generation_id=-1)
-        now = time.monotonic()
+        now = self.time.monotonic()
         with self.cond:
             g = self.groups.setdefault(req.group_id, Group(req.group_id))
             mid = req.member_id
@@ -132,17 +149,17 @@ class GroupMembership:
                 delay = self.initial_delay if g.generation == 0 or g.state == EMPTY else rt
                 self._prepare(g, now, delay)
             m.joined = True
-            deadline = now + rt + 1.0
-            while True:
-                self._maybe_complete(g, time.monotonic())
-                if g.state in (COMPLETING, STABLE) and mid in g.members:
-                    break
-                if mid not in g.members and g.state != PREPARING:
-                    return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return broker_pb2.JoinGroupResponse(error=E.REBALANCE_IN_PROGRESS, generation_id=-1)
-                self.cond.wait(min(left, 0.05))
+
+            def joined() -> bool:
+                return g.state in (COMPLETING, STABLE) and mid in g.members
+
+            def settled() -> bool:
+                self._maybe_complete(g, self.time.monotonic())
+                return joined() or (mid not in g.members and g.state != PREPARING)
+            if not self._wait(settled, now + rt + 1.0):
+                return broker_pb2.JoinGroupResponse(error=E.REBALANCE_IN_PROGRESS, generation_id=-1)
+            if not joined():
+                return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
             resp = broker_pb2.JoinGroupResponse(error=E.NONE, generation_id=g.generation, protocol_name="range",
                                                 leader=g.leader, member_id=mid)
             if mid == g.leader:
@@ -165,18 +182,18 @@ class GroupMembership:
                         g.members[mid].assignment = list(plist.partitions)
                 g.state, g.synced_generation = STABLE, g.generation
                 self.cond.notify_all()
-            deadline = time.monotonic() + g.members[req.member_id].rebalance_timeout
-            while g.synced_generation != req.generation_id:
-                if g.generation != req.generation_id or g.state == PREPARING:
-                    return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
-                self.cond.wait(min(left, 0.05))
+            deadline = self.time.monotonic() + g.members[req.member_id].rebalance_timeout
+
+            def settled() -> bool:
+                return g.synced_generation == req.generation_id or g.generation != req.generation_id or \
+                    g.state == PREPARING
+            self._wait(settled, deadline)
+            if g.synced_generation != req.generation_id:
+                return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
             m = g.members.get(req.member_id)
             if m is None:
                 return broker_pb2.SyncGroupResponse(error=E.UNKNOWN_MEMBER_ID)
-            m.last_heartbeat = time.monotonic()
+            m.last_heartbeat = self.time.monotonic()
             return broker_pb2.SyncGroupResponse(error=E.NONE, assignment=m.assignment)
 
     def heartbeat(self, req) -> broker_pb2.HeartbeatResponse:
@@ -186,7 +203,7 @@ class GroupMembership:
                 return broker_pb2.HeartbeatResponse(error=E.UNKNOWN_MEMBER_ID)
             if req.generation_id != g.generation:
                 return broker_pb2.HeartbeatResponse(error=E.ILLEGAL_GENERATION)
-            g.members[req.member_id].last_heartbeat = time.monotonic()
+            g.members[req.member_id].last_heartbeat = self.time.monotonic()
             if g.state == PREPARING:
                 return broker_pb2.HeartbeatResponse(error=E.REBALANCE_IN_PROGRESS)
             return broker_pb2.HeartbeatResponse(error=E.NONE)
@@ -198,7 +215,7 @@ class GroupMembership:
                 return broker_pb2.LeaveGroupResponse(error=E.UNKNOWN_MEMBER_ID)
             del g.members[req.member_id]
             if g.members:
-                self._prepare(g, time.monotonic(), max(m.rebalance_timeout for m in g.members.values()))
+                self._prepare(g, self.time.monotonic(), max(m.rebalance_timeout for m in g.members.values()))
             else:
                 g.state, g.leader = EMPTY, ""
                 g.generation += 1
@@ -221,7 +238,7 @@ class GroupMembership:
         """Install the stored metadata of a group this coordinator now serves (replacing what it
         remembered from an earlier time as coordinator). A group stored mid-rebalance comes back
         Stable only if it was synced; otherwise its members rejoin."""
-        now = time.monotonic()
+        now = self.time.monotonic()
         with self.cond:
             if meta is None:
                 self.groups.pop(group, None)

@@ -27,17 +27,20 @@ Guarantees:
   replay met at or above it stays out of the LSO until the high watermark
   passes the marker, so a restarted leader's LSO never passes an
   unreplicated marker.
+- time: every rule here (ISR lag, the acks=all wait, marker timestamps)
+  reads the `Time` the partition was given (`eoslab.common.time`), as
+  Kafka's Partition reads its `time`; the producer state gets the same clock.
 """
 from __future__ import annotations
 
 import logging
 import os
 import threading
-import time
 from dataclasses import dataclass, field
 
 from eoslab.v1 import common_pb2
 from eoslab.common import record_batch as rb
+from eoslab.common.time import SYSTEM, Time
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
@@ -94,7 +97,8 @@ class AppendResult:
 
 class Partition:
     def __init__(self, topic: str, partition: int, data_dir: str, broker_id: int, config: LogConfig,
-                 producer_id_known=None):
+                 producer_id_known=None, time: Time = SYSTEM):
+        self.time = time
         self.topic = topic
         self.partition = partition
         self.broker_id = broker_id
@@ -108,7 +112,7 @@ class Partition:
         self.txn_index = TransactionIndex(self.dir)
         self.producer_state = ProducerStateManager(
             self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known,
-            self.txn_index, config.unknown_producer)
+            self.txn_index, config.unknown_producer, time=time)
         self.hw_checkpoint_path = os.path.join(self.dir, HW_CHECKPOINT)
         hw = min(read_hw_checkpoint(self.hw_checkpoint_path), self.log.log_end_offset)
         replayed = self.producer_state.load(self.log, max_snapshot_offset=hw)
@@ -123,7 +127,7 @@ class Partition:
         self.partition_epoch = -1   # zk version of the partition state
         self.replicas: list[int] = []
         self.isr: list[int] = []
-        self.followers: dict[int, ReplicaState] = {}
+        self.followers: dict[int, Replica] = {}
         self.high_watermark = hw
         self.isr_change_in_flight = False
         self.leader_epoch_start = 0
@@ -141,7 +145,7 @@ class Partition:
     # -- role changes ----------------------------------------------------------------------------
     def make_leader(self, leader_epoch: int, replicas: list[int], isr: list[int], partition_epoch: int) -> None:
         with self.lock:
-            now = time.monotonic()
+            now = self.time.monotonic()
             was_leader = self.is_leader
             self.leader_id = self.broker_id
             self.leader_epoch = leader_epoch
@@ -256,7 +260,7 @@ class Partition:
                 return AppendResult(E.INVALID_PRODUCER_EPOCH,
                                     message=f"marker epoch {producer_epoch} is older than {entry.producer_epoch}")
             key, value = control_record(committed, coordinator_epoch)
-            now = int(time.time() * 1000)
+            now = self.time.milliseconds()
             data = rb.encode_records([(key, value, now)])
             attrs = rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG
             crc = rb.batch_crc(attrs, producer_id, producer_epoch, rb.NO_SEQUENCE, 1, now, data)
@@ -318,16 +322,16 @@ class Partition:
             self.on_change(self, what)
 
     def wait_for_replication(self, last_offset: int, leader_epoch: int, timeout: float) -> tuple[int, str]:
-        """For acks=all: wait until the high watermark passes last_offset."""
-        deadline = time.monotonic() + timeout
+        """For acks=all: wait until the high watermark passes last_offset, at most `timeout` seconds of
+        this partition's clock (every move of the high watermark or of the role notifies `changed`)."""
+        def moved() -> bool:
+            return self.high_watermark > last_offset or not self.is_leader or self.leader_epoch != leader_epoch
         with self.lock:
-            while self.high_watermark <= last_offset:
+            self.time.wait_for(self.changed, moved, timeout)
+            if self.high_watermark <= last_offset:
                 if not self.is_leader or self.leader_epoch != leader_epoch:
                     return E.NOT_LEADER_OR_FOLLOWER, "leadership moved before the append was replicated"
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return E.REQUEST_TIMED_OUT, "the ISR did not replicate the append in time"
-                self.changed.wait(min(left, 0.5))
+                return E.REQUEST_TIMED_OUT, "the ISR did not replicate the append in time"
             if len(self.isr) < self.config.min_insync_replicas:
                 return E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, (f"ISR {self.isr} shrank below min.insync.replicas "
                                                            f"{self.config.min_insync_replicas} after the append")
@@ -349,7 +353,7 @@ class Partition:
             st = self.followers.get(replica_id)
             if st is None:
                 return
-            st.update_fetch_state(fetch_offset, time.monotonic(), self.log.log_end_offset)
+            st.update_fetch_state(fetch_offset, self.time.monotonic(), self.log.log_end_offset)
             self._maybe_increment_hw()
 
     def isr_change_wanted(self) -> list[int] | None:
@@ -360,7 +364,7 @@ class Partition:
         with self.lock:
             if not self.is_leader or self.isr_change_in_flight:
                 return None
-            now, lag, leo = time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0, self.log.log_end_offset
+            now, lag, leo = self.time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0, self.log.log_end_offset
             new = [r for r in self.isr if r == self.broker_id or
                    (r in self.followers and self.followers[r].is_caught_up(leo, now, lag))]
             for r, st in self.followers.items():

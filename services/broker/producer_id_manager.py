@@ -3,25 +3,28 @@
 Guarantees: every id handed out lies in a block the active controller
 claimed in ZooKeeper for this broker, and each is handed out once; when the
 controller cannot be reached the caller gets COORDINATOR_LOAD_IN_PROGRESS
-(retriable) instead of a made-up id.
+(retriable) instead of a made-up id. It tries for `timeout_s` of the `Time` it
+was given, backing off (sleeping on that clock) from 50 ms up to 500 ms.
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import grpc
 
 from eoslab.v1 import controller_pb2, controller_pb2_grpc
 from eoslab.common import rpc
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 
 
 class ProducerIdManager:
-    def __init__(self, broker_id: int, controller_address, broker_epoch, timeout_s: float = 10.0):
+    def __init__(self, broker_id: int, controller_address, broker_epoch, timeout_s: float = 10.0,
+                 time: Time = SYSTEM):
+        self.time = time
         self.broker_id = broker_id
         self._controller_address = controller_address  # () -> "host:port" | None
         self._broker_epoch = broker_epoch              # () -> int
@@ -42,9 +45,9 @@ class ProducerIdManager:
             return E.NONE, pid
 
     def _fetch_block(self) -> int:
-        deadline = time.monotonic() + self.timeout_s
+        deadline = self.time.monotonic() + self.timeout_s
         delay = 0.05
-        while time.monotonic() < deadline:
+        while self.time.monotonic() < deadline:
             addr = self._controller_address()
             if addr:
                 try:
@@ -61,6 +64,6 @@ class ProducerIdManager:
                     log.info("controller at %s answered %s", addr, E.Name(r.error))
                 except grpc.RpcError as e:
                     log.info("controller at %s unreachable: %s", addr, e.code())
-            time.sleep(delay)
+            self.time.sleep(delay)
             delay = min(delay * 2, 0.5)
         return E.COORDINATOR_LOAD_IN_PROGRESS

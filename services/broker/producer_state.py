@@ -25,10 +25,12 @@ Guarantees, per partition and producer id:
   open; a COMMIT/ABORT control batch closes it, raises the entry's epoch to
   the marker's and records the coordinator epoch that wrote it; an ABORT
   goes into the aborted-transaction index (txn_index.py);
-- a producer idle for producer.id.expiration.ms (idle by the broker's clock,
-  where Kafka reads the batches' timestamps) without an open transaction is
-  forgotten, as Kafka does: a late retry of its last batch is then not
-  recognised as a duplicate (`remove_expired_producers`);
+- a producer idle for producer.id.expiration.ms without an open transaction
+  is forgotten, as Kafka does: a late retry of its last batch is then not
+  recognised as a duplicate (`remove_expired_producers`). Idle since its
+  last batch, by the broker's monotonic clock where Kafka reads the batches'
+  timestamps: the `Time` the manager was given, passed to every
+  ProducerStateEntry;
 - the state is a function of the log: `snapshot` writes it to disk atomically
   (open transactions included) and `load` rebuilds it from the newest valid
   snapshot at or below the log end plus the batches after it (or from the
@@ -40,11 +42,11 @@ import collections
 import json
 import logging
 import os
-import time
 import zlib
 from dataclasses import dataclass
 
 from eoslab.common import record_batch as rb
+from eoslab.common.time import SYSTEM, Time
 from services.broker import txn_index
 from eoslab.common.errors import E
 
@@ -72,17 +74,23 @@ class BatchMetadata:
 
 class ProducerStateEntry:
     __slots__ = ("producer_id", "producer_epoch", "batch_metadata", "coordinator_epoch",
-                 "current_txn_first_offset", "last_timestamp", "last_update")
+                 "current_txn_first_offset", "last_timestamp", "last_update", "time")
 
     def __init__(self, producer_id: int, producer_epoch: int, retain: int,
-                 coordinator_epoch: int = -1, current_txn_first_offset: int | None = None):
+                 coordinator_epoch: int = -1, current_txn_first_offset: int | None = None, time: Time = SYSTEM):
+        self.time = time
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.batch_metadata: collections.deque[BatchMetadata] = collections.deque(maxlen=retain)
         self.coordinator_epoch = coordinator_epoch
         self.current_txn_first_offset = current_txn_first_offset
         self.last_timestamp = -1
-        self.last_update = time.monotonic()     # for producer.id.expiration.ms (the broker's clock)
+        self.last_update = 0.0
+        self.touch()
+
+    def touch(self) -> None:
+        """The producer wrote now (for producer.id.expiration.ms: the broker's monotonic clock)."""
+        self.last_update = self.time.monotonic()
 
     @property
     def last_seq(self) -> int:
@@ -107,7 +115,7 @@ class ProducerStateEntry:
             self.producer_epoch = producer_epoch
         self.batch_metadata.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
         self.last_timestamp = timestamp
-        self.last_update = time.monotonic()
+        self.touch()
 
     def maybe_update_producer_epoch(self, producer_epoch: int) -> None:
         if producer_epoch != self.producer_epoch:
@@ -191,7 +199,8 @@ class ProducerStateManager:
     def __init__(self, directory: str, retain: int = NUM_BATCHES_TO_RETAIN,
                  duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER,
                  producer_id_known=None, txn_index_: "txn_index.TransactionIndex | None" = None,
-                 unknown_producer: str = "accept"):
+                 unknown_producer: str = "accept", time: Time = SYSTEM):
+        self.time = time
         self.dir = directory
         self.unknown_producer = unknown_producer
         self.verification_guards: dict[int, object] = {}   # KIP-890 part 1
@@ -230,7 +239,7 @@ class ProducerStateManager:
                 self.verification_guards.pop(pid, None)
             e = self.producers.get(pid)
             if e is None:
-                e = ProducerStateEntry(pid, batch.producer_epoch, self.retain)
+                e = ProducerStateEntry(pid, batch.producer_epoch, self.retain, time=self.time)
                 self.producers[pid] = e
             if batch.is_control:
                 completed = self._complete_txn(e, batch)
@@ -269,7 +278,7 @@ class ProducerStateManager:
         """Forget producers that wrote nothing for `expiration_ms` and have no open transaction
         (Kafka's producer.id.expiration.ms, KIP-854). Their next batch is a producer with no state
         here: a retry of an old batch is no longer recognised."""
-        cutoff = time.monotonic() - expiration_ms / 1000.0
+        cutoff = self.time.monotonic() - expiration_ms / 1000.0
         gone = [pid for pid, e in self.producers.items()
                 if e.current_txn_first_offset is None and e.last_update < cutoff]
         for pid in gone:
@@ -344,7 +353,7 @@ class ProducerStateManager:
                 continue
             for p in data["producers"]:
                 e = ProducerStateEntry(p["pid"], p["epoch"], self.retain, p["coordinator_epoch"],
-                                       p["txn_first_offset"])
+                                       p["txn_first_offset"], time=self.time)
                 for last_seq, last_off, delta, ts in p["batches"]:
                     e.batch_metadata.append(BatchMetadata(last_seq, last_off, delta, ts))
                 self.producers[e.producer_id] = e

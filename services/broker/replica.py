@@ -8,7 +8,8 @@ it caught up at the previous fetch's time (so a follower that always trails a
 stream of small appends by one fetch stays in sync); a follower whose log end
 equals the leader's is caught up whatever the time; on a leader change the
 follower's times restart: now if it is in the ISR, 0 (never) if not. Times
-are `time.monotonic()` seconds.
+are seconds of the leader's monotonic clock (`Time.monotonic()` of the
+`Time` its Partition was given); nothing here reads a clock itself.
 """
 from __future__ import annotations
 

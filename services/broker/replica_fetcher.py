@@ -12,24 +12,31 @@ fetch opens a new one, as a failed Fetch call would be retried. A partition
 whose truncation or fetch answers an error (the leader moved, a stale or
 unknown leader epoch) sits out PARTITION_BACKOFF_S on its own, as Kafka's
 fetcher delays a partition with an error: the other partitions of the
-same leader go on being fetched meanwhile.
+same leader go on being fetched meanwhile. These deadlines, the watchdog's
+checks (every WATCHDOG_CHECK_S) and the fetcher's idle backoffs are on the
+`Time` the manager was given: an idle or backing-off fetcher waits for that
+clock to move (or for its stop), never sleeps through a shutdown.
 """
 from __future__ import annotations
 
 import logging
 import queue
 import threading
-import time
 
 import grpc
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc
 from eoslab.common import rpc
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 FETCH_TIMEOUT_S = 10.0      # a fetch's answer, its long poll included (max_wait_ms 200), must come within this
 PARTITION_BACKOFF_S = 0.05  # a partition whose answer was an error is left out of the fetches for this long
+WATCHDOG_CHECK_S = 1.0      # how often a session's watchdog looks for an overdue answer
+IDLE_BACKOFF_S = 0.05       # nothing to fetch, or no address for the leader
+RPC_ERROR_BACKOFF_S = 0.1   # the session or a call failed: a new session after this
+BUG_BACKOFF_S = 0.2         # anything else went wrong
 
 
 class SessionClosed(Exception):
@@ -42,7 +49,8 @@ class FetchSession:
     when an answer is overdue (a stream has no per-message deadline), and any error ends it for good:
     the caller opens a new session."""
 
-    def __init__(self, stub, name: str):
+    def __init__(self, stub, name: str, time: Time = SYSTEM):
+        self.time = time
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._call = stub.ReplicaFetch(iter(self._requests.get, None))
         self._deadline = 0.0              # monotonic time by which the outstanding answer is due; 0: none
@@ -52,16 +60,16 @@ class FetchSession:
 
     def _watch(self) -> None:
         while not self.closed:
-            self._wake.wait(1.0)
+            self.time.wait_event(self._wake, WATCHDOG_CHECK_S)
             d = self._deadline
-            if d and time.monotonic() > d:
+            if d and self.time.monotonic() > d:
                 log.info("fetch session: no answer within %.0f s; closing it", FETCH_TIMEOUT_S)
                 self.close()
 
     def fetch(self, req: broker_pb2.FetchRequest) -> broker_pb2.FetchResponse:
         if self.closed:
             raise SessionClosed("fetch session closed")
-        self._deadline = time.monotonic() + FETCH_TIMEOUT_S
+        self._deadline = self.time.monotonic() + FETCH_TIMEOUT_S
         self._requests.put(req)
         try:
             return next(self._call)
@@ -101,10 +109,12 @@ class ReplicaFetcherThread(threading.Thread):
     def __init__(self, manager: "ReplicaFetcherManager", leader_id: int):
         super().__init__(name=f"replica-fetcher-{leader_id}", daemon=True)
         self.manager = manager
+        self.time: Time = manager.time
         self.leader_id = leader_id
         self.lock = threading.Lock()
         self.partitions: dict[tuple[str, int], dict] = {}   # tp -> {"epoch": e, "truncate": bool}
         self.running = True
+        self._stopped = threading.Event()    # ends an idle or backoff wait at once
         self.session: FetchSession | None = None
         self._session_stub = None
 
@@ -121,26 +131,39 @@ class ReplicaFetcherThread(threading.Thread):
         addr = self.manager.broker_address(self.leader_id)
         return self.manager.channels.stub(addr, broker_pb2_grpc.BrokerStub) if addr else None
 
+    def stop(self) -> None:
+        self.running = False
+        self._stopped.set()
+        self.close_session()
+
+    def _backoff(self, seconds: float) -> None:
+        self.time.wait_event(self._stopped, seconds)
+
     def run(self) -> None:
         while self.running:
-            now = time.monotonic()
-            with self.lock:
-                parts = {tp: st for tp, st in self.partitions.items() if st.get("retry_at", 0.0) <= now}
-            stub = self._stub()
-            if not parts or stub is None:
-                time.sleep(0.05)
-                continue
-            try:
-                self._truncate(stub, {tp: st for tp, st in parts.items() if st["truncate"]})
-                self._fetch(stub, {tp: st for tp, st in parts.items() if not st["truncate"]})
-            except (grpc.RpcError, SessionClosed) as e:
-                log.debug("fetch from broker %d failed: %s", self.leader_id,
-                          e.code() if isinstance(e, grpc.RpcError) else type(e).__name__)
-                self.close_session()
-                time.sleep(0.1)
-            except Exception:  # noqa: BLE001 - keep fetching
-                log.exception("replica fetcher for leader %d", self.leader_id)
-                time.sleep(0.2)
+            self.do_work()
+
+    def do_work(self) -> None:
+        """One round (Kafka's AbstractFetcherThread.doWork): truncate the partitions that must, then
+        fetch the others; a partition still in its backoff (`retry_at`) sits the round out."""
+        now = self.time.monotonic()
+        with self.lock:
+            parts = {tp: st for tp, st in self.partitions.items() if st.get("retry_at", 0.0) <= now}
+        stub = self._stub()
+        if not parts or stub is None:
+            self._backoff(IDLE_BACKOFF_S)
+            return
+        try:
+            self._truncate(stub, {tp: st for tp, st in parts.items() if st["truncate"]})
+            self._fetch(stub, {tp: st for tp, st in parts.items() if not st["truncate"]})
+        except (grpc.RpcError, SessionClosed) as e:
+            log.debug("fetch from broker %d failed: %s", self.leader_id,
+                      e.code() if isinstance(e, grpc.RpcError) else type(e).__name__)
+            self.close_session()
+            self._backoff(RPC_ERROR_BACKOFF_S)
+        except Exception:  # noqa: BLE001 - keep fetching
+            log.exception("replica fetcher for leader %d", self.leader_id)
+            self._backoff(BUG_BACKOFF_S)
 
     def _truncate(self, stub, parts: dict) -> None:
         if not parts:
@@ -157,7 +180,7 @@ class ReplicaFetcherThread(threading.Thread):
                 continue
             part = st["p"]
             if r.error != E.NONE:
-                st["retry_at"] = time.monotonic() + PARTITION_BACKOFF_S
+                st["retry_at"] = self.time.monotonic() + PARTITION_BACKOFF_S
                 continue
             target, done = truncation_target(part, r.leader_epoch, r.end_offset)
             part.truncate_to(target)
@@ -168,7 +191,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     def _fetch(self, stub, parts: dict) -> None:
         if not parts:
-            time.sleep(0.01)
+            self._backoff(0.01)
             return
         req = broker_pb2.FetchRequest(replica_id=self.manager.broker_id, max_wait_ms=200, max_bytes=8 << 20)
         for (t, p), st in parts.items():
@@ -176,7 +199,7 @@ class ReplicaFetcherThread(threading.Thread):
                                current_leader_epoch=st["epoch"], partition_max_bytes=4 << 20)
         if self.session is None or self.session.closed or self._session_stub is not stub:
             self.close_session()
-            self.session, self._session_stub = FetchSession(stub, self.name), stub
+            self.session, self._session_stub = FetchSession(stub, self.name, self.time), stub
         resp = self.session.fetch(req)
         for r in resp.partitions:
             st = parts.get((r.topic, r.partition))
@@ -187,7 +210,7 @@ class ReplicaFetcherThread(threading.Thread):
             elif r.error == E.OFFSET_OUT_OF_RANGE:
                 st["truncate"] = True
             else:   # the leader moved or does not know yet: this partition waits for LeaderAndIsr, not the others
-                st["retry_at"] = time.monotonic() + PARTITION_BACKOFF_S
+                st["retry_at"] = self.time.monotonic() + PARTITION_BACKOFF_S
 
     def close_session(self) -> None:
         if self.session is not None:
@@ -196,7 +219,8 @@ class ReplicaFetcherThread(threading.Thread):
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker_id: int, broker_address):
+    def __init__(self, broker_id: int, broker_address, time: Time = SYSTEM):
+        self.time = time
         self.broker_id = broker_id
         self.broker_address = broker_address   # broker id -> "host:port" | None
         self.channels = rpc.ChannelCache()
@@ -223,6 +247,5 @@ class ReplicaFetcherManager:
     def shutdown(self) -> None:
         with self.lock:
             for th in self.threads.values():
-                th.running = False
-                th.close_session()
+                th.stop()
         self.channels.close_all()

@@ -15,13 +15,15 @@ MAX_PARKED_CLIENT_FETCHES client fetches wait at a time (the others are
 answered at once, empty), so long polls never take every server thread; an
 acks=all produce waits at most MAX_PRODUCE_WAIT_MS for its replicas.
 Markers with a producer id, producer epoch or coordinator epoch out of
-Kafka's ranges are INVALID_REQUEST.
+Kafka's ranges are INVALID_REQUEST. Every wait and interval here (long polls,
+the ISR check every ISR_CHECK_S, the high-watermark checkpoint and
+producer-expiry intervals) is on the `Time` the manager was given, which it
+hands to its partitions and replica fetchers.
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from eoslab.v1 import broker_pb2
 from services.broker.metadata_cache import MetadataCache
@@ -29,6 +31,7 @@ from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LOG_MOVED, ROLE_
 from services.broker.replica_fetcher import ReplicaFetcherManager
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 # A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
@@ -36,6 +39,7 @@ log = logging.getLogger(__name__)
 MAX_FETCH_WAIT_MS = 30000
 MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 128 threads; replicas' fetches are not counted
 MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
+ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the periodic tasks their intervals)
 
 
 class _ParkedFetch:
@@ -52,11 +56,12 @@ class _ParkedFetch:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
-                 producer_id_known=None, alter_partition=None, verify_txn=None):
+                 producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM):
+        self.time = time
         self.broker_id = broker_id
         self.verify_txn = verify_txn   # KIP-890 part 1: (txn id, pid, epoch, topic, partition) -> error code
         self.alter_partition = alter_partition   # (partition, new_isr) -> None; asks the controller
-        self.fetchers = ReplicaFetcherManager(broker_id, metadata.broker_address)
+        self.fetchers = ReplicaFetcherManager(broker_id, metadata.broker_address, time=time)
         self._stopping = threading.Event()
         self.data_dir = data_dir
         self.defaults = defaults
@@ -70,6 +75,7 @@ class ReplicaManager:
         self._parked: dict[tuple[str, int], set[_ParkedFetch]] = {}   # partition -> long polls waiting on it
         self._all_parked: set[_ParkedFetch] = set()
         self.parked_client_fetches = 0
+        self._started = self.time.monotonic()  # the periodic tasks' intervals count from here
         self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
         self._isr_thread.start()                 # last: the loop reads the attributes above
 
@@ -106,7 +112,7 @@ class ReplicaManager:
                 p = self.partitions.get(key)
                 if p is None:
                     p = Partition(s.topic, s.partition, self.data_dir, self.broker_id,
-                                  self._config_for(s.topic), self.producer_id_known)
+                                  self._config_for(s.topic), self.producer_id_known, time=self.time)
                     p.on_change = self._partition_changed
                     p.verify_txn = self.verify_txn
                     self.partitions[key] = p
@@ -254,20 +260,21 @@ class ReplicaManager:
         """Long poll: answer at once when there is data, else when one of its partitions gets some,
         max_wait ends (at most MAX_FETCH_WAIT_MS), or the caller went away (`cancelled`)."""
         wait_s = min(max(0, req.max_wait_ms), MAX_FETCH_WAIT_MS) / 1000.0
-        deadline = time.monotonic() + wait_s
+        deadline = self.time.monotonic() + wait_s
         if wait_s <= 0 or not req.partitions or (cancelled is not None and cancelled.is_set()):
             return self._fetch_once(req)[0]
         w = self._park(req, cancelled)
         if w is None:                     # too many waiting: answer now, the client polls again
             return self._fetch_once(req)[0]
         try:
+            timed_out = False
             while True:
                 w.event.clear()
                 resp, got = self._fetch_once(req)
-                remaining = deadline - time.monotonic()
-                if got or remaining <= 0 or (cancelled is not None and cancelled.is_set()):
+                remaining = deadline - self.time.monotonic()
+                if got or timed_out or remaining <= 0 or (cancelled is not None and cancelled.is_set()):
                     return resp
-                w.event.wait(remaining)
+                timed_out = not self.time.wait_event(w.event, remaining)   # False: it ran to the deadline
         finally:
             self._unpark(w)
 
@@ -348,13 +355,13 @@ class ReplicaManager:
     def _isr_loop(self) -> None:
         """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller;
         also, every so often, checkpoint high watermarks and forget expired producers on every partition."""
-        periodic = [[HW_CHECKPOINT_INTERVAL_S, time.monotonic(), Partition.checkpoint_hw],
-                    [self.defaults.producer_id_expiration_check_ms / 1000.0, time.monotonic(),
+        periodic = [[HW_CHECKPOINT_INTERVAL_S, self._started, Partition.checkpoint_hw],
+                    [self.defaults.producer_id_expiration_check_ms / 1000.0, self._started,
                      Partition.remove_expired_producers]]
-        while not self._stopping.wait(0.2):
+        while not self.time.wait_event(self._stopping, ISR_CHECK_S):
             with self.lock:
                 everyone = list(self.partitions.values())
-            now = time.monotonic()
+            now = self.time.monotonic()
             for task in periodic:
                 interval, last, fn = task
                 if now - last >= interval:

@@ -1,10 +1,10 @@
 """The leader's view of a follower (Replica) and the ISR it leads to on a real Partition, checked
-against Kafka's rules (kafka.cluster.Replica, Partition.getOutOfSyncReplicas / isFollowerInSync)."""
-import time
-
+against Kafka's rules (kafka.cluster.Replica, Partition.getOutOfSyncReplicas / isFollowerInSync).
+The Partition runs on a MockTime: the tests move its clock, they never sleep."""
 import pytest
 
 from eoslab.common import record_batch as rb
+from eoslab.common.time import MockTime
 from services.broker.partition import LogConfig, Partition
 from services.broker.replica import Replica
 
@@ -47,8 +47,8 @@ def test_times_restart_on_a_leader_change():
     assert r.reset_for_reelection(now=20.0, in_sync=True, leader_end=6).last_caught_up == 20.0
 
 
-def _leader(tmp_path, lag_ms):
-    p = Partition("t", 0, str(tmp_path), broker_id=1, config=LogConfig(replica_lag_time_max_ms=lag_ms))
+def _leader(tmp_path, lag_ms, clock):
+    p = Partition("t", 0, str(tmp_path), broker_id=1, config=LogConfig(replica_lag_time_max_ms=lag_ms), time=clock)
     p.make_leader(0, [1, 2], [1, 2], 0)
     return p
 
@@ -60,15 +60,15 @@ def _append(p):
 def test_a_follower_one_fetch_behind_a_stream_of_small_appends_stays_in_the_isr(tmp_path):
     """Every fetch reads up to where the leader ended at the fetch before, never to its current end:
     Kafka keeps that follower in sync; judged by exact catch-up alone it would leave after the lag time."""
-    p = _leader(tmp_path, lag_ms=300)
+    clock = MockTime()
+    p = _leader(tmp_path, lag_ms=300, clock=clock)
     try:
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
+        for _ in range(100):                      # 3 s of fetches, 30 ms apart: ten times the lag
             behind = p.log_end_offset
             _append(p)
             p.record_follower_fetch(2, behind)
             assert p.isr_change_wanted() is None
-            time.sleep(0.03)
+            clock.advance(0.03)
         assert p.isr == [1, 2]
     finally:
         p.close()
@@ -76,11 +76,12 @@ def test_a_follower_one_fetch_behind_a_stream_of_small_appends_stays_in_the_isr(
 
 def test_a_follower_at_the_leaders_end_stays_in_the_isr_without_fetching(tmp_path):
     """No appends, no fetches for longer than the lag: the follower has the whole log, so it stays."""
-    p = _leader(tmp_path, lag_ms=100)
+    clock = MockTime()
+    p = _leader(tmp_path, lag_ms=100, clock=clock)
     try:
         _append(p)
         p.record_follower_fetch(2, p.log_end_offset)
-        time.sleep(0.25)
+        clock.advance(0.25)
         assert p.isr_change_wanted() is None
         _append(p)                                 # now it lacks a batch and has not caught up for 250 ms
         assert p.isr_change_wanted() == [1]
@@ -91,14 +92,15 @@ def test_a_follower_at_the_leaders_end_stays_in_the_isr_without_fetching(tmp_pat
 def test_a_follower_rejoins_only_after_fetching_again(tmp_path):
     """Out of the ISR, a follower whose log end reached the high watermark rejoins, as in Kafka on its
     next fetch; one that stopped fetching does not, whatever its log end."""
-    p = Partition("t", 0, str(tmp_path), broker_id=1, config=LogConfig(replica_lag_time_max_ms=100))
+    clock = MockTime()
+    p = Partition("t", 0, str(tmp_path), broker_id=1, config=LogConfig(replica_lag_time_max_ms=100), time=clock)
     p.make_leader(0, [1, 2], [1], 0)
     try:
         _append(p)
         assert p.isr_change_wanted() is None       # follower 2 never fetched
         p.record_follower_fetch(2, p.log_end_offset)
         assert p.isr_change_wanted() == [1, 2]
-        time.sleep(0.2)
+        clock.advance(0.2)
         assert p.isr_change_wanted() is None       # that fetch is older than the lag now
     finally:
         p.close()

@@ -358,9 +358,11 @@ class Partition:
 
     def isr_change_wanted(self) -> list[int] | None:
         """The ISR this leader should ask the controller for, or None if it is right. Shrink: a follower
-        not caught up (Replica.is_caught_up) leaves. Expand, Kafka's rule: a follower whose log end reached
-        the high watermark and this epoch's start joins; Kafka checks that on each fetch, so here the
-        follower must have fetched within the lag time (a dead one that once caught up does not rejoin)."""
+        not caught up (Replica.is_caught_up) leaves. Expand, Kafka's rule: a follower outside the ISR
+        (never one just found out of sync: an ISR member holds the high watermark down, so it is always at
+        it, as Kafka's canAddReplicaToIsr) whose log end reached the high watermark and this epoch's start
+        joins; Kafka checks that on each fetch, so here the follower must have fetched within the lag time
+        (a dead one that once caught up does not rejoin)."""
         with self.lock:
             if not self.is_leader or self.isr_change_in_flight:
                 return None
@@ -368,7 +370,7 @@ class Partition:
             new = [r for r in self.isr if r == self.broker_id or
                    (r in self.followers and self.followers[r].is_caught_up(leo, now, lag))]
             for r, st in self.followers.items():
-                if r not in new and st.log_end_offset >= max(self.high_watermark, self.leader_epoch_start) \
+                if r not in self.isr and st.log_end_offset >= max(self.high_watermark, self.leader_epoch_start) \
                         and now - st.last_fetch_time <= lag:
                     new.append(r)
             new = [r for r in self.replicas if r in new]

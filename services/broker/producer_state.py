@@ -25,12 +25,13 @@ Guarantees, per partition and producer id:
   open; a COMMIT/ABORT control batch closes it, raises the entry's epoch to
   the marker's and records the coordinator epoch that wrote it; an ABORT
   goes into the aborted-transaction index (txn_index.py);
-- a producer idle for producer.id.expiration.ms without an open transaction
-  is forgotten, as Kafka does: a late retry of its last batch is then not
-  recognised as a duplicate (`remove_expired_producers`). Idle since its
-  last batch, by the broker's monotonic clock where Kafka reads the batches'
-  timestamps: the `Time` the manager was given, passed to every
-  ProducerStateEntry;
+- a producer idle for producer.id.expiration.ms or longer without an open
+  transaction is forgotten, as Kafka's isProducerExpired: a late retry of its
+  last batch is then not recognised as a duplicate
+  (`remove_expired_producers`). Idle since its last batch or marker (each
+  sets Kafka's lastTimestamp), counted in milliseconds of the broker's
+  monotonic clock where Kafka reads the batches' timestamps: the `Time` the
+  manager was given, passed to every ProducerStateEntry;
 - the state is a function of the log: `snapshot` writes it to disk atomically
   (open transactions included) and `load` rebuilds it from the newest valid
   snapshot at or below the log end plus the batches after it (or from the
@@ -74,7 +75,7 @@ class BatchMetadata:
 
 class ProducerStateEntry:
     __slots__ = ("producer_id", "producer_epoch", "batch_metadata", "coordinator_epoch",
-                 "current_txn_first_offset", "last_timestamp", "last_update", "time")
+                 "current_txn_first_offset", "last_timestamp", "last_update_ms", "time")
 
     def __init__(self, producer_id: int, producer_epoch: int, retain: int,
                  coordinator_epoch: int = -1, current_txn_first_offset: int | None = None, time: Time = SYSTEM):
@@ -85,12 +86,12 @@ class ProducerStateEntry:
         self.coordinator_epoch = coordinator_epoch
         self.current_txn_first_offset = current_txn_first_offset
         self.last_timestamp = -1
-        self.last_update = 0.0
+        self.last_update_ms = 0
         self.touch()
 
     def touch(self) -> None:
-        """The producer wrote now (for producer.id.expiration.ms: the broker's monotonic clock)."""
-        self.last_update = self.time.monotonic()
+        """The producer wrote now (for producer.id.expiration.ms: monotonic ms of the broker's clock)."""
+        self.last_update_ms = self.time.nanoseconds() // 1_000_000
 
     @property
     def last_seq(self) -> int:
@@ -269,18 +270,19 @@ class ProducerStateManager:
             e.maybe_update_producer_epoch(batch.producer_epoch)
         e.coordinator_epoch = max(e.coordinator_epoch, coordinator_epoch)
         e.current_txn_first_offset = None
+        e.touch()                 # Kafka's appendEndTxnMarker: the marker sets lastTimestamp too
         if done.is_aborted and first is not None and self.txn_index is not None:
             self.txn_index.append(txn_index.AbortedTxn(e.producer_id, first, batch.base_offset,
                                                        self.first_unstable_offset(batch.base_offset)))
         return done
 
     def remove_expired_producers(self, expiration_ms: int) -> list[int]:
-        """Forget producers that wrote nothing for `expiration_ms` and have no open transaction
-        (Kafka's producer.id.expiration.ms, KIP-854). Their next batch is a producer with no state
-        here: a retry of an old batch is no longer recognised."""
-        cutoff = self.time.monotonic() - expiration_ms / 1000.0
+        """Forget producers that wrote nothing for `expiration_ms` or longer and have no open transaction
+        (Kafka's producer.id.expiration.ms, KIP-854, and its isProducerExpired). Their next batch is a
+        producer with no state here: a retry of an old batch is no longer recognised."""
+        now_ms = self.time.nanoseconds() // 1_000_000
         gone = [pid for pid, e in self.producers.items()
-                if e.current_txn_first_offset is None and e.last_update < cutoff]
+                if e.current_txn_first_offset is None and now_ms - e.last_update_ms >= expiration_ms]
         for pid in gone:
             del self.producers[pid]
         return gone

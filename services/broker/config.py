@@ -1,0 +1,56 @@
+"""BrokerConfig: every setting of a broker process, declared once (Kafka's `KafkaConfig`).
+
+Guarantees: the broker's flags, its `EOSLAB_<NAME>` environment variables, the
+check of `eoslab run --set broker.x=y` and docs/configuration.md come from
+`BrokerConfig.DEF`; defaults are the lab's, with Kafka's default named in the
+doc where the lab's differs (shorter timeouts for a lab on one machine).
+"""
+from __future__ import annotations
+
+from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ServiceConfig, kafka_version_key
+
+DUP_CHOICES = ("DUPLICATE_SEQUENCE_NUMBER", "OUT_OF_ORDER_SEQUENCE_NUMBER")
+UNKNOWN_CHOICES = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "accept")
+
+
+class BrokerConfig(ServiceConfig):
+    DEF = (ConfigDef("broker")
+           .define("broker.id", int, REQUIRED, "this broker's id", min=0, process=True)
+           .define("listen", str, REQUIRED, "HOST:PORT the gRPC server binds", kafka_name="listeners", process=True)
+           .define("advertise", str, None, "HOST:PORT clients use (default: listen)",
+                   kafka_name="advertised.listeners", process=True)
+           .define("zookeeper", str, REQUIRED, "HOST:PORT[/chroot]", kafka_name="zookeeper.connect", process=True)
+           .define("data.dir", str, REQUIRED, "where the logs, checkpoints and snapshots live", kafka_name="log.dirs",
+                   process=True)
+           .define("zk.session.timeout.ms", int, 2000, "ZooKeeper session timeout (Kafka: 18000)", min=1,
+                   kafka_name="zookeeper.session.timeout.ms")
+           .define(**kafka_version_key())
+           .define("producer.state.batches", int, BY_VERSION,
+                   "batches remembered per producer per partition (Kafka 1.0+: 5; 0.11: 1)", min=1, kafka_name="")
+           .define("duplicate.beyond.cache.error", str, BY_VERSION,
+                   "answer to a retried batch older than that cache (0.11: DUPLICATE_SEQUENCE_NUMBER)",
+                   choices=DUP_CHOICES, kafka_name="")
+           .define("unknown.producer", str, BY_VERSION,
+                   "a non-zero first sequence from a producer with no state (0.11: OUT_OF_ORDER_SEQUENCE_NUMBER; "
+                   "1.0-2.4: UNKNOWN_PRODUCER_ID; 2.5+: accept, KIP-360)", choices=UNKNOWN_CHOICES, kafka_name="")
+           .define("max.message.bytes", int, 1048588, "the largest batch a partition takes", min=1,
+                   kafka_name="message.max.bytes")
+           .define("segment.bytes", int, 16 * 1024 * 1024, "a log segment's size (Kafka: 1 GiB)", min=1,
+                   kafka_name="log.segment.bytes")
+           .define("snapshot.interval.batches", int, 1000, "a producer-state snapshot every this many batches",
+                   min=1, kafka_name="")
+           .define("replica.lag.time.max.ms", int, 3000,
+                   "a follower not caught up for this long leaves the ISR (Kafka: 30000)", min=1)
+           .define("min.insync.replicas", int, 1, "default for topics that do not set it", min=1)
+           .define("transaction.verification", bool, BY_VERSION,
+                   "KIP-890 part 1: verify with the transaction coordinator before a transaction's first batch "
+                   "on a partition (3.6+)", kafka_name="transaction.partition.verification.enable")
+           .define("producer.id.expiration.ms", int, 86400000,
+                   "forget a producer idle this long without an open transaction", min=1)
+           .define("producer.id.expiration.check.interval.ms", int, 600000, "how often idle producers are looked for",
+                   min=1)
+           .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (lost ACKs)", kafka_name="")
+           .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
+                   "unset", kafka_name="listeners", process=True)
+           .define("kafka.advertise", str, None, "HOST:PORT Kafka clients use (default: kafka.listen)",
+                   kafka_name="advertised.listeners", process=True))

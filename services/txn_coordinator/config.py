@@ -1,0 +1,47 @@
+"""CoordinatorConfig: every setting of a transaction coordinator process, declared once.
+
+Guarantees: the coordinator's flags, its `EOSLAB_<NAME>` environment variables,
+the check of `eoslab run --set coordinator.x=y` and docs/configuration.md come
+from `CoordinatorConfig.DEF` (Kafka's `TransactionStateManagerConfig` and
+`TransactionLogConfig` names where Kafka has them).
+"""
+from __future__ import annotations
+
+from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ServiceConfig, kafka_version_key
+from services.common import internal_topics as it
+
+
+class CoordinatorConfig(ServiceConfig):
+    DEF = (ConfigDef("txn_coordinator")
+           .define("coordinator.id", int, REQUIRED, "this coordinator's id", min=0, process=True)
+           .define("listen", str, REQUIRED, "HOST:PORT the gRPC server binds", kafka_name="listeners", process=True)
+           .define("advertise", str, None, "HOST:PORT clients use (default: listen)",
+                   kafka_name="advertised.listeners", process=True)
+           .define("zookeeper", str, REQUIRED, "HOST:PORT[/chroot]", kafka_name="zookeeper.connect", process=True)
+           .define("bootstrap", str, REQUIRED, "broker HOST:PORT[,HOST:PORT...] for __transaction_state",
+                   kafka_name="", process=True)
+           .define("zk.session.timeout.ms", int, 2000, "ZooKeeper session timeout (Kafka: 18000)", min=1,
+                   kafka_name="zookeeper.session.timeout.ms")
+           .define("transaction.state.partitions", int, it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
+                   "partitions of __transaction_state (Kafka: 50)", min=1,
+                   kafka_name="transaction.state.log.num.partitions")
+           .define("transaction.state.replication.factor", int, 3, "replication factor of __transaction_state",
+                   min=1, kafka_name="transaction.state.log.replication.factor")
+           .define("transaction.max.timeout.ms", int, 900000, "the longest transaction.timeout.ms a producer may ask",
+                   min=1)
+           .define("transactional.id.expiration.ms", int, 604800000,
+                   "forget a transactional id idle this long (7 days)", min=1)
+           .define("transaction.check.interval.ms", int, 500,
+                   "how often timed-out transactions and idle ids are looked for (Kafka: 10000 and 3600000)", min=1,
+                   kafka_name="transaction.abort.timed.out.transaction.cleanup.interval.ms")
+           .define(**kafka_version_key())
+           .define("epoch.bump.per.transaction", bool, BY_VERSION,
+                   "KIP-890 part 2: bump the producer epoch at every commit and abort", kafka_name="")
+           .define("init.with.producer.id", bool, BY_VERSION,
+                   "KIP-360: InitProducerId may carry (producer id, epoch)", kafka_name="")
+           .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (replay_end_txn)",
+                   kafka_name="")
+           .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
+                   "unset", kafka_name="listeners", process=True)
+           .define("kafka.advertise", str, None, "HOST:PORT Kafka clients use (default: kafka.listen)",
+                   kafka_name="advertised.listeners", process=True))

@@ -10,7 +10,7 @@ Time rules, read on the `Time` given (monotonic seconds), as Kafka's:
   after its creation, unless a flush or close is on (`lingering`, `ready`);
 - retry.backoff.ms: a retried batch is not ready before its `retry_at`;
 - delivery.timeout.ms: a batch is expired once that long has passed since
-  its creation (ProducerBatch.hasReachedDeliveryTimeout), and
+  its creation (ProducerBatch.hasReachedDeliveryTimeout: `>=`), and
   `expired_batches` takes every such waiting batch out of its partition.
 """
 from __future__ import annotations
@@ -57,7 +57,7 @@ class ProducerBatch:
         self.result = ProduceRequestResult(self.topic, self.partition, self.time)
 
     def has_reached_delivery_timeout(self, delivery_timeout: float, now: float) -> bool:
-        return delivery_timeout < now - self.created
+        return delivery_timeout <= now - self.created
 
     def try_append(self, key, value, ts, limit: int, n: int) -> FutureRecordMetadata | None:
         if self.closed or (self.record_count and self.size + n > limit):

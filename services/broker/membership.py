@@ -11,7 +11,9 @@ Guarantees, per group:
   Heartbeat and SyncGroup get REBALANCE_IN_PROGRESS;
 - a member that sends no heartbeat for its session timeout is removed and a
   rebalance starts, so a stalled consumer loses its partitions and its
-  generation (its later commits are refused: KIP-447 relies on this).
+  generation (its later commits are refused: KIP-447 relies on this); a
+  member waiting in JoinGroup or SyncGroup needs no heartbeat meanwhile
+  (Kafka's MemberMetadata.hasSatisfiedHeartbeat).
 - a session timeout outside [GROUP_MIN_SESSION_TIMEOUT_MS,
   GROUP_MAX_SESSION_TIMEOUT_MS] is refused with INVALID_SESSION_TIMEOUT, as
   Kafka's group.min/max.session.timeout.ms do (the lab's minimum is 1 s, not
@@ -52,6 +54,7 @@ class Member:
     rebalance_timeout: float
     last_heartbeat: float
     joined: bool = False           # rejoined for the rebalance under way
+    awaiting_sync: bool = False    # in SyncGroup, waiting for the leader's assignment
     assignment: list = field(default_factory=list)
 
 
@@ -116,7 +119,8 @@ class GroupMembership:
         with self.cond:
             for g in self.groups.values():
                 gone = [m for m in g.members.values()
-                        if now - m.last_heartbeat > m.session_timeout and not (g.state == PREPARING and m.joined)]
+                        if now - m.last_heartbeat > m.session_timeout and not (g.state == PREPARING and m.joined)
+                        and not m.awaiting_sync]
                 for m in gone:
                     del g.members[m.member_id]
                 if gone:
@@ -187,7 +191,12 @@ class GroupMembership:
             def settled() -> bool:
                 return g.synced_generation == req.generation_id or g.generation != req.generation_id or \
                     g.state == PREPARING
-            self._wait(settled, deadline)
+            waiting = g.members[req.member_id]
+            waiting.awaiting_sync = True
+            try:
+                self._wait(settled, deadline)
+            finally:
+                waiting.awaiting_sync = False
             if g.synced_generation != req.generation_id:
                 return broker_pb2.SyncGroupResponse(error=E.REBALANCE_IN_PROGRESS)
             m = g.members.get(req.member_id)

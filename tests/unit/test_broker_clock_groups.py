@@ -4,9 +4,10 @@ timeout, group.initial.rebalance.delay.ms; the lab's JoinGroup and SyncGroup wai
 Guarantees checked: the first rebalance of a group waits the initial delay for more members and no
 longer; a member that sends no heartbeat within session.timeout.ms is removed and the group
 rebalances without it, while one that heartbeats within it stays; a rebalance ends at its
-rebalance timeout without the members that did not rejoin; a JoinGroup waits at most its rebalance
-timeout and a second, a follower's SyncGroup at most its rebalance timeout for the leader's
-assignment; the group coordinator's expiry loop removes a silent member on the broker's clock.
+rebalance timeout without the members that did not rejoin; a member waiting for its assignment
+needs no heartbeat meanwhile; a JoinGroup waits at most its rebalance timeout and a second, a
+follower's SyncGroup at most its rebalance timeout for the leader's assignment; the group
+coordinator's expiry loop removes a silent member on the broker's clock.
 No test sleeps: joins and syncs wait in threads on a WatchedClock, and the test moves it.
 """
 from types import SimpleNamespace
@@ -176,6 +177,27 @@ def test_a_followers_sync_gives_up_at_its_rebalance_timeout(clock, m):
     still_waiting(f)
     clock.advance(2 * MS)
     assert result(f).error == E.REBALANCE_IN_PROGRESS
+
+
+def test_a_member_waiting_for_its_assignment_needs_no_heartbeat(clock, m):
+    """Kafka's hasSatisfiedHeartbeat: a member awaiting sync is not expired; the leader, which awaits
+    nothing, must heartbeat."""
+    js = joined(clock, m, ["a", "b"], rebalance_s=30.0)
+    leader = js["a"].leader
+    follower = next(r.member_id for r in js.values() if r.member_id != leader)
+    f = start("sync-f", lambda: sync(m, follower, 1))
+    clock.await_waiting("sync-f")
+    clock.advance(SESSION_S - 2.0)
+    assert heartbeat(m, leader, 1) == E.NONE
+    clock.advance(2.0 + MS)                              # the follower's last heartbeat: SESSION_S ago
+    m.expire()
+    assert set(m.groups["g"].members) == {leader, follower}
+    assert sync(m, leader, 1, {leader: broker_pb2.PartitionList(), follower: broker_pb2.PartitionList()}).error \
+        == E.NONE
+    assert result(f).error == E.NONE
+    clock.advance(SESSION_S - MS)                        # its sync counted as a heartbeat
+    m.expire()
+    assert set(m.groups["g"].members) == {leader, follower}
 
 
 def test_the_coordinators_expiry_loop_removes_a_silent_member_on_the_brokers_clock(clock):

@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def test_service_log_rotates(tmp_path):
     log = tmp_path / "broker-1.log"
-    code = ("import logging; from services.common import rpc; rpc.setup_logging('broker-1'); "
+    code = ("import logging; from eoslab.common import rpc; rpc.setup_logging('broker-1'); "
             "[logging.getLogger('t').warning('x' * 200) for _ in range(2000)]")
     env = dict(os.environ, EOSLAB_LOG_FILE=str(log), EOSLAB_LOG_MAX_BYTES="20000", PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)

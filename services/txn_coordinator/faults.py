@@ -13,7 +13,10 @@ verified a write of it, so the copy lands after that transaction has
 written; waited for at most NEXT_TRANSACTION_WAIT_S); the copy goes the
 same way as any EndTxn (every producer- and epoch-rule applies to it), its
 answer is kept in the fault's state and logged, never sent anywhere.
-`ClearFaults` removes every fault and cancels the copies not yet handled.
+`ClearFaults` removes every fault and cancels the copies not yet handled
+(a copy waiting out its delay is dropped at once). Every delay and wait is
+measured on the injected `Time`, so on a MockTime a copy is handed over
+when the test moves the clock past its delay, and not before.
 """
 from __future__ import annotations
 
@@ -21,16 +24,17 @@ import itertools
 import logging
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 
 from eoslab.common.errors import name as error_name
+from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import faults_pb2
 from services.broker.faults import FaultInjectorService
 
 log = logging.getLogger(__name__)
 NEXT_TRANSACTION_WAIT_S = 5.0
 UNVERIFIED_WAIT_S = 0.2      # where no broker verifies (before 3.6): how long after the open to wait
+POLL_S = 0.002               # how often (of the clock) a copy for the next transaction looks for it
 
 
 @dataclass
@@ -43,6 +47,7 @@ class ReplayEndTxn:
     next_transaction: bool = False
     applied: int = 0
     answers: list[str] = field(default_factory=list)
+    cleared: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def describe(self) -> str:
         who = self.transactional_id or "any transactional.id"
@@ -53,7 +58,9 @@ class ReplayEndTxn:
 class CoordinatorFaultRegistry:
     """The coordinator's injected faults; `after_end_txn` is called once per handled EndTxn."""
 
-    def __init__(self, handle_end_txn, txn_open=lambda tid: True, seed: int | None = None):
+    def __init__(self, handle_end_txn, txn_open=lambda tid: True, seed: int | None = None,
+                 time: Time = SYSTEM):
+        self.time = time
         self._handle = handle_end_txn          # request -> EndTxnResponse: the coordinator's own path
         self._txn_open = txn_open              # tid -> is a transaction of it open (Ongoing) now
         self._lock = threading.Lock()
@@ -96,18 +103,18 @@ class CoordinatorFaultRegistry:
     def _replay(self, fault: ReplayEndTxn, request, delay: float, mark: int) -> None:
         if fault.next_transaction:
             tid = request.transactional_id
-            deadline = time.monotonic() + NEXT_TRANSACTION_WAIT_S
+            deadline = self.time.monotonic() + NEXT_TRANSACTION_WAIT_S
             opened = None                           # when the next transaction was first seen open
-            while time.monotonic() < deadline:
-                if fault not in self._faults:
+            while (now := self.time.monotonic()) < deadline:
+                if fault.cleared.is_set():
                     return
                 if opened is None and self._txn_open(tid):
-                    opened = time.monotonic()
-                if opened is not None and (self._verified.get(tid, 0) > mark
-                                           or time.monotonic() - opened > UNVERIFIED_WAIT_S):
+                    opened = now
+                if opened is not None and (self._verified.get(tid, 0) > mark or now - opened > UNVERIFIED_WAIT_S):
                     break
-                time.sleep(0.002)
-        time.sleep(delay)
+                self.time.wait_event(fault.cleared, POLL_S)
+        if self.time.wait_event(fault.cleared, delay):
+            return                                  # cleared while the copy was held
         with self._lock:
             if fault not in self._faults:           # cleared meanwhile
                 return
@@ -123,6 +130,8 @@ class CoordinatorFaultRegistry:
 
     def clear(self) -> None:
         with self._lock:
+            for f in self._faults:
+                f.cleared.set()
             self._faults.clear()
             for t in self._timers:
                 t.cancel()

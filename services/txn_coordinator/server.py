@@ -12,13 +12,14 @@ of a partition that does not exist (after a metadata refresh) is refused
 with UNKNOWN_TOPIC_OR_PARTITION and adds nothing, so no transaction can hold
 a partition its markers could never reach; producer ids and epochs outside
 Kafka's ranges (id >= 0, epoch 0..32767; -1/-1 for a new InitProducerId)
-are INVALID_REQUEST.
+are INVALID_REQUEST. One `Time` (`time`, SystemTime unless given) is handed
+to every part (coordinator, state manager, marker channel, fault registry),
+and the server's own retry backoffs wait on it; `stop()` ends them at once.
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -26,6 +27,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from clients.admin import create_topic
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
 from services.broker.producer_id_manager import ProducerIdManager
 from services.common import internal_topics as it
@@ -43,7 +45,8 @@ class TransactionCoordinatorServer:
     def __init__(self, coordinator_id: int, listen: str, advertise: str, zk_connect: str, bootstrap: str,
                  session_timeout_ms: int = 2000, num_partitions: int = it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
                  replication_factor: int = 3, kafka_listen: str | None = None, kafka_advertise: str | None = None,
-                 enable_fault_injection: bool = False, **coordinator_kw):
+                 enable_fault_injection: bool = False, time: Time = SYSTEM, **coordinator_kw):
+        self.time = time
         self.coordinator_id = coordinator_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)
@@ -57,22 +60,24 @@ class TransactionCoordinatorServer:
         self.replication_factor = replication_factor
         self.controller_address: str | None = None
         self.session = -1
-        self.tsm = TransactionStateManager(coordinator_id, bootstrap)
-        self.markers = TransactionMarkerChannelManager(bootstrap)
+        self.tsm = TransactionStateManager(coordinator_id, bootstrap, time=time)
+        self.markers = TransactionMarkerChannelManager(bootstrap, time=time)
         self.pids = ProducerIdManager(PID_MANAGER_ID_BASE + coordinator_id, lambda: self.controller_address,
                                       lambda: -1)
         self.coordinator = TransactionCoordinator(self.tsm, self.markers, self.pids,
-                                                  offsets_partitions=self._offsets_partitions, **coordinator_kw)
+                                                  offsets_partitions=self._offsets_partitions, time=time,
+                                                  **coordinator_kw)
         self.server = rpc.make_server()
         txn_pb2_grpc.add_TransactionCoordinatorServicer_to_server(TransactionCoordinatorService(self), self.server)
         self.faults = None                          # services/txn_coordinator/faults.py, with --enable-fault-injection
         if enable_fault_injection:
             from eoslab.v1 import faults_pb2_grpc
             from services.txn_coordinator.faults import CoordinatorFaultInjectorService, CoordinatorFaultRegistry
-            self.faults = CoordinatorFaultRegistry(self.coordinator.end_txn, self.coordinator.transaction_open)
+            self.faults = CoordinatorFaultRegistry(self.coordinator.end_txn, self.coordinator.transaction_open,
+                                                   time=time)
             faults_pb2_grpc.add_FaultInjectorServicer_to_server(CoordinatorFaultInjectorService(self.faults),
                                                                 self.server)
-        self._stopping = False
+        self._stopping = threading.Event()
         self._assignment_data = None
 
     def _offsets_partitions(self) -> int:
@@ -106,7 +111,7 @@ class TransactionCoordinatorServer:
 
     def _ensure_topic(self) -> None:
         md = self.tsm.metadata
-        while not self._stopping:
+        while not self._stopping.is_set():
             try:
                 resp = md.refresh([it.TRANSACTION_STATE_TOPIC])
                 if md.partitions_for(it.TRANSACTION_STATE_TOPIC):
@@ -118,10 +123,10 @@ class TransactionCoordinatorServer:
                     return
             except KafkaError as e:
                 log.info("waiting to create %s: %s", it.TRANSACTION_STATE_TOPIC, e)
-            time.sleep(0.2)
+            self.time.wait_event(self._stopping, 0.2)
 
     def _on_zk_state(self, state) -> None:
-        if state == KazooState.CONNECTED and self.session != -1 and not self._stopping:
+        if state == KazooState.CONNECTED and self.session != -1 and not self._stopping.is_set():
             threading.Thread(target=self._register, daemon=True).start()
 
     def _register(self) -> None:
@@ -132,7 +137,7 @@ class TransactionCoordinatorServer:
             host, port = rpc.split_address(self.kafka_advertise)
             reg.update(registration_entry(host, port or self.kafka_listener.port))
         data = zk_paths.encode(reg)
-        while not self._stopping:
+        while not self._stopping.is_set():
             try:
                 self.zk.create(path, data, ephemeral=True)
             except NodeExistsError:
@@ -143,11 +148,11 @@ class TransactionCoordinatorServer:
                 if stat.ephemeralOwner != self.zk.client_id[0]:
                     log.info("coordinator %d is still registered by an earlier session; waiting",
                              self.coordinator_id)
-                    time.sleep(0.2)
+                    self.time.wait_event(self._stopping, 0.2)
                     continue
             except Exception as e:  # noqa: BLE001 - connection trouble: retry
                 log.info("registration failed (%r); retrying", e)
-                time.sleep(0.2)
+                self.time.wait_event(self._stopping, 0.2)
                 continue
             _, stat = self.zk.get(path)
             self.session = stat.czxid
@@ -171,7 +176,7 @@ class TransactionCoordinatorServer:
         self.tsm.on_assignment(len(parts), mine)
 
     def stop(self) -> None:
-        self._stopping = True
+        self._stopping.set()
         self.coordinator.stop()
         try:
             self.zk.stop()

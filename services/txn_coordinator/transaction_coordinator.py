@@ -27,20 +27,26 @@ Guarantees (Kafka's TransactionCoordinator, KIP-98/360/890):
   tombstone and forgotten (its next init gets a new producer id);
 - switch `epoch_bump_per_txn` (KIP-890 part 2): EndTxn bumps the epoch, the
   markers carry the new one and the response returns it, so a late request
-  of the finished transaction is fenced.
+  of the finished transaction is fenced;
+- time is the injected `Time` (`self.time`), never the `time` module: the
+  transaction timestamps and the timeout and expiry rules read its WALL clock
+  (`milliseconds()`, as Kafka's coordinator does, so a wall-clock step moves
+  them), the hold and the check interval its monotonic clock;
+  `run_periodic_checks()` is one pass of both periodic rules at the current
+  clock (what the background loop runs every `check_interval_ms`).
 """
 from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from eoslab.common.errors import E
+from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import broker_pb2, txn_pb2
 from services.common import internal_topics as it
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from services.txn_coordinator.transaction_metadata import (IllegalTransition, ProducerFenced,
-                                                           TransactionMetadata, TransactionState, now_ms)
+                                                           TransactionMetadata, TransactionState)
 
 S = TransactionState
 log = logging.getLogger(__name__)
@@ -49,7 +55,9 @@ log = logging.getLogger(__name__)
 class TransactionCoordinator:
     def __init__(self, state_manager, marker_manager, pid_manager, max_timeout_ms: int = 900000,
                  expiration_ms: int = 604800000, check_interval_ms: int = 1000, epoch_bump_per_txn: bool = False,
-                 offsets_partitions=None, init_with_producer_id: bool = True, concurrent_hold_ms: int = 100):
+                 offsets_partitions=None, init_with_producer_id: bool = True, concurrent_hold_ms: int = 100,
+                 time: Time = SYSTEM):
+        self.time = time
         self.tsm = state_manager
         self.markers = marker_manager
         self.pids = pid_manager
@@ -123,7 +131,8 @@ class TransactionCoordinator:
                         return fail(err)
                 try:
                     transit = md.prepare_increment_producer_epoch(timeout, new_pid,
-                                                                  None if expected is None else expected[1])
+                                                                  None if expected is None else expected[1],
+                                                                  now_ms=self.time.milliseconds())
                 except ProducerFenced as e:
                     log.info("%s", e)
                     return fail(E.PRODUCER_FENCED)
@@ -184,24 +193,24 @@ class TransactionCoordinator:
             if md.state == S.ONGOING and partitions <= md.partitions:
                 return E.NONE
             try:
-                transit = md.prepare_add_partitions(partitions)
+                transit = md.prepare_add_partitions(partitions, now_ms=self.time.milliseconds())
             except IllegalTransition:
                 return E.INVALID_TXN_STATE
         return self._write(op, md, transit)
 
     def _hold_while_completing(self, md: TransactionMetadata, pid: int, epoch: int) -> int:
-        """Under md.lock: wait up to `concurrent_hold` while the previous transaction's markers and
-        Complete* record are written, then check the producer again (CONCURRENT_TRANSACTIONS if it is
-        still completing). Only a completion is waited for, not an epoch fence."""
-        deadline = time.monotonic() + self.concurrent_hold
+        """Under md.lock: wait up to `concurrent_hold` (of this coordinator's clock) while the previous
+        transaction's markers and Complete* record are written, checking the producer again at every
+        change (CONCURRENT_TRANSACTIONS if it is still completing at the deadline). Only a completion
+        is waited for, not an epoch fence."""
         err = E.CONCURRENT_TRANSACTIONS
-        while err == E.CONCURRENT_TRANSACTIONS and md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT) \
-                and not self._stopping.is_set():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            md.changed.wait(left)
+
+        def settled() -> bool:
+            nonlocal err
             err = self._check_producer(md, pid, epoch)
+            return err != E.CONCURRENT_TRANSACTIONS or md.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT) \
+                or self._stopping.is_set()
+        self.time.wait_for(md.changed, settled, self.concurrent_hold)
         return err
 
     def add_offsets(self, req) -> int:
@@ -267,8 +276,8 @@ class TransactionCoordinator:
                     return err
             try:
                 transit = md.prepare_abort_or_commit(S.PREPARE_COMMIT if committed else S.PREPARE_ABORT,
-                                                     bump_epoch=bump, fence=fence,
-                                                     next_producer_id=next_pid)
+                                                     bump_epoch=bump, fence=fence, next_producer_id=next_pid,
+                                                     now_ms=self.time.milliseconds())
             except IllegalTransition as e:
                 log.info("%s", e)
                 md.abort_transition()
@@ -292,14 +301,14 @@ class TransactionCoordinator:
         while not self._stopping.is_set():
             with md.lock:
                 try:
-                    transit = md.prepare_complete()
+                    transit = md.prepare_complete(now_ms=self.time.milliseconds())
                 except IllegalTransition as e:
                     log.warning("%s", e)
                     return
             err = self._write(op, md, transit)
             if err == E.NONE or err == E.NOT_COORDINATOR:
                 return
-            time.sleep(0.1)
+            self.time.wait_event(self._stopping, 0.1)
 
     def _on_loaded(self, op) -> None:
         for md in list(op.cache.values()):
@@ -309,20 +318,36 @@ class TransactionCoordinator:
 
     # -- timeouts and expiry -------------------------------------------------------------------
     def _scheduler(self) -> None:
-        while not self._stopping.wait(self.check_interval):
-            try:
-                self.abort_timed_out_transactions()
-                self.expire_transactional_ids()
-            except Exception:  # noqa: BLE001 - keep checking
-                log.exception("transaction timeout check failed")
+        while not self.time.wait_event(self._stopping, self.check_interval):
+            self.run_periodic_checks()
+
+    def run_periodic_checks(self) -> None:
+        """One pass of the periodic rules at the current clock: abort what timed out, forget idle ids."""
+        try:
+            self.abort_timed_out_transactions()
+            self.expire_transactional_ids()
+        except Exception:  # noqa: BLE001 - keep checking
+            log.exception("transaction timeout check failed")
+
+    @staticmethod
+    def timed_out(md: TransactionMetadata, now: int) -> bool:
+        """Kafka's timedOutTransactions: an Ongoing transaction, no transition pending, begun more
+        than its timeout before `now` (wall-clock milliseconds)."""
+        return md.state == S.ONGOING and md.pending_state is None and md.txn_start_ms + md.txn_timeout_ms <= now
+
+    def should_expire(self, md: TransactionMetadata, now: int) -> bool:
+        """Kafka's shouldExpire: Empty/Complete*, no transition pending, last updated at least
+        transactional.id.expiration.ms before `now` (wall-clock milliseconds)."""
+        return md.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and md.pending_state is None \
+            and md.txn_last_update_ms <= now - self.expiration_ms
 
     def abort_timed_out_transactions(self) -> None:
-        now = now_ms()
+        """Kafka's abortTimedOutTransactions: fence (epoch + 1) and abort every timed-out transaction."""
+        now = self.time.milliseconds()
         for op in self.tsm.all_owned():
             for md in list(op.cache.values()):
                 with md.lock:
-                    if md.state != S.ONGOING or md.pending_state is not None or \
-                            md.txn_start_ms + md.txn_timeout_ms > now:
+                    if not self.timed_out(md, now):
                         continue
                     md.prepare_fence_producer_epoch()
                 log.info("%s: transaction open for more than %d ms: fencing epoch %d and aborting",
@@ -330,12 +355,12 @@ class TransactionCoordinator:
                 self._end_transaction(op, md, committed=False, fence=True)
 
     def expire_transactional_ids(self) -> None:
-        now = now_ms()
+        """Kafka's removeExpiredTransactionalIds: a tombstone for every idle id, then it is forgotten."""
+        now = self.time.milliseconds()
         for op in self.tsm.all_owned():
             for tid, md in list(op.cache.items()):
                 with md.lock:
-                    if md.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) or md.pending_state \
-                            is not None or md.txn_last_update_ms + self.expiration_ms > now:
+                    if not self.should_expire(md, now):
                         continue
                     md.prepare_dead()
                 err = self.tsm.append(op, tid, None)

@@ -8,15 +8,17 @@ error) only when the broker says this coordinator epoch is fenced
 (TRANSACTION_COORDINATOR_FENCED) or `still_owner()` turns false, so a
 deposed coordinator stops writing markers. Requests to one broker carry the
 markers of all its partitions at once; the brokers are asked in parallel.
+The backoff between rounds (20 ms doubling to 500 ms) is slept on the
+injected `Time`.
 """
 from __future__ import annotations
 
 import logging
-import time
 
 import grpc
 
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2, common_pb2
 
@@ -24,7 +26,8 @@ log = logging.getLogger(__name__)
 
 
 class TransactionMarkerChannelManager:
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, time: Time = SYSTEM):
+        self.time = time
         self.metadata = ClusterMetadata(bootstrap)
 
     def send_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, committed: bool,
@@ -88,7 +91,7 @@ class TransactionMarkerChannelManager:
                         refreshes += 1
                     except KafkaError:
                         pass
-                time.sleep(delay)
+                self.time.sleep(delay)
                 delay = min(delay * 2, 0.5)
         return E.NONE
 

@@ -18,13 +18,18 @@ Guarantees:
   holding an older epoch can never pass for a retry (zombie fencing);
 - with the KIP-890 bump on an exhausted epoch, the next producer id is
   chosen when EndTxn is prepared (`next_producer_id`), returned to the
-  client at once, and takes over when the transaction completes.
+  client at once, and takes over when the transaction completes;
+- the metadata reads no clock: as Kafka's TransactionMetadata, every
+  transition that stamps a time takes it (`now_ms`, the coordinator's WALL
+  clock, `Time.milliseconds()`) from the caller; txn_start_ms is set when a
+  transaction begins (Empty/Complete* -> Ongoing) and kept until it ends,
+  txn_last_update_ms is the time of the last transition that stamps one (an
+  epoch fence and Dead keep the previous stamps, as in Kafka).
 """
 from __future__ import annotations
 
 import enum
 import threading
-import time
 from dataclasses import dataclass, field
 
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
@@ -60,10 +65,6 @@ class IllegalTransition(Exception):
 
 class ProducerFenced(Exception):
     """The (producer id, epoch) an InitProducerId carried is neither the current nor a retried one."""
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,8 @@ class TransactionMetadata:
                    t.txn_timeout_ms, t.state, set(t.partitions), t.txn_start_ms, t.txn_last_update_ms,
                    t.next_producer_id)
 
-    def _transit(self, state: TransactionState, **kw) -> TxnTransitMetadata:
+    def _transit(self, state: TransactionState, update_ms: int | None, **kw) -> TxnTransitMetadata:
+        """The target of a transition to `state`, stamped `update_ms` (None: the previous stamp kept)."""
         if self.pending_state is not None:
             raise IllegalTransition(f"{self.transactional_id}: {self.pending_state.value} is pending")
         if self.state not in VALID_PREVIOUS_STATES[state]:
@@ -128,7 +130,8 @@ class TransactionMetadata:
         base = dict(producer_id=self.producer_id, last_producer_id=self.last_producer_id,
                     producer_epoch=self.producer_epoch, last_producer_epoch=self.last_producer_epoch,
                     txn_timeout_ms=self.txn_timeout_ms, state=state, partitions=frozenset(self.partitions),
-                    txn_start_ms=self.txn_start_ms, txn_last_update_ms=now_ms(),
+                    txn_start_ms=self.txn_start_ms,
+                    txn_last_update_ms=self.txn_last_update_ms if update_ms is None else update_ms,
                     next_producer_id=self.next_producer_id)
         base.update(kw)
         self.pending_state = state
@@ -139,7 +142,7 @@ class TransactionMetadata:
         return self.producer_epoch >= MAX_PRODUCER_EPOCH - 1
 
     def prepare_increment_producer_epoch(self, timeout_ms: int, new_producer_id: int | None,
-                                         expected_epoch: int | None = None) -> TxnTransitMetadata:
+                                         expected_epoch: int | None = None, *, now_ms: int) -> TxnTransitMetadata:
         """InitProducerId: Empty with epoch + 1, or a new producer id at epoch 0 when exhausted.
 
         `expected_epoch` is the epoch a KIP-360 init carried (None: a plain init). As Kafka's
@@ -149,8 +152,8 @@ class TransactionMetadata:
         ProducerFenced.
         """
         if new_producer_id is not None:
-            return self._transit(S.EMPTY, producer_id=new_producer_id, last_producer_id=self.producer_id,
-                                 producer_epoch=0,
+            return self._transit(S.EMPTY, now_ms, producer_id=new_producer_id,
+                                 last_producer_id=self.producer_id, producer_epoch=0,
                                  last_producer_epoch=self.producer_epoch if expected_epoch is not None else -1,
                                  txn_timeout_ms=timeout_ms, partitions=frozenset(), txn_start_ms=-1,
                                  next_producer_id=-1)
@@ -163,20 +166,21 @@ class TransactionMetadata:
         else:
             raise ProducerFenced(f"{self.transactional_id}: epoch {expected_epoch} is neither the current "
                                  f"{self.producer_epoch} nor the last {self.last_producer_epoch}")
-        return self._transit(S.EMPTY, producer_epoch=epoch, last_producer_epoch=last, txn_timeout_ms=timeout_ms,
-                             partitions=frozenset(), txn_start_ms=-1, next_producer_id=-1)
+        return self._transit(S.EMPTY, now_ms, producer_epoch=epoch, last_producer_epoch=last,
+                             txn_timeout_ms=timeout_ms, partitions=frozenset(), txn_start_ms=-1, next_producer_id=-1)
 
-    def prepare_add_partitions(self, partitions: set[tuple[str, int]]) -> TxnTransitMetadata:
-        start = self.txn_start_ms if self.state == S.ONGOING else now_ms()
+    def prepare_add_partitions(self, partitions: set[tuple[str, int]], *, now_ms: int) -> TxnTransitMetadata:
+        """A transaction begins (its start stamped `now_ms`) or an Ongoing one gains partitions."""
+        start = self.txn_start_ms if self.state == S.ONGOING else now_ms
         base = self.partitions if self.state == S.ONGOING else set()
-        return self._transit(S.ONGOING, partitions=frozenset(base | partitions), txn_start_ms=start)
+        return self._transit(S.ONGOING, now_ms, partitions=frozenset(base | partitions), txn_start_ms=start)
 
     def prepare_fence_producer_epoch(self) -> None:
         """Timeout or a new InitProducerId during a transaction: mark it, the abort bumps the epoch."""
-        self._transit(S.PREPARE_EPOCH_FENCE)
+        self._transit(S.PREPARE_EPOCH_FENCE, None)
 
     def prepare_abort_or_commit(self, state: TransactionState, bump_epoch: bool, fence: bool = False,
-                                next_producer_id: int | None = None) -> TxnTransitMetadata:
+                                next_producer_id: int | None = None, *, now_ms: int) -> TxnTransitMetadata:
         """PrepareCommit / PrepareAbort.
 
         fence: the abort of an epoch fence (timeout, or an init during the transaction): the epoch
@@ -195,15 +199,15 @@ class TransactionMetadata:
         kw = dict(producer_epoch=epoch, last_producer_epoch=last)
         if next_producer_id is not None:
             kw["next_producer_id"] = next_producer_id
-        return self._transit(state, **kw)
+        return self._transit(state, now_ms, **kw)
 
-    def prepare_complete(self) -> TxnTransitMetadata:
+    def prepare_complete(self, *, now_ms: int) -> TxnTransitMetadata:
         target = S.COMPLETE_COMMIT if self.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
         kw = {}
         if self.next_producer_id >= 0:
             kw = dict(producer_id=self.next_producer_id, last_producer_id=self.producer_id, producer_epoch=0,
                       last_producer_epoch=self.producer_epoch, next_producer_id=-1)
-        return self._transit(target, partitions=frozenset(), **kw)
+        return self._transit(target, now_ms, partitions=frozenset(), **kw)
 
     def next_pid_and_epoch(self) -> tuple[int, int]:
         """What the producer uses after this transaction: the next producer id at epoch 0 once one
@@ -213,7 +217,7 @@ class TransactionMetadata:
         return self.producer_id, self.producer_epoch
 
     def prepare_dead(self) -> TxnTransitMetadata:
-        return self._transit(S.DEAD, partitions=frozenset())
+        return self._transit(S.DEAD, None, partitions=frozenset())
 
     def complete_transition(self, t: TxnTransitMetadata) -> None:
         if self.pending_state != t.state:

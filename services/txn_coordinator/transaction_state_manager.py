@@ -23,18 +23,20 @@ Guarantees:
   checked offset and that append and finding no fence of a newer epoch —
   otherwise the append is void (NOT_COORDINATOR, the partition is dropped).
   So a transition is either in the new owner's state or answered with an
-  error, never both lost and acknowledged.
+  error, never both lost and acknowledged;
+- its retry backoffs and the fence check's deadline run on the injected
+  `Time` (`self.time`), and `close()` ends every retry wait at once.
 """
 from __future__ import annotations
 
 import json
 import logging
 import threading
-import time
 from dataclasses import dataclass, field
 
 from clients.consumer import KafkaConsumer
 from eoslab.common.errors import E, KafkaError
+from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from clients.producer import KafkaProducer, ProducerConfig
 from services.common import internal_topics as it
@@ -70,7 +72,8 @@ class OwnedPartition:
 
 
 class TransactionStateManager:
-    def __init__(self, coordinator_id: int, bootstrap: str):
+    def __init__(self, coordinator_id: int, bootstrap: str, time: Time = SYSTEM):
+        self.time = time
         self.coordinator_id = coordinator_id
         self.bootstrap = bootstrap
         self.metadata = ClusterMetadata(bootstrap)
@@ -79,6 +82,7 @@ class TransactionStateManager:
         self.num_partitions = 0
         self.on_loaded = None    # (OwnedPartition) -> None: the coordinator resumes unfinished transactions
         self._producer: KafkaProducer | None = None
+        self._closed = threading.Event()     # set by close(): retry waits end at once
 
     def producer(self) -> KafkaProducer:
         with self.lock:
@@ -122,7 +126,7 @@ class TransactionStateManager:
                                             partition=op.partition).result(timeout=20).offset
             except Exception as e:  # noqa: BLE001 - leaderless or not enough replicas for now: try again
                 log.info("fencing __transaction_state-%d failed (%s); retrying", op.partition, e)
-                threading.Event().wait(0.5)
+                self.time.wait_event(self._closed, 0.5)
         return None
 
     def _load(self, op: OwnedPartition) -> None:
@@ -138,7 +142,7 @@ class TransactionStateManager:
                 break
             except Exception as e:  # noqa: BLE001 - partition leaderless for now: try again
                 log.info("loading __transaction_state-%d failed (%s); retrying", op.partition, e)
-                threading.Event().wait(0.5)
+                self.time.wait_event(self._closed, 0.5)
             finally:
                 c.close()
         else:
@@ -217,9 +221,9 @@ class TransactionStateManager:
                 c = op.checker
                 if c.positions[tp] != op.checked:
                     c.seek(tp, op.checked)
-                deadline = time.monotonic() + 10
+                deadline = self.time.monotonic() + 10
                 while c.positions[tp] < offset:
-                    if time.monotonic() > deadline or not self._still_owned(op):
+                    if self.time.monotonic() > deadline or not self._still_owned(op):
                         return False
                     for r in c.poll(200):
                         if r.offset >= offset or r.key != FENCE_KEY or r.value is None:
@@ -243,6 +247,7 @@ class TransactionStateManager:
             return self._still_owned(op)
 
     def close(self) -> None:
+        self._closed.set()
         with self.lock:
             owned, self.owned = list(self.owned.values()), {}
         for op in owned:

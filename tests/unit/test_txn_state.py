@@ -12,6 +12,7 @@ from services.txn_coordinator.transaction_metadata import (VALID_PREVIOUS_STATES
 
 pytestmark = pytest.mark.fast
 S = TransactionState
+T = 1_767_225_600_000       # the wall-clock time (ms) each transition is stamped with
 
 
 def md(state=S.EMPTY, epoch=0):
@@ -28,26 +29,26 @@ def test_valid_previous_states_are_kafkas():
 
 def test_two_phase_transitions():
     m = md()
-    t = m.prepare_add_partitions({("a", 0)})
+    t = m.prepare_add_partitions({("a", 0)}, now_ms=T)
     assert m.state == S.EMPTY and m.pending_state == S.ONGOING        # nothing applied before the write
     with pytest.raises(IllegalTransition):
-        m.prepare_add_partitions({("a", 1)})                            # a pending state blocks the next
+        m.prepare_add_partitions({("a", 1)}, now_ms=T)                  # a pending state blocks the next
     m.complete_transition(t)
     assert m.state == S.ONGOING and m.partitions == {("a", 0)} and m.pending_state is None
-    t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=False)
+    t = m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=False, now_ms=T)
     m.abort_transition()                                                # the write failed
     assert m.state == S.ONGOING and m.pending_state is None
-    m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=False))
+    m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=False, now_ms=T))
     with pytest.raises(IllegalTransition):
-        m.prepare_add_partitions({("a", 1)})                            # PrepareCommit -> Ongoing is illegal
-    m.complete_transition(m.prepare_complete())
+        m.prepare_add_partitions({("a", 1)}, now_ms=T)                  # PrepareCommit -> Ongoing is illegal
+    m.complete_transition(m.prepare_complete(now_ms=T))
     assert m.state == S.COMPLETE_COMMIT and m.partitions == set() and m.producer_epoch == 0
 
 
 def test_fence_bumps_epoch_and_aborts_keeping_no_last_epoch():
     m = md(S.ONGOING, epoch=3)
     m.prepare_fence_producer_epoch()
-    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=False, fence=True)
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=False, fence=True, now_ms=T)
     assert t.producer_epoch == 4 and t.last_producer_epoch == -1      # Kafka: a fence records no last epoch
     m.complete_transition(t)
     assert m.state == S.PREPARE_ABORT and m.producer_epoch == 4
@@ -56,36 +57,37 @@ def test_fence_bumps_epoch_and_aborts_keeping_no_last_epoch():
 def test_fence_with_kip890_bumps_twice():
     m = md(S.ONGOING, epoch=3)
     m.prepare_fence_producer_epoch()
-    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=True, fence=True)
+    t = m.prepare_abort_or_commit(S.PREPARE_ABORT, bump_epoch=True, fence=True, now_ms=T)
     assert (t.producer_epoch, t.last_producer_epoch) == (5, 4)
 
 
 def test_plain_init_records_no_last_epoch_so_an_old_epoch_is_fenced():
     from services.txn_coordinator.transaction_metadata import ProducerFenced
     m = md(S.EMPTY, epoch=0)
-    m.complete_transition(m.prepare_increment_producer_epoch(60000, None))             # a second plain init
+    m.complete_transition(m.prepare_increment_producer_epoch(60000, None, now_ms=T))   # a second plain init
     assert (m.producer_epoch, m.last_producer_epoch) == (1, -1)
     with pytest.raises(ProducerFenced):
-        m.prepare_increment_producer_epoch(60000, None, expected_epoch=0)            # the zombie's epoch
-    m.complete_transition(m.prepare_increment_producer_epoch(60000, None, expected_epoch=1))   # KIP-360 bump
+        m.prepare_increment_producer_epoch(60000, None, expected_epoch=0, now_ms=T)  # the zombie's epoch
+    m.complete_transition(m.prepare_increment_producer_epoch(60000, None, expected_epoch=1, now_ms=T))  # KIP-360
     assert (m.producer_epoch, m.last_producer_epoch) == (2, 1)
-    t = m.prepare_increment_producer_epoch(60000, None, expected_epoch=1)            # its retry
+    t = m.prepare_increment_producer_epoch(60000, None, expected_epoch=1, now_ms=T)  # its retry
     assert (t.producer_epoch, t.last_producer_epoch) == (2, 1)
 
 
 def test_kip890_rotation_happens_at_complete_with_the_id_chosen_at_prepare():
     m = md(S.ONGOING, epoch=rb.MAX_PRODUCER_EPOCH - 1)
-    m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=True, next_producer_id=99))
+    m.complete_transition(m.prepare_abort_or_commit(S.PREPARE_COMMIT, bump_epoch=True, next_producer_id=99,
+                                                    now_ms=T))
     assert (m.producer_id, m.producer_epoch) == (7, rb.MAX_PRODUCER_EPOCH)     # markers go out with these
     assert m.next_pid_and_epoch() == (99, 0)                                   # what EndTxn answers
-    m.complete_transition(m.prepare_complete())
+    m.complete_transition(m.prepare_complete(now_ms=T))
     assert (m.producer_id, m.producer_epoch, m.last_producer_id, m.next_producer_id) == (99, 0, 7, -1)
 
 
 def test_epoch_exhaustion_gives_a_new_producer_id():
     m = md(S.COMPLETE_ABORT, epoch=rb.MAX_PRODUCER_EPOCH - 1)
     assert m.epoch_exhausted
-    m.complete_transition(m.prepare_increment_producer_epoch(60000, new_producer_id=99))
+    m.complete_transition(m.prepare_increment_producer_epoch(60000, new_producer_id=99, now_ms=T))
     assert (m.producer_id, m.producer_epoch, m.last_producer_id, m.last_producer_epoch) == (99, 0, 7, -1)
 
 

@@ -332,8 +332,8 @@ class TransactionCoordinator:
     @staticmethod
     def timed_out(md: TransactionMetadata, now: int) -> bool:
         """Kafka's timedOutTransactions: an Ongoing transaction, no transition pending, begun more
-        than its timeout before `now` (wall-clock milliseconds)."""
-        return md.state == S.ONGOING and md.pending_state is None and md.txn_start_ms + md.txn_timeout_ms <= now
+        than its timeout before `now` (wall-clock milliseconds; at exactly its timeout it is not)."""
+        return md.state == S.ONGOING and md.pending_state is None and md.txn_start_ms + md.txn_timeout_ms < now
 
     def should_expire(self, md: TransactionMetadata, now: int) -> bool:
         """Kafka's shouldExpire: Empty/Complete*, no transition pending, last updated at least

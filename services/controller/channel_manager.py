@@ -4,7 +4,8 @@ Guarantees: each broker eventually receives the newest state (UpdateMetadata
 for the whole cluster, LeaderAndIsr for the partitions it hosts), stamped
 with this controller's epoch; a failed send is retried until it succeeds, the
 broker leaves, or the controller resigns. Sends to one broker never wait on
-another broker.
+another broker. The backoff after a failed send (50 ms doubling to 1 s)
+runs on the injected `Time` and ends at once when the sender stops.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import grpc
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2
 from eoslab.common import rpc
+from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 
@@ -69,13 +71,14 @@ class _BrokerSender(threading.Thread):
             except grpc.RpcError as e:
                 log.debug("send to broker %d failed: %s", self.broker_id, e.code())
                 with self.cond:
-                    self.cond.wait(backoff)
+                    self.manager.time.wait_for(self.cond, lambda: self.stopped, backoff)
                 backoff = min(backoff * 2, 1.0)
         self.channel.close()
 
 
 class ControllerChannelManager:
-    def __init__(self, build_requests, on_stale_epoch):
+    def __init__(self, build_requests, on_stale_epoch, time: Time = SYSTEM):
+        self.time = time
         self.build_requests = build_requests   # broker_id -> (UpdateMetadataRequest, LeaderAndIsrRequest) | None
         self.on_stale_epoch = on_stale_epoch
         self._senders: dict[int, _BrokerSender] = {}

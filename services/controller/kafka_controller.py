@@ -8,7 +8,10 @@ Guarantees:
 - all state changes happen on one event thread (Kafka's ControllerEventManager),
   in order; a broker's death (its ephemeral znode gone, or re-created with a
   new epoch) moves leadership off it and bumps the leader epoch;
-- every live broker is eventually sent the current state (channel_manager).
+- every live broker is eventually sent the current state (channel_manager);
+- time is the injected `Time` (`self.time`, handed to the channel manager
+  too): the /controller znode's timestamp is its wall clock, the retry of a
+  failed event waits on it and ends at once on `stop()`.
 """
 from __future__ import annotations
 
@@ -17,13 +20,13 @@ import logging
 import queue
 import random
 import threading
-import time
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common import auth
+from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
 from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
@@ -42,7 +45,8 @@ class Fenced(Exception):
 class KafkaController:
     def __init__(self, controller_id: int, host: str, port: int, zk_connect: str,
                  session_timeout_ms: int = 2000, pid_block_size: int = 1000,
-                 default_replication_factor: int = 3):
+                 default_replication_factor: int = 3, time: Time = SYSTEM):
+        self.time = time
         hosts, chroot = zk_paths.split_hosts(zk_connect)
         self.controller_id = controller_id
         self.host, self.port = host, port
@@ -54,7 +58,7 @@ class KafkaController:
         self.epoch_zk_version = -1
         self.default_rf = default_replication_factor
         self.pid_manager = ProducerIdManager(self.zk, controller_id, pid_block_size)
-        self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch)
+        self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch, time=time)
         self.events: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._event_loop, name="controller-events", daemon=True)
@@ -131,7 +135,7 @@ class KafkaController:
             except Exception:  # noqa: BLE001 - the controller must survive a bad event
                 log.exception("controller event %s failed", kind)
                 if self.active and kind in ("elect", "broker_change", "coordinator_change"):
-                    time.sleep(0.2)
+                    self.time.wait_event(self._stopping, 0.2)
                     self.events.put((kind,))
 
     def call(self, fn, timeout: float = 30.0):
@@ -145,7 +149,7 @@ class KafkaController:
         if self.active or self._stopping.is_set():
             return
         data = zk_paths.encode({"version": 1, "brokerid": self.controller_id, "host": self.host,
-                                "port": self.port, "timestamp": str(int(time.time() * 1000))})
+                                "port": self.port, "timestamp": str(self.time.milliseconds())})
         try:
             self.zk.create(zk_paths.CONTROLLER, data, ephemeral=True)
         except NodeExistsError:

@@ -1,0 +1,127 @@
+"""KafkaController and its ControllerChannelManager on a MockTime: their retries wait on the injected clock.
+
+Guarantees checked here (no ZooKeeper, no broker: the failing step is faked):
+- a controller event that fails while the controller is active is retried
+  0.2 s of the controller's clock later, not before; `stop()` ends that wait
+  at once;
+- a failed send to a broker is retried after a backoff on the controller's
+  clock (50 ms, then doubling), not before; closing the channel manager ends
+  the backoff at once;
+- the /controller znode's timestamp is the clock's wall time.
+"""
+import threading
+
+import grpc
+import pytest
+
+from eoslab.common.time import MOCK_EPOCH_MS, MockTime
+from services.common import zk_paths
+from services.controller import kafka_controller
+from services.controller.channel_manager import ControllerChannelManager
+from services.controller.kafka_controller import KafkaController
+
+pytestmark = pytest.mark.fast
+STILL = 0.1             # real seconds given to a waiter that must NOT return
+
+
+def wait_until(predicate, timeout=5.0):
+    done = threading.Event()
+    for _ in range(int(timeout / 0.005)):
+        if predicate():
+            return
+        done.wait(0.005)
+    raise AssertionError("condition not reached")
+
+
+def waiting_on(clock: MockTime) -> int:
+    """How many waits are registered with the clock (MockTime wakes each on every move)."""
+    return len(clock._listeners)
+
+
+@pytest.fixture
+def controller(monkeypatch):
+    clock = MockTime()
+    calls = []
+
+    def reassign(c):            # the coordinator reassignment fails once, then works
+        calls.append(c)
+        if len(calls) == 1:
+            raise RuntimeError("zookeeper said no")
+    monkeypatch.setattr(kafka_controller, "reassign_txn_coordinators", reassign)
+    c = KafkaController(1, "127.0.0.1", 1, "127.0.0.1:1", time=clock)
+    c.active = True
+    c._thread.start()
+    yield c, clock, calls
+    c.stop()
+    c._thread.join(5)
+
+
+def test_a_failed_event_is_retried_after_200_ms_of_the_clock(controller):
+    c, clock, calls = controller
+    c.events.put(("coordinator_change",))
+    wait_until(lambda: len(calls) == 1 and waiting_on(clock) == 1)
+    clock.advance_ms(199)
+    threading.Event().wait(STILL)
+    assert len(calls) == 1
+    clock.advance_ms(1)
+    wait_until(lambda: len(calls) == 2)
+
+
+def test_stop_ends_the_retry_wait_without_the_clock_moving(controller):
+    c, clock, calls = controller
+    c.events.put(("coordinator_change",))
+    wait_until(lambda: len(calls) == 1 and waiting_on(clock) == 1)
+    c.stop()
+    c._thread.join(5)
+    assert not c._thread.is_alive() and clock.milliseconds() == MOCK_EPOCH_MS
+
+
+def test_the_controller_znode_carries_the_wall_clock(monkeypatch):
+    clock = MockTime()
+    clock.set_wall_ms(MOCK_EPOCH_MS + 42)
+    c = KafkaController(1, "127.0.0.1", 1, "127.0.0.1:1", time=clock)
+    written = {}
+
+    class Stop(Exception):
+        pass
+
+    def create(path, data, ephemeral=False):
+        written[path] = zk_paths.decode(data)
+        raise Stop()
+    monkeypatch.setattr(c.zk, "create", create)
+    with pytest.raises(Stop):
+        c._elect()
+    assert written[zk_paths.CONTROLLER]["timestamp"] == str(MOCK_EPOCH_MS + 42)
+
+
+class Unavailable(grpc.RpcError):
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+
+class FailingStub:
+    def __init__(self):
+        self.attempts = 0
+
+    def UpdateMetadata(self, request, timeout=None):
+        self.attempts += 1
+        raise Unavailable()
+
+
+def test_a_failed_send_backs_off_on_the_clock_and_close_ends_the_backoff():
+    clock = MockTime()
+    mgr = ControllerChannelManager(lambda broker_id: (object(), object()), lambda: None, time=clock)
+    mgr.set_brokers({1: "127.0.0.1:9"})
+    sender = mgr._senders[1]
+    stub = sender.stub = FailingStub()
+    mgr.send_all()
+    for attempt, backoff_ms in ((1, 50), (2, 100)):
+        wait_until(lambda: stub.attempts == attempt and waiting_on(clock) == 1)
+        clock.advance_ms(backoff_ms - 1)
+        threading.Event().wait(STILL)
+        assert stub.attempts == attempt                    # one millisecond early: still backing off
+        clock.advance_ms(1)
+    wait_until(lambda: stub.attempts == 3 and waiting_on(clock) == 1)
+    mgr.close()
+    sender.join(5)
+    assert not sender.is_alive() and stub.attempts == 3

@@ -18,8 +18,8 @@ from eoslab.v1 import broker_pb2
 def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, replication_factor: int = 0,
                  configs: dict[str, str] | None = None, exist_ok: bool = True, timeout: float = 30.0,
                  time: Time | None = None) -> None:
-    time = time or getattr(metadata, "time", SYSTEM)
-    deadline = time.monotonic() + timeout
+    clock = time or getattr(metadata, "time", SYSTEM)
+    deadline = clock.monotonic() + timeout
     req = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
         name=name, num_partitions=partitions, replication_factor=replication_factor, configs=configs or {})])
     while True:
@@ -29,15 +29,15 @@ def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, repl
             r = broker_pb2.CreateTopicResult(error=E.NETWORK_EXCEPTION, error_message=e.code().name)
         if r.error == E.NONE or (r.error == E.TOPIC_ALREADY_EXISTS and exist_ok):
             break
-        if r.error not in (E.NOT_CONTROLLER, E.NETWORK_EXCEPTION) or time.monotonic() > deadline:
+        if r.error not in (E.NOT_CONTROLLER, E.NETWORK_EXCEPTION) or clock.monotonic() > deadline:
             raise KafkaError(r.error, r.error_message)
-        time.sleep(0.2)
-    wait_for_leaders(metadata, name, deadline, time)
+        clock.sleep(0.2)
+    wait_for_leaders(metadata, name, deadline, clock)
 
 
 def wait_for_leaders(metadata: ClusterMetadata, topic: str, deadline: float, time: Time | None = None) -> int:
-    """Until every partition of `topic` has a leader; `deadline` is a reading of `time`'s monotonic clock."""
-    time = time or getattr(metadata, "time", SYSTEM)
+    """Until every partition of `topic` has a leader; `deadline` is a monotonic() reading of `time`."""
+    clock = time or getattr(metadata, "time", SYSTEM)
     while True:
         try:
             metadata.refresh([topic])
@@ -46,6 +46,6 @@ def wait_for_leaders(metadata: ClusterMetadata, topic: str, deadline: float, tim
                 return n
         except KafkaError:
             pass
-        if time.monotonic() > deadline:
+        if clock.monotonic() > deadline:
             raise KafkaError(E.LEADER_NOT_AVAILABLE, f"topic {topic!r} has partitions without a leader")
-        time.sleep(0.1)
+        clock.sleep(0.1)

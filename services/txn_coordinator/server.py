@@ -13,8 +13,9 @@ with UNKNOWN_TOPIC_OR_PARTITION and adds nothing, so no transaction can hold
 a partition its markers could never reach; producer ids and epochs outside
 Kafka's ranges (id >= 0, epoch 0..32767; -1/-1 for a new InitProducerId)
 are INVALID_REQUEST. One `Time` (`time`, SystemTime unless given) is handed
-to every part (coordinator, state manager, marker channel, fault registry),
-and the server's own retry backoffs wait on it; `stop()` ends them at once.
+to every part (coordinator, state manager, marker channel, producer-id
+manager, fault registry), and the server's own retry backoffs wait on it;
+`stop()` ends them at once.
 """
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ class TransactionCoordinatorServer:
         self.tsm = TransactionStateManager(coordinator_id, bootstrap, time=time)
         self.markers = TransactionMarkerChannelManager(bootstrap, time=time)
         self.pids = ProducerIdManager(PID_MANAGER_ID_BASE + coordinator_id, lambda: self.controller_address,
-                                      lambda: -1)
+                                      lambda: -1, time=time)
         self.coordinator = TransactionCoordinator(self.tsm, self.markers, self.pids,
                                                   offsets_partitions=self._offsets_partitions, time=time,
                                                   **coordinator_kw)

@@ -232,3 +232,19 @@ def test_after_a_step_back_a_new_transaction_is_stamped_with_the_stepped_wall_cl
     clock.advance_ms(TIMEOUT_MS + 1)          # its timeout counts from that stamp
     c.abort_timed_out_transactions()
     assert wait_complete(c, tsm).state == S.COMPLETE_ABORT
+
+
+# -- wiring ---------------------------------------------------------------------------------------------
+def test_the_server_hands_its_clock_to_every_part(monkeypatch):
+    from services.txn_coordinator.server import TransactionCoordinatorServer
+    monkeypatch.setenv("EOSLAB_CLUSTER_SECRET", "test")
+    clock = MockTime()
+    s = TransactionCoordinatorServer(1, "127.0.0.1:0", "127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3",
+                                     enable_fault_injection=True, time=clock)
+    try:
+        parts = {"coordinator": s.coordinator, "state manager": s.tsm, "markers": s.markers,
+                 "producer ids": s.pids, "faults": s.faults}
+        assert {name: p.time is clock for name, p in parts.items()} == dict.fromkeys(parts, True)
+    finally:
+        s.tsm.close()
+        s.markers.close()

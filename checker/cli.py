@@ -1,11 +1,14 @@
 """`eoslab check HISTORY`: judge a recorded history and print the verdict.
 
 Guarantees: prints exactly one JSON object on stdout,
-`{"valid": true|false|"unknown", "anomalies": {...}, "stats": {...}}`
-(the Kafka model adds "allowed": what it found that Kafka permits), and exits
-0 valid, 1 invalid, 2 bad input (missing file, malformed line, bad option —
-one line on stderr naming the line or option, nothing on stdout), 3 unknown
-(time limit reached). A history with nothing to check is never valid: the
+`{"verdict": "valid"|"invalid"|"unknown"|"lab-error", "valid": true|false|"unknown",
+"anomalies": {...}, "stats": {...}}` (the Kafka model adds "allowed": what it
+found that Kafka permits), and exits 0 valid, 1 invalid, 2 bad input (missing
+file, malformed line, bad option — one line on stderr naming the line or
+option, nothing on stdout), 3 unknown (time limit reached), 4 lab-error: the
+run.json beside the history lists lab errors (the lab broke that run, see
+checker.result), so the verdict is lab-error whatever was found: "lab_errors"
+says why and the anomalies are listed as "unconfirmed", never as anomalies. A history with nothing to check is never valid: the
 Kafka model says invalid (Jepsen's empty-transaction-graph), the others
 unknown; either way one line on stderr says so. An `ok` send/poll whose value
 does not have the contract's shape (checker.kafka) and an index that does not
@@ -21,7 +24,7 @@ import sys
 
 from checker.history import HistoryError
 from eoslab import argtypes
-from checker.result import EXIT_BAD_INPUT, exit_code, run_of, to_json, write_results
+from checker.result import EXIT_BAD_INPUT, exit_code, lab_errors_of, run_of, to_json, with_verdict, write_results
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
 LINEAR_MODELS = ("register", "cas-register", "multi-register", "kv", "set", "queue", "log")
@@ -105,6 +108,7 @@ def run(args) -> int:
     run = run_of(args.history)
     if run:
         result["run"] = run
+    result = with_verdict(result, lab_errors_of(args.history))
     if args.out:
         from checker.report import write_report
         os.makedirs(args.out, exist_ok=True)
@@ -112,11 +116,22 @@ def run(args) -> int:
         what = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in run.items())
         write_report(os.path.join(args.out, "report.html"), result, series,
                      title=f"{os.path.basename(args.history)} ({args.model})" + (f" — {what}" if what else ""))
-    note = _nothing_to_check(result)
+    note = _lab_errors(result) or _nothing_to_check(result)
     if note:
         print(f"eoslab check: {note}", file=sys.stderr, flush=True)
     print(to_json(result), flush=True)
     return exit_code(result)
+
+
+def _lab_errors(result: dict) -> str | None:
+    """The stderr line for a run the lab broke (never a verdict about Kafka)."""
+    errors = result.get("lab_errors")
+    if not errors:
+        return None
+    first = errors[0]
+    where = first.get("node") or first.get("thread") or first.get("process") or ""
+    return (f"lab-error: {len(errors)} lab error(s), not a verdict about Kafka; first: {first.get('kind')}"
+            + (f" ({where})" if where else "") + f": {first.get('message', '')}")
 
 
 def _nothing_to_check(result: dict) -> str | None:

@@ -4,6 +4,9 @@ Guarantees: `render_report(result, series)` returns a complete HTML document
 with no network references (no scripts, stylesheets, fonts or images from
 anywhere; charts are inline SVG from checker.report_svg, collapsible parts
 are <details>), every history-derived string escaped. It shows: the verdict;
+for a lab-error verdict (checker.result), first a banner saying the verdict
+is not about Kafka, each lab error with its log lines, and what the checker
+found listed as unconfirmed anomalies, never as anomalies;
 the anomalies that make a history invalid, each with its meaning and its
 witnesses (facts first, the ops as JSON on demand); what was found but is
 allowed by Kafka's model; for a linearizability failure, the op where it
@@ -50,7 +53,9 @@ CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
 .verdict{display:inline-block;padding:6px 14px;border-radius:6px;font-weight:700;font-size:18px;color:#fff}
-.valid{background:#3c8c3c}.invalid{background:#c9302c}.unknown{background:#8a6d3b}
+.valid{background:#3c8c3c}.invalid{background:#c9302c}.unknown{background:#8a6d3b}.laberror{background:#5b4a8a}
+.labbanner{border:3px solid #5b4a8a;background:#f3f0fa;padding:10px 14px;margin:12px 0;border-radius:6px}
+.labbanner b{font-size:16px}
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f6f6f6}code,pre{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
 pre{background:#f8f8f8;border:1px solid #eee;padding:6px;overflow:auto;max-height:420px}
@@ -151,10 +156,32 @@ def _stats_table(stats: dict) -> str:
     return "<table>" + "".join(rows) + "</table>"
 
 
+def _lab_errors(errors: list) -> str:
+    """The banner of a lab-error verdict and every lab error with its log lines."""
+    items = []
+    for e in errors:
+        e = e if isinstance(e, dict) else {"kind": "?", "message": str(e)}
+        where = next((f"{k} {e[k]}" for k in ("node", "thread", "process") if e.get(k)), "")
+        log = e.get("log") or []
+        lines = log if isinstance(log, list) else [str(log)]
+        items.append(f"<li><b>{_e(e.get('kind', '?'))}</b>{' — ' + _e(where) if where else ''}: "
+                     f"<code>{_e(e.get('message', ''))}</code>"
+                     + (f"<details open><summary>log ({len(lines)} lines)</summary><pre>"
+                        f"{_e(chr(10).join(map(str, lines)))}</pre></details>" if lines else "") + "</li>")
+    return ("<div class='labbanner' id='lab-errors'><b>LAB ERROR: this run's verdict is not about Kafka.</b> "
+            f"The lab itself failed ({len(errors)} lab error{'s' if len(errors) != 1 else ''}: a harness or client "
+            "thread, a service or the nemesis failed for a reason that is not an injected fault), so the history "
+            "cannot show whether Kafka lost, duplicated or reordered anything. Anything the checker found in it "
+            "is listed below as unconfirmed.<ul>" + "".join(items) + "</ul></div>")
+
+
 def render_report(result: dict, series: SeriesCollector | None = None, title: str = "history") -> str:
     valid = result.get("valid")
+    lab = result.get("lab_errors") or []
     cls, word = ({True: ("valid", "VALID"), False: ("invalid", "INVALID")}
                  .get(valid, ("unknown", "UNKNOWN")))
+    if lab or result.get("verdict") == "lab-error":
+        cls, word = "laberror", "LAB ERROR"
     anomalies = result.get("anomalies") or {}
     allowed = result.get("allowed") or {}
     stats = result.get("stats") or {}
@@ -168,10 +195,17 @@ def render_report(result: dict, series: SeriesCollector | None = None, title: st
         + (f"&nbsp;<span class='muted'>{_e(stats.get('reason', ''))}</span>" if valid == "unknown" else "")
         + "</p>",
     ]
+    if cls == "laberror":
+        parts.append(_lab_errors(lab))
+        unconfirmed = result.get("unconfirmed") or {}
+        parts.append("<h2>Unconfirmed anomalies</h2><p class='muted'>Found in a history the lab broke: not "
+                     "evidence about Kafka until a run without lab errors shows them again.</p>"
+                     + _witness_table(unconfirmed, stats.get("unconfirmed_counts")))
     counts = stats.get("anomaly_counts") or {}
     if counts:
         parts.append("<p>Found: " + ", ".join(f"{_e(k)} × {_e(v)}" for k, v in counts.items()) + "</p>")
-    parts.append("<h2>Anomalies</h2>" + _witness_table(anomalies, counts))
+    if cls != "laberror" or anomalies:
+        parts.append("<h2>Anomalies</h2>" + _witness_table(anomalies, counts))
     parts.append(_nonlinearizable(result))
     for heading, svg, caption in charts(series, result):
         parts.append(f"<h2>{_e(heading)}</h2>{svg}<p class='muted'>{_e(caption)}</p>")

@@ -1,10 +1,22 @@
-"""A checker result as the outside world sees it: JSON text and exit codes.
+"""A checker result as the outside world sees it: JSON text, the verdict and exit codes.
 
 Guarantees: `to_json(result)` is one line of valid JSON for any result a
 checker returns (tuples and sets become lists, keys that JSON cannot hold
 become strings, anything else its str); `exit_code` maps the verdict to the
-`eoslab check` contract — 0 valid, 1 invalid, 3 unknown (2 is bad input,
-raised before there is a result); `write_results` writes DIR/results.json.
+`eoslab check` / `eoslab run` contract — 0 valid, 1 invalid, 3 unknown, 4
+lab-error (2 is bad input, raised before there is a result); `write_results`
+writes DIR/results.json.
+
+Lab errors: a run the lab itself broke (a harness or client thread, a
+service or the nemesis failing for a reason that is not an injected fault;
+cluster.lab_errors finds them and `eoslab run` lists them in run.json's
+"lab_errors") has no verdict about Kafka. `with_verdict(result, lab_errors)`
+gives every result a "verdict" (valid | invalid | unknown | lab-error) and,
+when there are lab errors, makes it "lab-error" whatever the checker found:
+"valid" becomes "unknown", the lab errors go in "lab_errors", and the
+anomalies move to "unconfirmed" (their counts to stats "unconfirmed_counts"),
+so nothing reads them as anomalies of Kafka. `lab_errors_of(history)` reads
+them from run.json beside a history, as `run_of` reads the run.
 """
 from __future__ import annotations
 
@@ -12,7 +24,8 @@ import json
 import os
 from typing import Any
 
-EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN = 0, 1, 2, 3
+EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_LAB_ERROR = 0, 1, 2, 3, 4
+VALID, INVALID, UNKNOWN, LAB_ERROR = "valid", "invalid", "unknown", "lab-error"
 
 
 def _plain(x: Any) -> Any:
@@ -31,7 +44,38 @@ def to_json(result: dict, indent: int | None = None) -> str:
     return json.dumps(_plain(result), default=str, indent=indent, separators=seps)
 
 
+def verdict(result: dict) -> str:
+    """valid | invalid | unknown | lab-error: lab errors first, then what the checker said."""
+    if result.get("lab_errors") or result.get("verdict") == LAB_ERROR:
+        return LAB_ERROR
+    v = result.get("valid")
+    return VALID if v is True else INVALID if v is False else UNKNOWN
+
+
+def with_verdict(result: dict, lab_errors: list | None = None) -> dict:
+    """The result with its "verdict" first; with lab errors, the lab-error verdict (see the module
+    docstring). A new dict; the checker's own result is left as it was."""
+    out = dict(result)
+    if lab_errors:
+        out["valid"] = UNKNOWN
+        out["lab_errors"] = [dict(e) for e in lab_errors]
+        out["unconfirmed"] = out.get("anomalies") or {}
+        out["anomalies"] = {}
+        stats = dict(out.get("stats") or {})
+        stats["unconfirmed_counts"] = stats.get("anomaly_counts") or {}
+        stats["anomaly_counts"] = {}
+        if stats.get("reason"):
+            stats["checker_reason"] = stats["reason"]
+        kinds = sorted({str(e.get("kind", "?")) for e in lab_errors})
+        stats["reason"] = (f"lab error ({len(lab_errors)}: {', '.join(kinds)}): the lab itself failed, so the "
+                           f"history says nothing about Kafka")
+        out["stats"] = stats
+    return {"verdict": verdict(out), **{k: v for k, v in out.items() if k != "verdict"}}
+
+
 def exit_code(result: dict) -> int:
+    if verdict(result) == LAB_ERROR:
+        return EXIT_LAB_ERROR
     v = result.get("valid")
     if v is True:
         return EXIT_VALID
@@ -59,3 +103,20 @@ def run_of(history: str) -> dict:
     if not isinstance(meta, dict):
         return {}
     return {k: meta[k] for k in ("kafka_version", "workload", "client") if isinstance(meta.get(k), (str, int))}
+
+
+def lab_errors_of(history: str) -> list[dict]:
+    """The lab errors run.json beside the history lists ("lab_errors"; an "error" the run raised
+    before lab errors were recorded counts as one); [] when there is no run.json or none."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(meta, dict):
+        return []
+    errors = [e if isinstance(e, dict) else {"kind": "run", "message": str(e)}
+              for e in meta.get("lab_errors") or [] if e]
+    if not errors and meta.get("error"):
+        errors = [{"kind": "run", "message": str(meta["error"])}]
+    return errors

@@ -7,6 +7,11 @@ any extra fields; safe to call from many threads; a line is flushed to the OS
 when written, so a crashed run keeps what it recorded. `complete` refuses a
 completion for a process with no open invoke (the same rule the checker
 enforces), so the recorder cannot write a history the checker rejects.
+`note(f, value)` records what the lab itself did or suffered as one lone
+`info` op of process "lab" (a workload thread that died: f "lab-error",
+value {"kind", "thread", "message", "log"}); the checker skips it as it
+skips any op that is not a send, poll or txn, and `notes` keeps the values
+recorded so the run can collect them (cluster.lab_errors).
 """
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ import json
 import threading
 import time
 from typing import Any
+
+LAB = "lab"          # the process of notes: what the lab itself did or suffered
 
 
 class History:
@@ -24,6 +31,7 @@ class History:
         self._index = 0
         self._open: dict[Any, str] = {}       # process -> f of its open invoke
         self.counts = {"invoke": 0, "ok": 0, "fail": 0, "info": 0}
+        self.notes: list[tuple[str, Any]] = []   # (f, value) of every note, in order
 
     def _write(self, process, type_: str, f: str, value, extra: dict) -> dict:
         with self._lock:
@@ -56,6 +64,12 @@ class History:
         """A nemesis action: an info pair, as Jepsen records faults."""
         self._write("nemesis", "info", f, value, {})
         self._write("nemesis", "info", f, result if result is not None else value, {})
+
+    def note(self, f: str, value) -> dict:
+        """What the lab did or suffered (not a client op, not a fault): a lone info op of process "lab"."""
+        with self._lock:
+            self.notes.append((f, value))
+        return self._write(LAB, "info", f, value, {})
 
     @property
     def size(self) -> int:

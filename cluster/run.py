@@ -2,20 +2,41 @@
 
 Guarantees: DIR/history.jsonl holds every client and nemesis op as it
 happened; DIR/run.json holds the configuration, the seed, the fault schedule
-(a function of the seed), versions and what the workload reports beyond the
-history; the verdict comes from `eoslab check --model kafka` run on the
-recorded history (the same checker a user runs by hand; with --strict-unseen
-for workloads that ask for it), which writes DIR/results.json and
-DIR/report.html, before the cluster goes down: an invalid or failed run also
-keeps the nodes' log tails in DIR/logs. Faults are always healed and a
-cluster the run started is always torn down, also on error. The workload
-comes from cluster.workloads' registry; a transactional workload gets a
-cluster with transaction coordinators. `client` picks who sends and polls:
-the lab's own client, or a real Kafka client (confluent-kafka,
-kafka-python) over the brokers' Kafka listeners, for the workloads that
-list it; run.json records the client and its version. Bad settings are a ValueError from
-`validate()` before anything starts. Exit status: 0 valid, 1 anomalies, 2
-error (3 when the checker ran out of time).
+(a function of the seed), versions, what the workload reports beyond the
+history and the run's lab errors ("lab_errors", a list, empty when the lab
+ran as intended); the verdict comes from `eoslab check --model kafka` run on
+the recorded history (the same checker a user runs by hand; with
+--strict-unseen for workloads that ask for it), which reads run.json and
+writes DIR/results.json and DIR/report.html, before the cluster goes down:
+an invalid or failed run also keeps the nodes' log tails in DIR/logs.
+Faults are always healed and a cluster the run started is always torn
+down, also on error. The workload comes from cluster.workloads' registry; a
+transactional workload gets a cluster with transaction coordinators.
+`client` picks who sends and polls: the lab's own client, or a real Kafka
+client (confluent-kafka, kafka-python) over the brokers' Kafka listeners,
+for the workloads that list it; run.json records the client and its
+version. Bad settings are a ValueError from `validate()` before anything
+starts.
+
+Lab errors (cluster.lab_errors) are never reported as anomalies, nor as a
+valid run: a workload or client thread that died with an exception, a
+client process that crashed, the nemesis failing, a node not running when
+the nemesis had stopped every fault (before the final heal, and again at the
+end), a traceback or fatal line in a node's log that no injected fault
+explains, ZooKeeper out of reach outside a ZooKeeper fault, any exception
+the run raised, and a history the checker could not judge. With any of
+them the verdict is lab-error, even when the checker also found anomalies
+(results.json lists those as "unconfirmed"); results.json has
+"verdict": "lab-error" and "lab_errors": [{"kind", "message", "log": [lines],
+"node" | "thread" | "process", ...}], and report.html opens with a banner
+saying the verdict is not about Kafka.
+
+Exit status (EXIT_STATUS below; `eoslab check` uses the same numbers):
+  0  valid      the checker found no anomaly, and the lab ran as intended
+  1  anomalies  the checker found anomalies: a verdict about Kafka
+  2  error      bad arguments or settings: nothing ran
+  3  unknown    the checker ran out of time
+  4  lab-error  the lab itself failed, not Kafka (results.json "lab_errors" says why)
 """
 from __future__ import annotations
 
@@ -26,15 +47,20 @@ import random
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 
 import eoslab
-from eoslab import kafka_version
+from checker.result import EXIT_LAB_ERROR, EXIT_VALID
+from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.workloads import WORKLOADS, workload_class
+from eoslab import kafka_version
 
 PREFIXES = ("broker", "coordinator", "controller", "topic", "workload")
+# the table, for `eoslab run --help`
+EXIT_STATUS = "exit status:\n" + __doc__[__doc__.index("  0  valid"):].rstrip()
 
 
 def _flag(name: str, value: str) -> list[str]:
@@ -163,14 +189,12 @@ def make_runtime(cfg: RunConfig, wl_cls, s: dict):
 
 
 def run(cfg: RunConfig, log=sys.stderr) -> int:
-    from clients.metadata import ClusterMetadata
+    """One chaos run (see the module docstring); returns the exit status of the table there."""
     from cluster.history import History
     cfg.validate()
     os.makedirs(cfg.out, exist_ok=True)
-    s = cfg.split_settings()
     wl_cls = workload_class(cfg.workload)
-    packages = [n for n in cfg.nemesis if n != "none"]
-    events = nem.schedule(packages, cfg.time_limit, cfg.seed)
+    events = nem.schedule([n for n in cfg.nemesis if n != "none"], cfg.time_limit, cfg.seed)
     meta = {"workload": cfg.workload, "nemesis": cfg.nemesis, "time_limit": cfg.time_limit, "seed": cfg.seed,
             "runtime": cfg.runtime, "settings": cfg.settings, "concurrency": cfg.concurrency,
             "partitions": cfg.partitions, "kafka_version": cfg.kafka_version, "client": cfg.client,
@@ -178,13 +202,47 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
             "schedule": [e.to_json() for e in events],
             "versions": {"eoslab": eoslab.__version__, "python": platform.python_version()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    with open(os.path.join(cfg.out, "run.json"), "w") as f:
-        json.dump(meta, f, indent=1)
-    history = History(os.path.join(cfg.out, "history.jsonl"))
-    rt, own, code = None, False, 2
+    _write_meta(cfg.out, meta)
+    st = _Run(cfg, wl_cls, events, meta, History(os.path.join(cfg.out, "history.jsonl")), log)
+    code = EXIT_LAB_ERROR
     try:
-        rt, own = make_runtime(cfg, wl_cls, s)
+        try:
+            st.play()
+        except Exception as e:  # noqa: BLE001 - the run itself failed: a lab error, then clean up
+            meta["error"] = f"{type(e).__name__}: {e}"
+            st.errors.append(lab.run_error(e, traceback.format_exc()))
+            print(f"run failed: {meta['error']}", file=log)
+        finally:
+            st.history.close()
+        code = st.judge()
+    finally:
+        if st.rt is not None and code != EXIT_VALID:
+            save_logs(st.rt, cfg.out)
+        if st.own and st.rt is not None:
+            st.rt.down()
+    return code
+
+
+class _Run:
+    """The state of one run, and its phases: play (cluster, workload, nemesis, heal, final reads), then
+    judge (lab errors collected into run.json, then the checker)."""
+
+    def __init__(self, cfg: RunConfig, wl_cls, events, meta: dict, history, log):
+        self.cfg, self.wl_cls, self.events, self.meta, self.history, self.log = cfg, wl_cls, events, meta, history, log
+        self.rt, self.own, self.runner, self.mark, self.wl = None, False, None, None, None
+        self.errors: list[dict] = []             # lab errors found while playing
+        self.windows: list[dict] = []            # the cluster's start and the final heal, beside the faults
+        self.healed = False
+
+    def play(self) -> None:
+        from clients.metadata import ClusterMetadata
+        cfg, meta, history, log = self.cfg, self.meta, self.history, self.log
+        s = cfg.split_settings()
+        startup = {"package": "startup", "start": time.time(), "end": None, "target": None}
+        self.windows.append(startup)
+        self.rt, self.own = rt, own = make_runtime(cfg, self.wl_cls, s)
         meta["runtime_used"] = rt.name
+        self.mark = lab.LogMark(rt, whole=own)
         if own:
             print(f"starting a {rt.name} cluster for the run...", file=log)
             rt.up()
@@ -199,15 +257,17 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
                 raise ValueError(f"the {rt.name} runtime has no Kafka listeners for --client {cfg.client}")
             meta["versions"].update(versions(cfg.client))
             real = {"client": cfg.client, "kafka_bootstrap": kboot}
-        wl = wl_cls(boot, history, cfg.seed, topic=topic, partitions=cfg.partitions,
-                    concurrency=cfg.concurrency, producer_props=s["producer"], topic_configs=s["topic"],
-                    consumer_props=s["consumer"], options=s["workload"], runtime=rt, **real)
+        wl = self.wl = self.wl_cls(boot, history, cfg.seed, topic=topic, partitions=cfg.partitions,
+                                   concurrency=cfg.concurrency, producer_props=s["producer"],
+                                   topic_configs=s["topic"], consumer_props=s["consumer"], options=s["workload"],
+                                   runtime=rt, **real)
         wl.setup()
         md = ClusterMetadata(boot)
         ctx = nem.Context(rt, history, wl.topic, cfg.partitions, md, random.Random(cfg.seed),
                           transactional_ids=wl.transactional_ids)
         t0 = time.monotonic()
-        runner = nem.NemesisRunner(ctx, events, t0)
+        runner = self.runner = nem.NemesisRunner(ctx, self.events, t0)
+        startup["end"] = time.time()
         wl.start()
         runner.start()
         try:
@@ -219,26 +279,65 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
             runner.stopping.set()
             runner.join(60)
             wl.halt()
+            if runner.is_alive():
+                self.errors.append({"kind": "nemesis", "message": "the nemesis did not stop its fault within 60 s",
+                                    "log": [f"fault in force: {runner.current}"]})
+            else:                              # every fault stopped: every node should be running
+                self.errors += lab.nodes_down(rt, "when the nemesis had stopped every fault, before the final heal")
+            heal = {"package": "heal", "start": time.time(), "end": None, "target": None}
+            self.windows.append(heal)
             nem.final_heal(ctx)
+            heal["end"] = time.time()
+            self.healed = True
         print("healed; final reads...", file=log)
         n = wl.final_reads()
         print(f"final reads: {n} records; {history.size} ops recorded", file=log)
-        meta.update(nemesis_errors=runner.errors, ops=history.size, **wl.notes())
+        meta.update(ops=history.size, **wl.notes())
         md.close()
-        history.close()
-        code = check(cfg.out, log, strict_unseen=wl_cls.strict_unseen)
-    except Exception as e:  # noqa: BLE001 - record why, then clean up
-        meta["error"] = f"{type(e).__name__}: {e}"
-        print(f"run failed: {meta['error']}", file=log)
-    finally:
-        history.close()
-        with open(os.path.join(cfg.out, "run.json"), "w") as f:
-            json.dump(meta, f, indent=1)
-        if rt is not None and code != 0:
-            save_logs(rt, cfg.out)
-        if own and rt is not None:
-            rt.down()
-    return code
+
+    def collect(self) -> list[dict]:
+        """Every lab error of the run: threads and client processes that died (the history's notes),
+        the nemesis's errors, nodes down at the end, what the nodes' logs show, the run's own failure."""
+        errors = lab.from_notes(self.history)
+        faults = list(self.runner.faults) if self.runner is not None else []
+        if self.runner is not None:
+            self.meta["nemesis_errors"] = list(self.runner.errors)
+            errors += lab.nemesis_errors(self.runner.errors)
+        run_failed = [e for e in self.errors if e["kind"] == "run"]
+        errors += [e for e in self.errors if e["kind"] != "run"]
+        if self.rt is not None:
+            try:
+                if self.healed:
+                    errors += lab.nodes_down(self.rt, "at the end of the run")
+                if self.mark is not None:
+                    errors += lab.scan_logs(self.rt, self.mark, faults + self.windows)
+            except Exception as e:  # noqa: BLE001 - what cannot be looked at is itself a lab error
+                errors.append(lab.run_error(e, traceback.format_exc()))
+        return lab.merge(errors + run_failed)
+
+    def judge(self) -> int:
+        """Lab errors into run.json, then the verdict of `eoslab check` (which reads them there)."""
+        errors = self.collect()
+        self.meta["lab_errors"] = errors
+        _write_meta(self.cfg.out, self.meta)
+        if errors:
+            print(f"LAB ERROR: {len(errors)} lab error(s); this run says nothing about Kafka:", file=self.log)
+            for e in errors[:5]:
+                where = e.get("node") or e.get("thread") or e.get("process")
+                print(f"  {e['kind']}{f' ({where})' if where else ''}: {e['message']}", file=self.log)
+        code, why = check(self.cfg.out, self.log, strict_unseen=self.wl_cls.strict_unseen)
+        if why is None:
+            return EXIT_LAB_ERROR if errors else code
+        errors = errors + [{"kind": "checker", "message": why, "log": []}]   # the checker could not judge
+        self.meta["lab_errors"] = errors
+        _write_meta(self.cfg.out, self.meta)
+        write_unjudged(self.cfg.out, errors, why)
+        return EXIT_LAB_ERROR
+
+
+def _write_meta(out: str, meta: dict) -> None:
+    with open(os.path.join(out, "run.json"), "w") as f:
+        json.dump(meta, f, indent=1)
 
 
 def save_logs(rt, out: str, lines: int = 5000) -> None:
@@ -252,19 +351,28 @@ def save_logs(rt, out: str, lines: int = 5000) -> None:
         pass
 
 
-
-
-def check(out: str, log=sys.stderr, strict_unseen: bool = False) -> int:
-    """The verdict, from the same `eoslab check` a user runs."""
+def check(out: str, log=sys.stderr, strict_unseen: bool = False) -> tuple[int, str | None]:
+    """The verdict, from the same `eoslab check` a user runs (it reads the lab errors from run.json):
+    (its exit status, None), or (EXIT_LAB_ERROR, why) when it could not judge the history."""
     cmd = [sys.executable, "-m", "eoslab", "check", os.path.join(out, "history.jsonl"), "--model", "kafka",
            "--out", out]
     r = subprocess.run(cmd + (["--strict-unseen"] if strict_unseen else []), capture_output=True, text=True)
-    if r.returncode == 2 and "invalid choice: 'check'" in r.stderr:
-        print("the checker (eoslab check) is not available in this build; history kept", file=log)
-        return 2
     try:
         result = json.loads(r.stdout)
-        print(f"verdict: valid={result.get('valid')} anomalies={sorted(result.get('anomalies', {}))}", file=log)
     except ValueError:
-        print(r.stderr.strip() or "the checker printed no verdict", file=log)
-    return r.returncode
+        why = " ".join((r.stderr.strip().splitlines() or ["the checker printed no verdict"])[-1].split())
+        print(f"the checker did not judge the history (exit {r.returncode}): {why}", file=log)
+        return EXIT_LAB_ERROR, f"eoslab check exited {r.returncode} without a verdict: {why}"
+    print(f"verdict: {result.get('verdict')} (valid={result.get('valid')}) "
+          f"anomalies={sorted(result.get('anomalies', {}))}"
+          + (f" unconfirmed={sorted(result.get('unconfirmed', {}))}" if result.get("unconfirmed") else ""), file=log)
+    return r.returncode, None
+
+
+def write_unjudged(out: str, errors: list[dict], why: str) -> None:
+    """results.json and report.html for a run the checker could not judge: the lab errors alone."""
+    from checker.report import write_report
+    from checker.result import with_verdict, write_results
+    result = with_verdict({"valid": "unknown", "anomalies": {}, "stats": {"reason": why}}, errors)
+    write_results(out, result)
+    write_report(os.path.join(out, "report.html"), result, title=f"{os.path.basename(out)} (not judged)")

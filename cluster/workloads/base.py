@@ -17,12 +17,19 @@ Guarantees:
   transaction is open on them (last stable offset == high watermark), so
   every committed record lies below the end it reads to. It reports the
   partitions that never became stable.
+- A thread started with `spawn` that dies with an exception (anything its
+  own code did not handle) leaves a note in the history (`History.note`,
+  f "lab-error", kind "thread": its name, the exception and its traceback)
+  and is listed in `crashed`: the run ends as a lab error, never as a
+  verdict about Kafka. An op it had open stays open (indeterminate, as
+  Jepsen reads an invoke without completion).
 """
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+import traceback
 
 from clients.consumer import KafkaConsumer
 from eoslab.common.errors import KafkaError
@@ -116,6 +123,7 @@ class Workload:
         self.unstable: list[str] = []          # partitions with an open transaction at the final read
         self._procs = itertools.count(concurrency)
         self._procs_lock = threading.Lock()
+        self.crashed: list[dict] = []          # threads that died with an exception (lab errors)
 
     @classmethod
     def check_options(cls, options: dict) -> dict:
@@ -133,10 +141,25 @@ class Workload:
             return next(self._procs)
 
     def spawn(self, target, *args, name: str = "client") -> threading.Thread:
-        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        def guarded():
+            try:
+                target(*args)
+            except BaseException as e:  # noqa: BLE001 - a dead client thread is the lab's failure: record it
+                self.thread_died(name, e)
+
+        t = threading.Thread(target=guarded, name=name, daemon=True)
         t.start()
         self.threads.append(t)
         return t
+
+    def thread_died(self, name: str, exc: BaseException) -> dict:
+        """Record that thread `name` died with `exc`: a note in the history, an entry in `crashed`."""
+        lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip("\n").splitlines()
+        err = {"kind": "thread", "thread": name, "message": f"{type(exc).__name__}: {exc}"[:500],
+               "log": lines[-60:]}
+        self.crashed.append(err)
+        self.history.note("lab-error", err)
+        return err
 
     def transactional_ids(self) -> list[str]:
         return []

@@ -9,7 +9,10 @@ ran (the hook may pause or cut the child off before letting it go on). Completio
 
 Guarantees: an invoke is in the history before the child acts on it; a completion is recorded when
 the child reports it; a child that exits (or dies) with an op open gets an `info` completion (the
-op may have happened) with error "client process exited"; after an `info` the parent gives the
+op may have happened) with error "client process exited"; a child that exits with an error status
+(an exception it did not handle), or dies of a signal the parent did not send (`kill`), leaves a
+lab-error note in the history (kind "client-process": its name, exit status and the tail of its
+stderr log) and in `lab_error`; after an `info` the parent gives the
 child a new process number (Jepsen's rule); `halt` makes the child's next invoke or checkpoint a
 "stop"; a paused child only ever blocks the reader thread that belongs to it; with a
 `gate`, the child's first invoke is neither recorded nor answered before the gate opens (a
@@ -39,6 +42,8 @@ class RemoteClient:
         self.halting = False
         self.open: tuple | None = None          # (f, value) of the op in flight
         self.exited = threading.Event()
+        self.log_path = log_path
+        self.lab_error: dict | None = None      # set when the child failed for a reason the parent did not cause
         env = dict(os.environ)
         env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         err = open(log_path, "ab") if log_path else subprocess.DEVNULL
@@ -87,12 +92,29 @@ class RemoteClient:
                         self.process = self.new_process()
                     self.on_complete(self, t, f, msg)
         finally:
-            self.proc.wait()
+            rc = self.proc.wait()
             if self.open is not None:
                 f, value = self.open
                 self.history.complete(self.process, "info", f, value, error="client process exited")
                 self.open = None
+            if rc > 0 or (rc < 0 and not self.halting):
+                self._failed(rc)
             self.exited.set()
+
+    def _failed(self, rc: int) -> None:
+        how = f"exit status {rc}" if rc > 0 else f"killed by signal {-rc}, not by the workload"
+        tail: list[str] = []
+        if self.log_path:
+            try:
+                with open(self.log_path, errors="replace") as f:
+                    tail = [ln.rstrip("\n") for ln in f.readlines()[-40:]]
+            except OSError:
+                pass
+        last = next((ln for ln in reversed(tail) if ln.strip()), "")
+        self.lab_error = {"kind": "client-process", "process": self.name,
+                          "message": f"client process {self.name} ended: {how}" + (f": {last}" if last else ""),
+                          "log": tail}
+        self.history.note("lab-error", self.lab_error)
 
     # -- control ----------------------------------------------------------------------------------
     def signal(self, sig: int) -> None:

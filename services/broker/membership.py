@@ -25,12 +25,16 @@ Guarantees, per group:
   record in a coordinator that gains the partition, so members go on in
   their generation with fresh session deadlines (Kafka's
   GroupMetadataManager) instead of rejoining from scratch.
+- state: a group's state is a GroupState (Kafka's Empty, PreparingRebalance,
+  CompletingRebalance, Stable) and changes only through Group.transition_to,
+  which refuses a change its target does not list in VALID_PREVIOUS.
 - time: session timeouts, rebalance deadlines, the initial rebalance delay
   and the JoinGroup/SyncGroup waits all read the `Time` the membership was
   given (monotonic clock); a wait ends when that clock passes its deadline.
 """
 from __future__ import annotations
 
+import enum
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -39,7 +43,33 @@ from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 
-EMPTY, PREPARING, COMPLETING, STABLE = "Empty", "PreparingRebalance", "CompletingRebalance", "Stable"
+
+
+class GroupState(str, enum.Enum):
+    """Kafka's classic group states (GroupMetadata.scala); the value is what __consumer_offsets stores."""
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+EMPTY, PREPARING, COMPLETING, STABLE = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
+                                        GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
+# target -> the states it may be entered from (Kafka's GroupState.validPreviousStates). A group whose last
+# member leaves or expires goes through PreparingRebalance to Empty, as Kafka's does.
+VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
+    COMPLETING: frozenset({PREPARING}),
+    STABLE: frozenset({COMPLETING}),
+    EMPTY: frozenset({PREPARING}),
+}
+
+
+class IllegalGroupTransition(RuntimeError):
+    """A transition its target does not allow from the group's state (Kafka: IllegalStateException)."""
 GROUP_MIN_SESSION_TIMEOUT_MS = 1000      # Kafka: 6000
 GROUP_MAX_SESSION_TIMEOUT_MS = 1800000   # Kafka: 1800000
 RECHECK_S = 0.05   # a waiting JoinGroup/SyncGroup re-checks its group at least this often (a rebalance also
@@ -61,12 +91,27 @@ class Member:
 @dataclass
 class Group:
     group_id: str
-    state: str = EMPTY
+    state: GroupState = EMPTY
     generation: int = 0
     leader: str = ""
     members: dict[str, Member] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
     synced_generation: int = -1
+
+    def transition_to(self, target: GroupState) -> None:
+        """The one way a group's state changes (Kafka's GroupMetadata.transitionTo)."""
+        if self.state not in VALID_PREVIOUS[target]:
+            raise IllegalGroupTransition(f"group {self.group_id}: {self.state} -> {target} is not a valid "
+                                         f"transition (from {', '.join(sorted(map(str, VALID_PREVIOUS[target])))})")
+        self.state = target
+
+    def become_empty(self) -> None:
+        """No members left: through PreparingRebalance to Empty, a new generation, no leader."""
+        if self.state != PREPARING:
+            self.transition_to(PREPARING)
+        self.transition_to(EMPTY)
+        self.leader = ""
+        self.generation += 1
 
 
 class GroupMembership:
@@ -89,7 +134,7 @@ class GroupMembership:
 
     def _prepare(self, g: Group, now: float, delay: float) -> None:
         if g.state != PREPARING:
-            g.state = PREPARING
+            g.transition_to(PREPARING)
             for m in g.members.values():
                 m.joined = False
             g.rebalance_deadline = now + delay
@@ -108,7 +153,7 @@ class GroupMembership:
         g.members = {m.member_id: m for m in joined}
         g.generation += 1
         g.leader = sorted(g.members)[0]
-        g.state = COMPLETING
+        g.transition_to(COMPLETING)
         for m in g.members.values():
             m.assignment = []
             m.last_heartbeat = now
@@ -127,8 +172,7 @@ class GroupMembership:
                     if g.members:
                         self._prepare(g, now, max(m.rebalance_timeout for m in g.members.values()))
                     else:
-                        g.state, g.leader = EMPTY, ""
-                        g.generation += 1
+                        g.become_empty()
                 self._maybe_complete(g, now)
 
     def join(self, req) -> broker_pb2.JoinGroupResponse:
@@ -184,7 +228,8 @@ class GroupMembership:
                 for mid, plist in req.assignments.items():
                     if mid in g.members:
                         g.members[mid].assignment = list(plist.partitions)
-                g.state, g.synced_generation = STABLE, g.generation
+                g.transition_to(STABLE)
+                g.synced_generation = g.generation
                 self.cond.notify_all()
             deadline = self.time.monotonic() + g.members[req.member_id].rebalance_timeout
 
@@ -226,8 +271,7 @@ class GroupMembership:
             if g.members:
                 self._prepare(g, self.time.monotonic(), max(m.rebalance_timeout for m in g.members.values()))
             else:
-                g.state, g.leader = EMPTY, ""
-                g.generation += 1
+                g.become_empty()
             return broker_pb2.LeaveGroupResponse(error=E.NONE)
 
     def snapshot(self, group: str) -> dict | None:
@@ -259,7 +303,7 @@ class GroupMembership:
                 m.assignment = [common_pb2.TopicPartition(topic=t, partition=p) for t, p in d.get("assignment", [])]
                 g.members[m.member_id] = m
             if g.members and meta.get("state") == STABLE:
-                g.state, g.synced_generation = STABLE, g.generation
+                g.state, g.synced_generation = STABLE, g.generation    # loaded as stored, not a transition
             elif g.members:
                 self._prepare(g, now, max(m.rebalance_timeout for m in g.members.values()))
             self.groups[group] = g

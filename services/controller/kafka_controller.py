@@ -28,12 +28,15 @@ from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common import auth
 from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
+from services.controller import controller_events as ev
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
 from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
                                          validate_configs, validate_topic_name)
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 from eoslab.common.errors import E
+
+EVENT_RETRY_BACKOFF_S = 0.2    # a failed retryable event is put back after this pause
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +74,13 @@ class KafkaController:
         zk_paths.retrying(self.zk)(self._register_self)
         self._thread.start()
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller_znode)
-        self.zk.ChildrenWatch(zk_paths.BROKER_IDS, lambda _c: self.events.put(("broker_change",)))
-        self.zk.ChildrenWatch(zk_paths.TXN_COORDINATORS, lambda _c: self.events.put(("coordinator_change",)))
-        self.events.put(("elect",))
+        self.zk.ChildrenWatch(zk_paths.BROKER_IDS, lambda _c: self.events.put(ev.BrokerChange()))
+        self.zk.ChildrenWatch(zk_paths.TXN_COORDINATORS, lambda _c: self.events.put(ev.CoordinatorChange()))
+        self.events.put(ev.Elect())
 
     def stop(self) -> None:
         self._stopping.set()
-        self.events.put(("stop",))
+        self.events.put(ev.ShutdownEventThread())
         self.channels.close()
         try:
             self.zk.stop()
@@ -95,53 +98,57 @@ class KafkaController:
 
     def _on_zk_state(self, state) -> None:
         if state == KazooState.LOST:
-            self.events.put(("resign", "zookeeper session lost"))
+            self.events.put(ev.Resign("zookeeper session lost"))
         elif state == KazooState.CONNECTED:
-            self.events.put(("reconnected",))
+            self.events.put(ev.Reconnected())
 
     def _on_controller_znode(self, data, stat) -> None:
         if data is None:
-            self.events.put(("elect",))
+            self.events.put(ev.Elect())
 
     # -- event loop --------------------------------------------------------------------------
     def _event_loop(self) -> None:
         while not self._stopping.is_set():
-            ev = self.events.get()
-            kind = ev[0]
+            event = self.events.get()
+            if isinstance(event, ev.ShutdownEventThread):
+                return
             try:
-                if kind == "stop":
-                    return
-                elif kind == "elect":
-                    self._elect()
-                elif kind == "reconnected":
-                    self._register_self()
-                    self._elect()
-                elif kind == "resign":
-                    self._resign(ev[1])
-                elif kind == "broker_change":
-                    if self.active:
-                        self._on_broker_change()
-                elif kind == "coordinator_change":
-                    reassign_txn_coordinators(self)
-                elif kind == "call":
-                    fn, fut = ev[1], ev[2]
-                    if fut.set_running_or_notify_cancel():
-                        try:
-                            fut.set_result(fn())
-                        except BaseException as e:  # noqa: BLE001 - handed to the caller
-                            fut.set_exception(e)
+                self.process(event)
             except Fenced:
                 self._resign("fenced by a newer controller epoch")
             except Exception:  # noqa: BLE001 - the controller must survive a bad event
-                log.exception("controller event %s failed", kind)
-                if self.active and kind in ("elect", "broker_change", "coordinator_change"):
-                    self.time.wait_event(self._stopping, 0.2)
-                    self.events.put((kind,))
+                log.exception("controller event %s failed", event.name)
+                if self.active and event.retry_on_failure:
+                    self.time.wait_event(self._stopping, EVENT_RETRY_BACKOFF_S)
+                    self.events.put(event)
+
+    def process(self, event: ev.ControllerEvent) -> None:
+        """One event, on the event thread (Kafka's KafkaController.process)."""
+        if isinstance(event, ev.Elect):
+            self._elect()
+        elif isinstance(event, ev.Reconnected):
+            self._register_self()
+            self._elect()
+        elif isinstance(event, ev.Resign):
+            self._resign(event.reason)
+        elif isinstance(event, ev.BrokerChange):
+            if self.active:
+                self._on_broker_change()
+        elif isinstance(event, ev.CoordinatorChange):
+            reassign_txn_coordinators(self)
+        elif isinstance(event, ev.Call):
+            if event.future.set_running_or_notify_cancel():
+                try:
+                    event.future.set_result(event.fn())
+                except BaseException as e:  # noqa: BLE001 - handed to the caller
+                    event.future.set_exception(e)
+        else:
+            raise TypeError(f"unknown controller event {event!r}")
 
     def call(self, fn, timeout: float = 30.0):
         """Run fn on the event thread and return its result."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
-        self.events.put(("call", fn, fut))
+        self.events.put(ev.Call(fn, fut))
         return fut.result(timeout)
 
     # -- election ---------------------------------------------------------------------------
@@ -192,7 +199,7 @@ class KafkaController:
             pass
 
     def _on_stale_epoch(self) -> None:
-        self.events.put(("resign", "a broker has seen a newer controller epoch"))
+        self.events.put(ev.Resign("a broker has seen a newer controller epoch"))
 
     def _on_become_active(self) -> None:
         with self.lock:
@@ -367,7 +374,7 @@ class KafkaController:
         log.info("created topic %s: %d partitions, replication factor %d", t.name, t.num_partitions, rf)
         self._elect_offline_partitions(set())
         self._sync_channels()
-        self.events.put(("coordinator_change",))
+        self.events.put(ev.CoordinatorChange())
         return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
                                             replication_factor=rf)
 

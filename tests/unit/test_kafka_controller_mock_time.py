@@ -16,6 +16,7 @@ import pytest
 
 from eoslab.common.time import MOCK_EPOCH_MS, MockTime
 from services.common import zk_paths
+from services.controller import controller_events as ev
 from services.controller import kafka_controller
 from services.controller.channel_manager import ControllerChannelManager
 from services.controller.kafka_controller import KafkaController
@@ -58,7 +59,7 @@ def controller(monkeypatch):
 
 def test_a_failed_event_is_retried_after_200_ms_of_the_clock(controller):
     c, clock, calls = controller
-    c.events.put(("coordinator_change",))
+    c.events.put(ev.CoordinatorChange())
     wait_until(lambda: len(calls) == 1 and waiting_on(clock) == 1)
     clock.advance_ms(199)
     threading.Event().wait(STILL)
@@ -69,7 +70,7 @@ def test_a_failed_event_is_retried_after_200_ms_of_the_clock(controller):
 
 def test_stop_ends_the_retry_wait_without_the_clock_moving(controller):
     c, clock, calls = controller
-    c.events.put(("coordinator_change",))
+    c.events.put(ev.CoordinatorChange())
     wait_until(lambda: len(calls) == 1 and waiting_on(clock) == 1)
     c.stop()
     c._thread.join(5)

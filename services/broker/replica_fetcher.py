@@ -19,9 +19,11 @@ clock to move (or for its stop), never sleeps through a shutdown.
 """
 from __future__ import annotations
 
+import enum
 import logging
 import queue
 import threading
+from dataclasses import dataclass
 
 import grpc
 
@@ -37,6 +39,10 @@ WATCHDOG_CHECK_S = 1.0      # how often a session's watchdog looks for an overdu
 IDLE_BACKOFF_S = 0.05       # nothing to fetch, or no address for the leader
 RPC_ERROR_BACKOFF_S = 0.1   # the session or a call failed: a new session after this
 BUG_BACKOFF_S = 0.2         # anything else went wrong
+NOTHING_TO_FETCH_BACKOFF_S = 0.01   # every ready partition is truncating: a short pause before the next round
+REPLICA_FETCH_WAIT_MAX_MS = 200                 # Kafka's replica.fetch.wait.max.ms (500 there)
+REPLICA_FETCH_MAX_BYTES = 4 << 20               # per partition (Kafka's replica.fetch.max.bytes: 1 MiB)
+REPLICA_FETCH_RESPONSE_MAX_BYTES = 8 << 20      # per answer (Kafka's replica.fetch.response.max.bytes: 10 MiB)
 
 
 class SessionClosed(Exception):
@@ -105,6 +111,39 @@ def truncation_target(part, leader_epoch: int, leader_end: int) -> tuple[int, bo
     return min(own_end, leader_end, part.log_end_offset), True
 
 
+class ReplicaState(enum.Enum):
+    """A followed partition's state in its fetcher (Kafka's ReplicaState: Truncating, Fetching)."""
+    TRUNCATING = "Truncating"
+    FETCHING = "Fetching"
+
+
+# target -> the states it may be entered from; a partition starts Truncating (Kafka: truncate on becoming
+# a follower, then fetch; an OFFSET_OUT_OF_RANGE sends it back to truncating).
+VALID_PREVIOUS = {ReplicaState.TRUNCATING: frozenset({ReplicaState.FETCHING}),
+                  ReplicaState.FETCHING: frozenset({ReplicaState.TRUNCATING})}
+
+
+@dataclass
+class PartitionFetchState:
+    """One followed partition (Kafka's PartitionFetchState): its leader epoch, state and backoff."""
+    partition: object                       # services.broker.partition.Partition
+    leader_epoch: int
+    state: ReplicaState = ReplicaState.TRUNCATING
+    retry_at: float = 0.0                   # sits rounds out until this monotonic time (Kafka: its delay)
+
+    def transition_to(self, target: ReplicaState) -> None:
+        if self.state not in VALID_PREVIOUS[target]:
+            raise RuntimeError(f"{self.partition.topic}-{self.partition.partition}: {self.state.value} -> "
+                               f"{target.value} is not a valid fetcher transition")
+        self.state = target
+
+    def delay(self, now: float, seconds: float) -> None:
+        self.retry_at = now + seconds
+
+    def is_ready(self, now: float) -> bool:
+        return self.retry_at <= now
+
+
 class ReplicaFetcherThread(threading.Thread):
     def __init__(self, manager: "ReplicaFetcherManager", leader_id: int):
         super().__init__(name=f"replica-fetcher-{leader_id}", daemon=True)
@@ -112,7 +151,7 @@ class ReplicaFetcherThread(threading.Thread):
         self.time: Time = manager.time
         self.leader_id = leader_id
         self.lock = threading.Lock()
-        self.partitions: dict[tuple[str, int], dict] = {}   # tp -> {"epoch": e, "truncate": bool}
+        self.partitions: dict[tuple[str, int], PartitionFetchState] = {}
         self.running = True
         self._stopped = threading.Event()    # ends an idle or backoff wait at once
         self.session: FetchSession | None = None
@@ -120,8 +159,7 @@ class ReplicaFetcherThread(threading.Thread):
 
     def add(self, partition, leader_epoch: int) -> None:
         with self.lock:
-            self.partitions[(partition.topic, partition.partition)] = {"p": partition, "epoch": leader_epoch,
-                                                                        "truncate": True}
+            self.partitions[(partition.topic, partition.partition)] = PartitionFetchState(partition, leader_epoch)
 
     def remove(self, tp) -> None:
         with self.lock:
@@ -148,14 +186,14 @@ class ReplicaFetcherThread(threading.Thread):
         fetch the others; a partition still in its backoff (`retry_at`) sits the round out."""
         now = self.time.monotonic()
         with self.lock:
-            parts = {tp: st for tp, st in self.partitions.items() if st.get("retry_at", 0.0) <= now}
+            parts = {tp: st for tp, st in self.partitions.items() if st.is_ready(now)}
         stub = self._stub()
         if not parts or stub is None:
             self._backoff(IDLE_BACKOFF_S)
             return
         try:
-            self._truncate(stub, {tp: st for tp, st in parts.items() if st["truncate"]})
-            self._fetch(stub, {tp: st for tp, st in parts.items() if not st["truncate"]})
+            self._truncate(stub, {tp: st for tp, st in parts.items() if st.state is ReplicaState.TRUNCATING})
+            self._fetch(stub, {tp: st for tp, st in parts.items() if st.state is ReplicaState.FETCHING})
         except (grpc.RpcError, SessionClosed) as e:
             log.debug("fetch from broker %d failed: %s", self.leader_id,
                       e.code() if isinstance(e, grpc.RpcError) else type(e).__name__)
@@ -170,33 +208,34 @@ class ReplicaFetcherThread(threading.Thread):
             return
         req = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=self.manager.broker_id)
         for (t, p), st in parts.items():
-            req.partitions.add(topic=t, partition=p, current_leader_epoch=st["epoch"],
-                               leader_epoch=st["p"].epochs.latest_epoch)
+            req.partitions.add(topic=t, partition=p, current_leader_epoch=st.leader_epoch,
+                               leader_epoch=st.partition.epochs.latest_epoch)
         resp = stub.OffsetsForLeaderEpoch(req, timeout=5)
         for r in resp.partitions:
             tp = (r.topic, r.partition)
             st = parts.get(tp)
             if st is None:
                 continue
-            part = st["p"]
+            part = st.partition
             if r.error != E.NONE:
-                st["retry_at"] = self.time.monotonic() + PARTITION_BACKOFF_S
+                st.delay(self.time.monotonic(), PARTITION_BACKOFF_S)
                 continue
             target, done = truncation_target(part, r.leader_epoch, r.end_offset)
             part.truncate_to(target)
             if done:
                 with self.lock:
                     if tp in self.partitions and self.partitions[tp] is st:
-                        st["truncate"] = False
+                        st.transition_to(ReplicaState.FETCHING)
 
     def _fetch(self, stub, parts: dict) -> None:
         if not parts:
-            self._backoff(0.01)
+            self._backoff(NOTHING_TO_FETCH_BACKOFF_S)
             return
-        req = broker_pb2.FetchRequest(replica_id=self.manager.broker_id, max_wait_ms=200, max_bytes=8 << 20)
+        req = broker_pb2.FetchRequest(replica_id=self.manager.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS,
+                                      max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES)
         for (t, p), st in parts.items():
-            req.partitions.add(topic=t, partition=p, fetch_offset=st["p"].log_end_offset,
-                               current_leader_epoch=st["epoch"], partition_max_bytes=4 << 20)
+            req.partitions.add(topic=t, partition=p, fetch_offset=st.partition.log_end_offset,
+                               current_leader_epoch=st.leader_epoch, partition_max_bytes=REPLICA_FETCH_MAX_BYTES)
         if self.session is None or self.session.closed or self._session_stub is not stub:
             self.close_session()
             self.session, self._session_stub = FetchSession(stub, self.name, self.time), stub
@@ -206,11 +245,11 @@ class ReplicaFetcherThread(threading.Thread):
             if st is None:
                 continue
             if r.error == E.NONE:
-                st["p"].append_as_follower(r.batches, r.high_watermark)
+                st.partition.append_as_follower(r.batches, r.high_watermark)
             elif r.error == E.OFFSET_OUT_OF_RANGE:
-                st["truncate"] = True
+                st.transition_to(ReplicaState.TRUNCATING)
             else:   # the leader moved or does not know yet: this partition waits for LeaderAndIsr, not the others
-                st["retry_at"] = self.time.monotonic() + PARTITION_BACKOFF_S
+                st.delay(self.time.monotonic(), PARTITION_BACKOFF_S)
 
     def close_session(self) -> None:
         if self.session is not None:

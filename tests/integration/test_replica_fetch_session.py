@@ -85,7 +85,8 @@ def test_partitions_answered_with_errors_do_not_hold_up_the_others(make_cluster,
     its own (as Kafka's fetcher delays a partition with an error) instead of the fetcher sleeping
     50 ms per failed partition before it fetches again."""
     from services.broker.partition import LogConfig, Partition
-    from services.broker.replica_fetcher import ReplicaFetcherManager, ReplicaFetcherThread
+    from services.broker.replica_fetcher import (PartitionFetchState, ReplicaFetcherManager, ReplicaFetcherThread,
+                                                ReplicaState)
     rt = make_cluster(brokers=3, controllers=1, txn_coordinators=0)
     md = h.new_topic(rt.bootstrap_all(), "rf", partitions=1)
     leader = h.leader_address(md, "rf")
@@ -96,10 +97,10 @@ def test_partitions_answered_with_errors_do_not_hold_up_the_others(make_cluster,
     manager = ReplicaFetcherManager(-1, lambda _: leader)
     fetcher = ReplicaFetcherThread(manager, leader_id)
     good = Partition("rf", 0, str(tmp_path / "rf-0"), broker_id=-1, config=LogConfig())
-    parts = {("rf", 0): {"p": good, "epoch": epoch, "truncate": False}}
+    parts = {("rf", 0): PartitionFetchState(good, epoch, ReplicaState.FETCHING)}
     for i in range(40):
-        parts[("absent", i)] = {"p": Partition("absent", i, str(tmp_path / f"absent-{i}"), broker_id=-1,
-                                               config=LogConfig()), "epoch": 0, "truncate": False}
+        parts[("absent", i)] = PartitionFetchState(Partition("absent", i, str(tmp_path / f"absent-{i}"), broker_id=-1,
+                                                             config=LogConfig()), 0, ReplicaState.FETCHING)
     try:
         t0 = time.monotonic()
         fetcher._fetch(h.broker_stub(leader), parts)
@@ -107,10 +108,10 @@ def test_partitions_answered_with_errors_do_not_hold_up_the_others(make_cluster,
         assert good.log_end_offset == 4
         assert took < 1.0, took                       # 40 failed partitions x 50 ms would be 2 s
         later = time.monotonic()
-        assert all(st["retry_at"] > later - 1.0 for tp, st in parts.items() if tp[0] == "absent")
-        assert "retry_at" not in parts[("rf", 0)]
+        assert all(st.retry_at > later - 1.0 for tp, st in parts.items() if tp[0] == "absent")
+        assert parts[("rf", 0)].retry_at == 0.0
     finally:
         fetcher.close_session()
         manager.shutdown()
         for st in parts.values():
-            st["p"].close()
+            st.partition.close()

@@ -17,7 +17,7 @@ from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.broker.partition import LogConfig, Partition
 from services.broker.replica_fetcher import (FETCH_TIMEOUT_S, PARTITION_BACKOFF_S, WATCHDOG_CHECK_S, FetchSession,
-                                             ReplicaFetcherThread, SessionClosed)
+                                             ReplicaFetcherThread, ReplicaState, SessionClosed)
 from tests.unit.test_broker_clock_support import REAL_TIMEOUT_S, WatchedClock, start, until
 
 pytestmark = pytest.mark.fast
@@ -112,7 +112,7 @@ def fetcher(tmp_path):
         p = Partition("t", i, str(tmp_path), broker_id=2, config=LogConfig(), time=clock)
         p.make_follower(1, 0, [1, 2], [1, 2], 0)
         th.add(p, 0)
-        th.partitions[("t", i)]["truncate"] = False     # past truncation: every round fetches
+        th.partitions[("t", i)].transition_to(ReplicaState.FETCHING)     # past truncation: every round fetches
         parts.append(p)
 
     def round_() -> list[int]:
@@ -133,3 +133,18 @@ def test_a_partition_with_an_error_sits_out_its_backoff_while_the_others_are_fet
     clock.advance(2 * MS)
     assert round_() == [0, 1]                  # its backoff is over: fetched (and failed) again
     assert round_() == [1]
+
+
+def test_fetch_state_goes_truncating_then_fetching_and_back_only():
+    from services.broker.replica_fetcher import PartitionFetchState
+
+    class P:
+        topic, partition = "t", 0
+    st = PartitionFetchState(P(), 3)
+    assert st.state is ReplicaState.TRUNCATING and st.is_ready(0.0)
+    with pytest.raises(RuntimeError):
+        st.transition_to(ReplicaState.TRUNCATING)          # already truncating
+    st.transition_to(ReplicaState.FETCHING)
+    st.transition_to(ReplicaState.TRUNCATING)              # OFFSET_OUT_OF_RANGE sends it back
+    st.delay(10.0, 0.05)
+    assert not st.is_ready(10.04) and st.is_ready(10.05)

@@ -52,7 +52,8 @@ _TS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
 _CHAINED = ("During handling of the above exception, another exception occurred:",
             "The above exception was the direct cause of the following exception:")
 _SIGNALLED = re.compile(r"^(KeyboardInterrupt|SystemExit)\b")
-FATAL_LINES = re.compile(r"Fatal Python error|Segmentation fault|exiting abnormally|java\.lang\.OutOfMemoryError")
+_FATAL_WORDS = ("Fatal Python error", "Segmentation fault", "exiting abnormally", "java.lang.OutOfMemoryError")
+FATAL_LINES = re.compile("|".join(re.escape(w) for w in _FATAL_WORDS))
 _UNREACHABLE = re.compile(
     r"StatusCode\.(UNAVAILABLE|DEADLINE_EXCEEDED|CANCELLED)\b|\b(ConnectionRefusedError|ConnectionResetError|"
     r"ConnectionAbortedError|BrokenPipeError|TimeoutError|socket\.timeout)\b")
@@ -117,31 +118,50 @@ def _exception_at(lines: list[str], i: int) -> tuple[int, str | None]:
         return i, "\n".join(exc)
 
 
+def _record_time(lines: list[str], i: int, back: int = 200) -> float | None:
+    """The timestamp of the log record line i belongs to (the nearest timestamped line at or before it)."""
+    for j in range(i, max(-1, i - back), -1):
+        if _TS.match(lines[j]):
+            return log_time(lines[j])
+    return None
+
+
 def scan(lines: list[str]) -> list[Trace]:
-    """The tracebacks and fatal lines in a log's lines, in order."""
-    out: list[Trace] = []
-    record, record_time = None, None           # the last timestamped line (a log record's first line)
-    i, n = 0, len(lines)
-    while i < n:
-        line = lines[i]
-        t = log_time(line)
-        if t is not None:
-            record, record_time = i, t
-        if FATAL_LINES.search(line):
-            out.append(Trace([line], line.strip(), logged=False, time=t if t is not None else record_time,
-                             fatal=True))
-        if not line.startswith(TRACEBACK):
-            i += 1
+    """The tracebacks and fatal lines in a log's lines, in order (only their neighbourhoods are
+    looked at: a long log of ordinary lines costs one pass in C)."""
+    found: list[tuple[int, Trace]] = []
+    text = "\n".join(lines)
+
+    def line_numbers(positions):
+        line_no, last = 0, 0
+        for p in positions:
+            line_no += text.count("\n", last, p)
+            last = p
+            yield line_no
+
+    if any(k in text for k in _FATAL_WORDS):
+        for i in line_numbers(m.start() for m in FATAL_LINES.finditer(text)):
+            found.append((i, Trace([lines[i]], lines[i].strip(), logged=False, fatal=True,
+                                   time=_record_time(lines, i))))
+    starts, p = [], text.find(TRACEBACK)
+    while p != -1:
+        if p == 0 or text[p - 1] == "\n":
+            starts.append(p)
+        p = text.find(TRACEBACK, p + 1)
+    heads = list(line_numbers(starts))
+    done = -1
+    for i in heads:
+        if i < done:                               # a chained traceback, already read with its first one
             continue
         lead = lines[i - 1] if i > 0 else ""
         thread_died = lead.startswith("Exception in thread")
         ignored = lead.startswith("Exception ignored in")
-        logged = record is not None and record == i - 1 and not thread_died
+        logged = bool(_TS.match(lead)) and not thread_died
         start = i - 1 if (logged or thread_died or ignored) else i
         end, exc = _exception_at(lines, i + 1)
-        out.append(Trace(lines[start:end], exc, logged, record_time if logged else None, ignored=ignored))
-        i = max(end, i + 1)
-    return out
+        found.append((i, Trace(lines[start:end], exc, logged, log_time(lead) if logged else None, ignored=ignored)))
+        done = max(end, i + 1)
+    return [t for _, t in sorted(found, key=lambda x: x[0])]
 
 
 class LogMark:

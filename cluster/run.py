@@ -3,9 +3,11 @@
 Guarantees: DIR/history.jsonl holds every client and nemesis op as it
 happened; DIR/run.json holds the configuration, the seed, the fault schedule
 (a function of the seed), versions, what the workload reports beyond the
-history and the run's lab errors ("lab_errors", a list, empty when the lab
-ran as intended); the verdict comes from `eoslab check --model kafka` run on
-the recorded history (the same checker a user runs by hand; with
+history, the run's lab errors ("lab_errors", a list, empty when the lab
+ran as intended) and the wall-clock windows of its faults, start and final
+heal ("fault_windows", what the log rules held log lines against); the
+verdict comes from `eoslab check --model kafka` run on the recorded
+history (the same checker a user runs by hand; with
 --strict-unseen for workloads that ask for it), which reads run.json and
 writes DIR/results.json and DIR/report.html, before the cluster goes down:
 an invalid or failed run also keeps the nodes' log tails in DIR/logs.
@@ -300,6 +302,7 @@ class _Run:
         the nemesis's errors, nodes down at the end, what the nodes' logs show, the run's own failure."""
         errors = lab.from_notes(self.history)
         faults = list(self.runner.faults) if self.runner is not None else []
+        self.meta["fault_windows"] = faults + self.windows      # wall clock: what the log rules held against
         if self.runner is not None:
             self.meta["nemesis_errors"] = list(self.runner.errors)
             errors += lab.nemesis_errors(self.runner.errors)

@@ -147,6 +147,12 @@ class MockTime(Time):
             fn()
 
     # --- waits ----------------------------------------------------------------------------
+    def waiters(self) -> int:
+        """How many waits (wait_for / wait_event) are parked on this clock now: a test moves the clock once
+        the rule it tests has set its deadline."""
+        with self._lock:
+            return len(self._listeners)
+
     def _listen(self, fn: Callable[[], None]) -> Callable[[], None]:
         with self._lock:
             self._listeners.append(fn)

@@ -36,7 +36,7 @@ def wait_until(predicate, timeout=5.0):
 
 def waiting_on(clock: MockTime) -> int:
     """How many waits are registered with the clock (MockTime wakes each on every move)."""
-    return len(clock._listeners)
+    return clock.waiters()
 
 
 @pytest.fixture

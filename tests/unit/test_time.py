@@ -85,3 +85,18 @@ def test_system_time_waits_really():
     ev = threading.Event()
     assert SYSTEM.wait_event(ev, 0.0) is False
     assert abs(SYSTEM.milliseconds() / 1000 - SYSTEM.time()) < 1
+
+
+def test_waiters_counts_the_parked_waits():
+    t, ev = MockTime(), threading.Event()
+    assert t.waiters() == 0
+    th = threading.Thread(target=lambda: t.wait_event(ev, 5.0))
+    th.start()
+    for _ in range(500):
+        if t.waiters() == 1:
+            break
+        ev.wait(0.01)
+    assert t.waiters() == 1
+    ev.set()
+    th.join(5)
+    assert t.waiters() == 0

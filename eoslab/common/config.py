@@ -101,6 +101,20 @@ class ConfigDef:
         self.keys.append(ConfigKey(name, type, default, doc, **kw))
         return self
 
+    def define_process(self, id_name: str, who: str, users: str) -> "ConfigDef":
+        """What every service process has: its id, its address, who reaches it where, its ZooKeeper."""
+        return (self.define(id_name, int, REQUIRED, f"this {who}'s id", min=0, process=True)
+                .define("listen", str, REQUIRED, "HOST:PORT the gRPC server binds", kafka_name="listeners",
+                        process=True)
+                .define("advertise", str, None, f"HOST:PORT {users} use (default: listen)",
+                        kafka_name="advertised.listeners", process=True)
+                .define("zookeeper", str, REQUIRED, "HOST:PORT[/chroot]", kafka_name="zookeeper.connect",
+                        process=True))
+
+    def define_zk_session(self) -> "ConfigDef":
+        return self.define("zk.session.timeout.ms", int, 2000, "ZooKeeper session timeout (Kafka: 18000)", min=1,
+                           kafka_name="zookeeper.session.timeout.ms")
+
     def key(self, name: str) -> ConfigKey:
         for k in self.keys:
             if k.name == name or k.flag == "--" + name.replace(".", "-") or k.dest == name:

@@ -15,15 +15,10 @@ UNKNOWN_CHOICES = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "accep
 
 class BrokerConfig(ServiceConfig):
     DEF = (ConfigDef("broker")
-           .define("broker.id", int, REQUIRED, "this broker's id", min=0, process=True)
-           .define("listen", str, REQUIRED, "HOST:PORT the gRPC server binds", kafka_name="listeners", process=True)
-           .define("advertise", str, None, "HOST:PORT clients use (default: listen)",
-                   kafka_name="advertised.listeners", process=True)
-           .define("zookeeper", str, REQUIRED, "HOST:PORT[/chroot]", kafka_name="zookeeper.connect", process=True)
+           .define_process("broker.id", "broker", "clients")
            .define("data.dir", str, REQUIRED, "where the logs, checkpoints and snapshots live", kafka_name="log.dirs",
                    process=True)
-           .define("zk.session.timeout.ms", int, 2000, "ZooKeeper session timeout (Kafka: 18000)", min=1,
-                   kafka_name="zookeeper.session.timeout.ms")
+           .define_zk_session()
            .define(**kafka_version_key())
            .define("producer.state.batches", int, BY_VERSION,
                    "batches remembered per producer per partition (Kafka 1.0+: 5; 0.11: 1)", min=1, kafka_name="")

@@ -6,18 +6,13 @@ from `ControllerConfig.DEF`.
 """
 from __future__ import annotations
 
-from eoslab.common.config import REQUIRED, ConfigDef, ServiceConfig
+from eoslab.common.config import ConfigDef, ServiceConfig
 
 
 class ControllerConfig(ServiceConfig):
     DEF = (ConfigDef("controller")
-           .define("controller.id", int, REQUIRED, "this controller's id", min=0, process=True)
-           .define("listen", str, REQUIRED, "HOST:PORT the gRPC server binds", kafka_name="listeners", process=True)
-           .define("advertise", str, None, "HOST:PORT brokers use (default: listen)",
-                   kafka_name="advertised.listeners", process=True)
-           .define("zookeeper", str, REQUIRED, "HOST:PORT[/chroot]", kafka_name="zookeeper.connect", process=True)
-           .define("zk.session.timeout.ms", int, 2000, "ZooKeeper session timeout (Kafka: 18000)", min=1,
-                   kafka_name="zookeeper.session.timeout.ms")
+           .define_process("controller.id", "controller", "brokers")
+           .define_zk_session()
            .define("pid.block.size", int, 1000, "producer ids claimed per block (Kafka: 1000, ProducerIdManager)",
                    min=1, kafka_name="")
            .define("default.replication.factor", int, 3,

@@ -13,15 +13,10 @@ from services.common import internal_topics as it
 
 class CoordinatorConfig(ServiceConfig):
     DEF = (ConfigDef("txn_coordinator")
-           .define("coordinator.id", int, REQUIRED, "this coordinator's id", min=0, process=True)
-           .define("listen", str, REQUIRED, "HOST:PORT the gRPC server binds", kafka_name="listeners", process=True)
-           .define("advertise", str, None, "HOST:PORT clients use (default: listen)",
-                   kafka_name="advertised.listeners", process=True)
-           .define("zookeeper", str, REQUIRED, "HOST:PORT[/chroot]", kafka_name="zookeeper.connect", process=True)
+           .define_process("coordinator.id", "coordinator", "clients")
            .define("bootstrap", str, REQUIRED, "broker HOST:PORT[,HOST:PORT...] for __transaction_state",
                    kafka_name="", process=True)
-           .define("zk.session.timeout.ms", int, 2000, "ZooKeeper session timeout (Kafka: 18000)", min=1,
-                   kafka_name="zookeeper.session.timeout.ms")
+           .define_zk_session()
            .define("transaction.state.partitions", int, it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
                    "partitions of __transaction_state (Kafka: 50)", min=1,
                    kafka_name="transaction.state.log.num.partitions")

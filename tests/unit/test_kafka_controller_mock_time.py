@@ -20,23 +20,12 @@ from services.controller import controller_events as ev
 from services.controller import kafka_controller
 from services.controller.channel_manager import ControllerChannelManager
 from services.controller.kafka_controller import KafkaController
+from tests import helpers as h
 
 pytestmark = pytest.mark.fast
 STILL = 0.1             # real seconds given to a waiter that must NOT return
 
 
-def wait_until(predicate, timeout=5.0):
-    done = threading.Event()
-    for _ in range(int(timeout / 0.005)):
-        if predicate():
-            return
-        done.wait(0.005)
-    raise AssertionError("condition not reached")
-
-
-def waiting_on(clock: MockTime) -> int:
-    """How many waits are registered with the clock (MockTime wakes each on every move)."""
-    return clock.waiters()
 
 
 @pytest.fixture
@@ -60,18 +49,18 @@ def controller(monkeypatch):
 def test_a_failed_event_is_retried_after_200_ms_of_the_clock(controller):
     c, clock, calls = controller
     c.events.put(ev.CoordinatorChange())
-    wait_until(lambda: len(calls) == 1 and waiting_on(clock) == 1)
+    h.wait_for(lambda: len(calls) == 1 and clock.waiters() == 1)
     clock.advance_ms(199)
     threading.Event().wait(STILL)
     assert len(calls) == 1
     clock.advance_ms(1)
-    wait_until(lambda: len(calls) == 2)
+    h.wait_for(lambda: len(calls) == 2)
 
 
 def test_stop_ends_the_retry_wait_without_the_clock_moving(controller):
     c, clock, calls = controller
     c.events.put(ev.CoordinatorChange())
-    wait_until(lambda: len(calls) == 1 and waiting_on(clock) == 1)
+    h.wait_for(lambda: len(calls) == 1 and clock.waiters() == 1)
     c.stop()
     c._thread.join(5)
     assert not c._thread.is_alive() and clock.milliseconds() == MOCK_EPOCH_MS
@@ -117,12 +106,12 @@ def test_a_failed_send_backs_off_on_the_clock_and_close_ends_the_backoff():
     stub = sender.stub = FailingStub()
     mgr.send_all()
     for attempt, backoff_ms in ((1, 50), (2, 100)):
-        wait_until(lambda: stub.attempts == attempt and waiting_on(clock) == 1)
+        h.wait_for(lambda: stub.attempts == attempt and clock.waiters() == 1)
         clock.advance_ms(backoff_ms - 1)
         threading.Event().wait(STILL)
         assert stub.attempts == attempt                    # one millisecond early: still backing off
         clock.advance_ms(1)
-    wait_until(lambda: stub.attempts == 3 and waiting_on(clock) == 1)
+    h.wait_for(lambda: stub.attempts == 3 and clock.waiters() == 1)
     mgr.close()
     sender.join(5)
     assert not sender.is_alive() and stub.attempts == 3

@@ -22,6 +22,7 @@ from eoslab.v1 import txn_pb2
 from services.txn_coordinator.faults import CoordinatorFaultRegistry
 from services.txn_coordinator.transaction_metadata import TransactionState
 from tests.unit.test_transaction_coordinator import coordinator, end, init
+from tests import helpers as h
 
 pytestmark = pytest.mark.fast
 S = TransactionState
@@ -29,18 +30,6 @@ HOLD_MS = 60_000        # long, so a hold that ran on the real clock could not e
 STILL = 0.1             # real seconds given to a waiter that must NOT return
 
 
-def wait_until(predicate, timeout=5.0):
-    done = threading.Event()
-    for _ in range(int(timeout / 0.005)):
-        if predicate():
-            return
-        done.wait(0.005)
-    raise AssertionError("condition not reached")
-
-
-def waiting_on(clock: MockTime) -> int:
-    """How many waits are registered with the clock (MockTime wakes each on every move)."""
-    return clock.waiters()
 
 
 def held_add_partitions(hold_ms=HOLD_MS):
@@ -56,7 +45,7 @@ def held_add_partitions(hold_ms=HOLD_MS):
     t = threading.Thread(target=lambda: answer.setdefault("err", c.add_partitions("t", pid, epoch, {("a", 1)})),
                          daemon=True)
     t.start()
-    wait_until(lambda: waiting_on(clock) == 1)               # held: its deadline is set on the clock
+    h.wait_for(lambda: clock.waiters() == 1)               # held: its deadline is set on the clock
     return clock, c, tsm, markers, t, answer
 
 
@@ -118,7 +107,7 @@ def held_copy(delay_ms=5_000):
     reg = CoordinatorFaultRegistry(handled, seed=1, time=clock)
     reg.add_replay("t", count=1, min_delay_ms=delay_ms, max_delay_ms=delay_ms)
     reg.after_end_txn(txn_pb2.EndTxnRequest(transactional_id="t", producer_id=1, producer_epoch=0, committed=True))
-    wait_until(lambda: waiting_on(clock) == 1)               # the copy waits out its delay on the clock
+    h.wait_for(lambda: clock.waiters() == 1)               # the copy waits out its delay on the clock
     return clock, reg, handled
 
 
@@ -128,7 +117,7 @@ def test_a_copy_is_handed_over_when_the_clock_passes_its_delay():
     threading.Event().wait(STILL)
     assert handled.requests == [] and reg.states().faults[0].applied == 0
     clock.advance_ms(1)
-    wait_until(lambda: reg.states().faults[0].applied == 1)
+    h.wait_for(lambda: reg.states().faults[0].applied == 1)
     assert [r.transactional_id for r in handled.requests] == ["t"]
     assert list(reg.states().faults[0].answers) == ["NONE"]
 
@@ -136,6 +125,6 @@ def test_a_copy_is_handed_over_when_the_clock_passes_its_delay():
 def test_a_held_copy_is_dropped_at_once_when_the_faults_are_cleared():
     clock, reg, handled = held_copy()
     reg.clear()
-    wait_until(lambda: waiting_on(clock) == 0)               # the copy gave up without the clock moving
+    h.wait_for(lambda: clock.waiters() == 0)               # the copy gave up without the clock moving
     clock.advance_ms(10_000)
     assert handled.requests == [] and reg.states().faults == []

@@ -1,10 +1,11 @@
 """`eoslab analyze` and `eoslab sweep`: the command lines of the analysis pipeline.
 
 Guarantees: `analyze` prints one JSON summary on stdout (runs, ops,
-invalid_runs, cells, master, cores, seconds, ops_per_s, out) and exits 0;
-`sweep` prints one JSON summary (done, skipped, failed, store) and exits 0
-when every run completed (anomalies are findings, not failures), 1 when some
-run failed. Bad input — a missing store, a run without history.jsonl or
+invalid_runs, lab_error_runs, cells, master, cores, seconds, ops_per_s, out)
+and exits 0; `sweep` prints one JSON summary (done, skipped, lab_errors,
+failed, store) and exits 0 when every run completed (anomalies are findings,
+not failures), 1 when some run failed or ended in a lab error (the lab broke
+it: no verdict about Kafka; a resumed sweep runs it again). Bad input — a missing store, a run without history.jsonl or
 run.json, a malformed history line, a bad --master / --conf / settings
 matrix — is one line on stderr and exit 2, never a traceback; so is a Spark
 that cannot start (no Java) or a job that fails.
@@ -122,4 +123,4 @@ def run_sweep(args) -> int:
         return 0
     summary = sweep(runs, log=sys.stderr)
     print(json.dumps({**summary, "store": args.out}), flush=True)
-    return 1 if summary["failed"] else 0
+    return 1 if summary["failed"] or summary["lab_errors"] else 0

@@ -23,8 +23,9 @@ Guarantees of `analyze_run(meta, ops_dir, report_path)`:
   the check; snappy-compressed (Spark's default codec), min/max statistics
   of `pos`, `index` and `time` only; the `op` column comes from the file's
   bytes in one buffer;
-- it returns one RUNS_ARROW row: the run's metadata, the verdict, the anomaly
-  and allowed counts, unseen and acknowledged records, the worst real-time
+- it returns one RUNS_ARROW row: the run's metadata, the verdict (`verdict`, with
+  run.json's lab errors applied as `eoslab check` applies them, and `lab_errors`,
+  their number: a lab-error run has no anomaly counts), the anomaly and allowed counts, unseen and acknowledged records, the worst real-time
   lag the checker reports (`realtime_lag.max_ms`, when it reports one), the
   whole result as `eoslab check` prints it (`result`, with the "run" it
   adds from run.json beside the history), and the latency
@@ -83,7 +84,8 @@ RUN_META = ("run", "workload", "fault", "config", "kafka_version", "seed", "sett
 RUNS_ARROW = pa.schema([("run", pa.string()), ("workload", pa.string()), ("fault", pa.string()),
                         ("config", pa.string()), ("kafka_version", pa.string()), ("seed", pa.int64()),
                         ("settings", pa.string()), ("dir", pa.string()), ("report", pa.string()),
-                        ("valid", pa.string()), ("ops", pa.int64()),
+                        ("valid", pa.string()), ("verdict", pa.string()), ("lab_errors", pa.int64()),
+                        ("ops", pa.int64()),
                         ("anomaly_counts", _COUNTS), ("allowed_counts", _COUNTS),
                         ("unseen", pa.int64()), ("acked", pa.int64()),
                         ("lat_send", pa.list_(pa.int64())), ("lat_poll", pa.list_(pa.int64())),
@@ -293,24 +295,26 @@ def _source(path: str):
 
 def _checked(meta: dict, src, report_path: str | None) -> dict:
     from checker.kafka import check_kafka
-    from checker.result import run_of, to_json
+    from checker.result import lab_errors_of, run_of, to_json, with_verdict
 
     series = None
     if report_path:
         from checker.report_series import SeriesCollector
         series = SeriesCollector()
     result = check_kafka(src, series=series)
-    stats = result["stats"]
     run = run_of(meta["history"])
     if run:                                     # as `eoslab check` adds it from run.json
         result["run"] = run
+    result = with_verdict(result, lab_errors_of(meta["history"]))
+    stats = result["stats"]
     if report_path:
         from checker.report import write_report
         os.makedirs(os.path.dirname(report_path), exist_ok=True)
         what = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in run.items())
         write_report(report_path, result, series, title=f"{meta['run']} (kafka)" + (f" — {what}" if what else ""))
     lag = (result.get("realtime_lag") or {}).get("max_ms")
-    return {"valid": to_json(result["valid"]), "ops": stats["ops"],
+    return {"valid": to_json(result["valid"]), "verdict": result["verdict"],
+            "lab_errors": len(result.get("lab_errors") or []), "ops": stats["ops"],
             "anomaly_counts": list(stats["anomaly_counts"].items()),
             "allowed_counts": list(stats["allowed_counts"].items()),
             "unseen": stats["unseen"]["count"], "acked": stats["records"]["acked"],

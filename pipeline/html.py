@@ -10,7 +10,11 @@ types found anywhere in that workload, then unseen and "(any)"), each cell
 labelled runs_with/runs and titled with the rate's 95% interval and the
 finding count; the unseen, latency and real-time lag summaries per cell; and a table of
 every run (verdict, anomalies, ops) linking to its report.html by a path
-relative to the page (runs without a report say so).
+relative to the page (runs without a report say so). Lab errors (runs the lab
+broke, pipeline.matrix) are counted apart, never as valid or invalid runs:
+in the summary, in a "lab errors" column of the cell table, in a heat map of
+their share per workload when there are any, and as the verdict lab-error in
+the run table; a cell whose every run was a lab error is grey, marked "lab".
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ import os
 from html import escape
 
 from checker.report import CSS as REPORT_CSS
-from pipeline.matrix import ANY, UNKNOWN_VERSION, UNSEEN
+from pipeline.matrix import ANY, LAB_ERROR, UNKNOWN_VERSION, UNSEEN
 
 CSS = REPORT_CSS + """
 .hm text{font:11px sans-serif}.hm .v{font:10px sans-serif;text-anchor:middle}
@@ -68,6 +72,12 @@ def heatmap(row_labels: list[str], col_labels: list[str], cells: dict, title: st
                 parts.append(f'<rect x="{x:.0f}" y="{y}" width="{CELL_W - 2}" height="{CELL_H - 2}" '
                              f'fill="#fff" stroke="#ddd"><title>no runs</title></rect>')
                 continue
+            if not m["runs"]:
+                tip = f"{r} | {c}: no run judged, {m.get('lab_errors', 0)} lab errors"
+                parts.append(f'<rect x="{x:.0f}" y="{y}" width="{CELL_W - 2}" height="{CELL_H - 2}" '
+                             f'fill="#d9d4e6"><title>{_e(tip)}</title></rect>'
+                             f'<text class="v" x="{x + CELL_W / 2 - 1:.0f}" y="{y + 15}">lab</text>')
+                continue
             tip = (f"{r} | {c}: {m['runs_with']} of {m['runs']} runs ({100 * m['rate']:.1f}%, "
                    f"95% CI {100 * m['ci_low']:.1f}-{100 * m['ci_high']:.1f}%), {m['count']} found")
             fg = "#fff" if m["rate"] > 0.45 else "#222"
@@ -79,6 +89,14 @@ def heatmap(row_labels: list[str], col_labels: list[str], cells: dict, title: st
     return "".join(parts)
 
 
+def _lab_cell(r: dict) -> dict:
+    """A heat-map cell of the lab errors among all the runs of a matrix cell."""
+    from pipeline.matrix import wilson
+    n, k = r["runs"] + (r.get("lab_errors") or 0), r.get("lab_errors") or 0
+    lo, hi = wilson(k, n)
+    return {"runs": n, "runs_with": k, "rate": k / n if n else 0.0, "ci_low": lo, "ci_high": hi, "count": k}
+
+
 def _fmt(v, digits=2) -> str:
     if v is None:
         return ""
@@ -88,7 +106,8 @@ def _fmt(v, digits=2) -> str:
 
 
 def _cell_table(rows: list[dict]) -> str:
-    head = ("<tr><th>workload</th><th>configuration</th><th>faults</th><th>Kafka</th><th>runs</th><th>ops</th>"
+    head = ("<tr><th>workload</th><th>configuration</th><th>faults</th><th>Kafka</th><th>runs</th>"
+            "<th>lab errors</th><th>ops</th>"
             "<th>unseen</th><th>unseen share</th><th>send p50 / p99 / max (ms)</th>"
             "<th>poll p50 / p99 / max (ms)</th><th>max real-time lag (ms)</th></tr>")
     body = []
@@ -98,7 +117,8 @@ def _cell_table(rows: list[dict]) -> str:
         share = "" if r["unseen_share"] is None else f"{100 * r['unseen_share']:.3f}%"
         body.append(
             f"<tr><td>{_e(r['workload'])}</td><td>{_e(r['config'])}</td><td>{_e(r['fault'])}</td>"
-            f"<td>{_e(r.get('kafka_version'))}</td><td class=num>{r['runs']}</td><td class=num>{r['ops']}</td>"
+            f"<td>{_e(r.get('kafka_version'))}</td><td class=num>{r['runs']}</td>"
+            f"<td class=num>{r.get('lab_errors') or 0}</td><td class=num>{r['ops']}</td>"
             f"<td class=num>{r['unseen_records']}</td><td class=num>{share}</td>"
             f"<td class=num>{_fmt(r['send_p50_ms'])} / {_fmt(r['send_p99_ms'])} / {_fmt(r['send_max_ms'])}</td>"
             f"<td class=num>{_fmt(r['poll_p50_ms'])} / {_fmt(r['poll_p99_ms'])} / {_fmt(r['poll_max_ms'])}</td>"
@@ -111,7 +131,10 @@ def _runs_table(run_rows: list[dict], out_dir: str) -> str:
     for r in run_rows:
         found = dict(r.get("anomaly_counts") or {})
         anomalies = ", ".join(f"{k} ×{v}" for k, v in sorted(found.items())) or "—"
-        verdict = {"true": "valid", "false": "invalid"}.get(r["valid"], r["valid"] or "?")
+        verdict = r.get("verdict") or {"true": "valid", "false": "invalid"}.get(r["valid"], r["valid"] or "?")
+        if verdict == LAB_ERROR:
+            verdict = f"lab-error ({r.get('lab_errors') or '?'}): not about Kafka"
+            anomalies = "—"
         if r.get("report"):
             href = os.path.relpath(r["report"], out_dir).replace(os.sep, "/")
             link = f'<a href="{_e(href)}">report</a>'
@@ -133,7 +156,9 @@ def render(rows: list[dict], run_rows: list[dict], summary: dict, store: str, ou
              f"<style>{CSS}</style></head><body>",
              f"<h1>Anomaly matrix</h1><p class=muted>{_e(store)}</p>",
              f"<p>{summary['runs']} runs, {summary['ops']:,} ops, {summary['cells']} cells "
-             f"(workload × configuration × faults × Kafka version), {summary['invalid_runs']} invalid runs. "
+             f"(workload × configuration × faults × Kafka version), {summary['invalid_runs']} invalid runs, "
+             f"{summary.get('lab_error_runs', 0)} lab errors (runs the lab itself broke: neither valid nor "
+             f"invalid, left out of every rate). "
              f"Spark {_e(summary['master'])}, {summary['cores']} cores, {summary['seconds']} s.</p>",
              "<p class=muted>Each cell: runs with the anomaly / runs; colour: that share. "
              "Hover for the 95% Wilson interval and the number of findings. "
@@ -148,6 +173,10 @@ def render(rows: list[dict], run_rows: list[dict], summary: dict, store: str, ou
         parts.append(f"<h2>{_e(wl)}: invalid runs by configuration × faults</h2>")
         anyc = {(r["config"], r["fault"]): r for r in wrows if r["kind"] == "anomaly" and r["anomaly"] == ANY}
         parts.append(heatmap(configs, faults, anyc, "share of runs with any anomaly"))
+        if any(r.get("lab_errors") for r in anyc.values()):
+            parts.append(f"<h2>{_e(wl)}: lab errors by configuration × faults</h2>")
+            parts.append(heatmap(configs, faults, {k: _lab_cell(r) for k, r in anyc.items()},
+                                 "share of runs the lab broke (not about Kafka)"))
         types = [t for t in dict.fromkeys(r["anomaly"] for r in wrows if r["kind"] == "anomaly"
                                           and r["anomaly"] not in (ANY, UNSEEN) and r["runs_with"] > 0)]
         for fault in faults:

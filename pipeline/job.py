@@ -9,8 +9,10 @@ Guarantees: with the runs `pipeline.store.find_runs` finds under STORE,
    reads it with the `run` column) and apply `check_kafka` to its ops: DIR/runs.parquet
    (a directory of Parquet files, one per task) holds one row per run — its
    metadata (workload, config, fault, Kafka version, seed, settings, report
-   link) and verdict, counts, latency histograms, the worst real-time lag
-   and the full result `eoslab check` would print;
+   link) and verdict (lab-error for a run whose run.json lists lab errors,
+   counted apart: `lab_error_runs` in the summary, `lab_errors` in the
+   matrix), counts, latency histograms, the worst real-time lag and the full
+   result `eoslab check` would print;
 2. aggregate (on the driver, over the per-run rows the tasks return, without
    `result`): DIR/matrix.parquet and DIR/matrix.csv (pipeline.matrix) and
    DIR/index.html (pipeline.html).
@@ -128,7 +130,8 @@ def _job(spark, runs, store, out, write_reports, progress, log, t0, own_session=
     total_ops = sum(r["ops"] or 0 for r in run_rows)
     seconds = time.monotonic() - t0
     summary = {"runs": len(run_rows), "ops": total_ops,
-               "invalid_runs": sum(1 for r in run_rows if r["valid"] == "false"),
+               "invalid_runs": sum(1 for r in run_rows if r["verdict"] == "invalid"),
+               "lab_error_runs": sum(1 for r in run_rows if r["verdict"] == matrix.LAB_ERROR),
                "cells": len({matrix.cell_key(r) for r in rows}),
                "master": sc.master, "cores": par, "seconds": round(seconds, 2),
                "ops_per_s": round(total_ops / seconds) if seconds > 0 else None, "out": out}

@@ -10,9 +10,14 @@ checker.kafka.check.TYPES_ORDER), one per cell and:
                   poll returned; count = those records) and "(any)" (runs
                   the checker judged invalid);
   kind "allowed": the types found that Kafka's model permits, where found.
-Each row: runs, runs_with, rate = runs_with / runs with its 95% Wilson
-score interval (ci_low, ci_high), count (findings over all runs of the
-cell), ops, per_million_ops, the cell's unseen records, acknowledged
+Lab errors are counted apart from anomalies and from valid runs: a run whose
+verdict is lab-error (the lab broke it, checker.result) counts only in its
+cell's `lab_errors` (every row of the cell carries it) and adds nothing else
+to the cell, since it says nothing about Kafka; a cell has rows even when
+every run of it was a lab error (then runs is 0, rate empty).
+Each row: runs (the runs judged), lab_errors, runs_with, rate = runs_with /
+runs with its 95% Wilson score interval (ci_low, ci_high), count (findings
+over all runs of the cell), ops, per_million_ops, the cell's unseen records, acknowledged
 records and their share, latency p50 / p99 / max in ms for sends and polls
 (quantiles from summed log-bucket histograms: within a bucket, about 6%;
 maxima exact), the worst real-time lag any run of the cell reports
@@ -32,7 +37,9 @@ Z95 = 1.959963984540054
 CELL = ("workload", "config", "fault", "kafka_version")
 UNKNOWN_VERSION = "unknown"
 ANY, UNSEEN = "(any)", "unseen"
-COLUMNS = ("workload", "config", "fault", "kafka_version", "kind", "anomaly", "runs", "runs_with", "rate", "ci_low",
+LAB_ERROR = "lab-error"
+COLUMNS = ("workload", "config", "fault", "kafka_version", "kind", "anomaly", "runs", "lab_errors", "runs_with",
+           "rate", "ci_low",
            "ci_high", "count", "ops", "per_million_ops", "unseen_records", "acked_records",
            "unseen_share", "send_p50_ms", "send_p99_ms", "send_max_ms", "poll_p50_ms", "poll_p99_ms",
            "poll_max_ms", "max_realtime_lag_ms", "settings")
@@ -77,9 +84,9 @@ def _max(a, b):
 
 def tables(run_rows) -> tuple[list[dict], list[dict], dict]:
     """What build_rows takes: per cell its totals, per (cell, kind, type) the findings, and the
-    summed latency histograms; from one dict per run (valid, ops, anomaly/allowed counts as
-    (type, n) pairs or a dict, unseen, acked, lat_send/lat_poll and their maxima,
-    max_realtime_lag_ms)."""
+    summed latency histograms; from one dict per run (valid, verdict, ops, anomaly/allowed counts
+    as (type, n) pairs or a dict, unseen, acked, lat_send/lat_poll and their maxima,
+    max_realtime_lag_ms). A lab-error run counts in its cell's lab_errors only."""
     cells: dict[tuple, dict] = {}
     found: dict[tuple, list] = {}
     hists: dict[str, dict[tuple, list]] = {"lat_send": {}, "lat_poll": {}}
@@ -87,9 +94,13 @@ def tables(run_rows) -> tuple[list[dict], list[dict], dict]:
         key = cell_key(r)
         c = cells.get(key)
         if c is None:
-            c = cells[key] = {**dict(zip(CELL, key)), "runs": 0, "ops": 0, "invalid": 0, "unseen_records": 0,
-                              "runs_unseen": 0, "acked_records": 0, "send_max": None, "poll_max": None,
-                              "realtime_lag_max": None, "settings": r["settings"]}
+            c = cells[key] = {**dict(zip(CELL, key)), "runs": 0, "lab_errors": 0, "ops": 0, "invalid": 0,
+                              "unseen_records": 0, "runs_unseen": 0, "acked_records": 0, "send_max": None,
+                              "poll_max": None, "realtime_lag_max": None, "settings": r["settings"]}
+        c["settings"] = min(c["settings"], r["settings"])
+        if r.get("verdict") == LAB_ERROR:
+            c["lab_errors"] += 1
+            continue
         c["runs"] += 1
         c["ops"] += r["ops"] or 0
         c["invalid"] += r["valid"] == "false"
@@ -99,7 +110,6 @@ def tables(run_rows) -> tuple[list[dict], list[dict], dict]:
         c["send_max"] = _max(c["send_max"], r["lat_send_max"])
         c["poll_max"] = _max(c["poll_max"], r["lat_poll_max"])
         c["realtime_lag_max"] = _max(c["realtime_lag_max"], r.get("max_realtime_lag_ms"))
-        c["settings"] = min(c["settings"], r["settings"])
         for kind, col in (("anomaly", "anomaly_counts"), ("allowed", "allowed_counts")):
             counts = r[col] or ()
             for anomaly, n in (counts.items() if isinstance(counts, dict) else counts):
@@ -170,8 +180,8 @@ def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
         for kind, anomaly, runs_with, count in lines:
             lo, hi = wilson(runs_with, n)
             out.append({"workload": key[0], "config": key[1], "fault": key[2], "kafka_version": key[3],
-                        "kind": kind,
-                        "anomaly": anomaly, "runs": n, "runs_with": runs_with, "rate": runs_with / n,
+                        "kind": kind, "anomaly": anomaly, "runs": n, "lab_errors": c.get("lab_errors", 0),
+                        "runs_with": runs_with, "rate": runs_with / n if n else None,
                         "ci_low": lo, "ci_high": hi, "count": count,
                         "per_million_ops": (count * 1e6 / c["ops"]) if c["ops"] else None, **common})
     columns = list(COLUMNS) + [f"setting.{k}" for k in setting_names]
@@ -184,7 +194,8 @@ def write(rows: list[dict], columns: list[str], parquet_path: str, csv_path: str
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    types = {"runs": pa.int64(), "runs_with": pa.int64(), "count": pa.int64(), "ops": pa.int64(),
+    types = {"runs": pa.int64(), "lab_errors": pa.int64(), "runs_with": pa.int64(), "count": pa.int64(),
+             "ops": pa.int64(),
              "unseen_records": pa.int64(), "acked_records": pa.int64()}
     floats = {"rate", "ci_low", "ci_high", "per_million_ops", "unseen_share", "send_p50_ms", "send_p99_ms",
               "send_max_ms", "poll_p50_ms", "poll_p99_ms", "poll_max_ms", "max_realtime_lag_ms"}

@@ -167,13 +167,13 @@ def plan(workloads: list[str], nemesis: list[str], cells: list[dict], seeds: Ite
 
 
 def finished(out: str) -> bool:
-    """A run that completed: its run.json has no error, and history and verdict are there."""
+    """A run that completed: its run.json has no error and no lab error, and history and verdict are there."""
     try:
         with open(os.path.join(out, "run.json")) as fh:
             meta = json.load(fh)
     except (OSError, ValueError):
         return False
-    return (isinstance(meta, dict) and "error" not in meta
+    return (isinstance(meta, dict) and "error" not in meta and not meta.get("lab_errors")
             and os.path.isfile(os.path.join(out, "history.jsonl"))
             and os.path.isfile(os.path.join(out, "results.json")))
 
@@ -187,8 +187,10 @@ def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
     if run_fn is None:
         from cluster.run import run as run_fn
     t0 = time.monotonic()
+    from checker.result import EXIT_LAB_ERROR
     done = skipped = 0
     failed: list[dict] = []
+    lab: list[dict] = []
     executed_s = 0.0
     executed = 0
     todo = sum(1 for r in runs if not finished(r.out))
@@ -196,7 +198,7 @@ def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
         what = f"{cfg.workload} | {fault_label(cfg.nemesis)} | {config_label(cfg.settings)} | seed {cfg.seed}"
         left = todo - executed
         eta = f", ~{_clock(executed_s / executed * left)} left" if executed and left else ""
-        head = (f"[{i}/{len(runs)}] done {done}, skipped {skipped}, failed {len(failed)}; "
+        head = (f"[{i}/{len(runs)}] done {done}, skipped {skipped}, failed {len(failed)}, lab errors {len(lab)}; "
                 f"{_clock(time.monotonic() - t0)} elapsed{eta}")
         if finished(cfg.out):
             skipped += 1
@@ -214,9 +216,24 @@ def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
         executed += 1
         if rc in (0, 1, 3) and finished(cfg.out):
             done += 1
+        elif rc == EXIT_LAB_ERROR:
+            lab.append({"out": cfg.out, "why": _lab_why(cfg.out)})
+            print(f"  lab error, not a verdict about Kafka ({lab[-1]['why']}); {cfg.out}", file=log, flush=True)
         else:
             failed.append({"out": cfg.out, "why": why})
             print(f"  run failed ({why}); {cfg.out}", file=log, flush=True)
-    print(f"sweep: {done} done, {skipped} skipped, {len(failed)} failed in {_clock(time.monotonic() - t0)}",
-          file=log, flush=True)
-    return {"done": done, "skipped": skipped, "failed": len(failed), "failures": failed}
+    print(f"sweep: {done} done, {skipped} skipped, {len(failed)} failed, {len(lab)} lab errors in "
+          f"{_clock(time.monotonic() - t0)}", file=log, flush=True)
+    return {"done": done, "skipped": skipped, "failed": len(failed), "lab_errors": len(lab), "failures": failed,
+            "lab_error_runs": lab}
+
+
+def _lab_why(out: str) -> str:
+    """The first lab error run.json names, in one line."""
+    try:
+        with open(os.path.join(out, "run.json")) as fh:
+            first = (json.load(fh).get("lab_errors") or [{}])[0]
+    except (OSError, ValueError, AttributeError):
+        return "see run.json"
+    where = first.get("node") or first.get("thread") or first.get("process")
+    return (f"{first.get('kind', '?')}" + (f" ({where})" if where else "") + f": {first.get('message', '')}")[:200]

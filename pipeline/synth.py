@@ -2,7 +2,8 @@
 
 Guarantees: `write_run(dir, ...)` writes DIR/history.jsonl and DIR/run.json
 the way `eoslab run` lays them out (workload, nemesis list, seed, settings;
-plus `"synthetic": true` and the injections made), and returns a manifest.
+plus `"synthetic": true`, the injections made and any lab errors given),
+and returns a manifest.
 The history is a function of its arguments: producers send one record per op
 (`producer` and `seq` fields as the queue workload writes them), consumers
 poll every key from their own positions, nemesis start/stop pairs mark
@@ -220,14 +221,17 @@ def generate(path: str, *, n_ops: int, seed: int, inject: dict[str, int] | None 
 
 def write_run(out: str, *, n_ops: int, seed: int, settings: dict[str, Any] | None = None,
               nemesis: list[str] = ("none",), workload: str = "queue",
-              inject: dict[str, int] | None = None, **kw) -> dict:
-    """A run directory as `eoslab run` lays it out (no results.json / report.html)."""
+              inject: dict[str, int] | None = None, lab_errors: list[dict] | None = None, **kw) -> dict:
+    """A run directory as `eoslab run` lays it out (no results.json / report.html); `lab_errors`
+    go in run.json as a run the lab broke lists them."""
     os.makedirs(out, exist_ok=True)
     info = generate(os.path.join(out, "history.jsonl"), n_ops=n_ops, seed=seed, inject=inject,
                     nemesis=list(nemesis), **kw)
     meta = {"workload": workload, "nemesis": list(nemesis), "seed": seed,
             "settings": {k: str(v) for k, v in (settings or {}).items()},
             "schedule": [], "synthetic": True, "injected": info["injected"], "ops": info["ops"]}
+    if lab_errors:
+        meta["lab_errors"] = list(lab_errors)
     with open(os.path.join(out, "run.json"), "w") as fh:
         json.dump(meta, fh, indent=1)
     return info

@@ -56,7 +56,7 @@ def spark_cluster(tmp_path_factory):
 def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster):
     import pyarrow.parquet as pq
 
-    from checker.result import run_of
+    from checker.result import lab_errors_of, run_of, with_verdict
     from checker.kafka import check_kafka
     from tests.pipeline.test_analyze import expected_matrix
     base, env, data = spark_cluster
@@ -74,6 +74,7 @@ def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster):
         want = json.loads(json.dumps(check_kafka(path)))
         if run_of(path):                        # what `eoslab check` adds from run.json
             want["run"] = run_of(path)
+        want = with_verdict(want, lab_errors_of(path))     # and its verdict
         got = json.loads(runs[rid]["result"])
         for x in (want, got):
             x["stats"].pop("elapsed_s")

@@ -271,9 +271,9 @@ def classify(node: str, traces: list[Trace], faults: list[dict], now: float | No
         if tr.exception is None or _SIGNALLED.match(first):
             if killed:
                 continue                                  # the kill cut it short or stopped it
-            out.append(_error("crash" if not tr.logged else "traceback", node,
-                              f"{node}: a traceback cut short or a stop no fault made"
-                              + (f": {first}" if first else ""), tr))
+            why = (f"{node} was stopped ({first}) and no fault stopped it" if first else
+                   f"a traceback cut short in {node}'s log, and no fault killed {node}")
+            out.append(_error("crash" if not tr.logged else "traceback", node, why, tr))
             continue
         if not tr.logged:
             out.append(_error("crash", node, f"{node}: an unhandled exception ended the process or one of its "
@@ -309,11 +309,16 @@ def scan_logs(rt, mark: LogMark, faults: list[dict]) -> list[dict]:
     return out
 
 
-def nodes_down(rt, when: str, lines: int = 30) -> list[dict]:
-    """A lab error for every node that is not running (call it when no fault is in force), and for a
+def nodes_down(rt, when: str, lines: int = 30, settle: float = 3.0) -> list[dict]:
+    """A lab error for every node that is not running (call it when no fault is in force; a node
+    gets `settle` seconds to finish a resume or restart the nemesis has just made), and for a
     ZooKeeper that does not take a connection."""
     out = []
+    deadline = time.monotonic() + settle
     info = rt.info()
+    while any(n.state != "running" for n in info.nodes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        info = rt.info()
     for n in info.nodes:
         if n.state != "running":
             out.append({"kind": "service-down", "node": n.name,

@@ -223,7 +223,7 @@ class DelayEndTxn(FaultPackage):
             return None
         count = ctx.rng.randint(3, 10)
         for node in nodes:
-            _inject(ctx, node, replay_end_txn=faults_pb2.ReplayEndTxn(
+            _inject(ctx, node, wait=10.0, replay_end_txn=faults_pb2.ReplayEndTxn(
                 transactional_id=tid, count=count, min_delay_ms=2, max_delay_ms=20, next_transaction=True))
         return {"nodes": nodes, "transactional_id": tid, "count": count}
 
@@ -246,10 +246,21 @@ class DelayEndTxn(FaultPackage):
         return out
 
 
-def _inject(ctx: Context, node: str, **fault) -> None:
-    """One fault through the node's FaultInjector RPC (brokers and transaction coordinators serve it)."""
-    addr = ctx.runtime.info().node(node).address
-    faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(faults_pb2.InjectFaultRequest(**fault), timeout=5)
+def _inject(ctx: Context, node: str, wait: float = 0.0, **fault) -> None:
+    """One fault through the node's FaultInjector RPC (brokers and transaction coordinators serve it);
+    with `wait`, a node that does not answer yet (still starting after an earlier fault restarted it) is
+    asked again for up to that many seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        addr = ctx.runtime.info().node(node).address
+        try:
+            faults_pb2_grpc.FaultInjectorStub(rpc.channel(addr)).InjectFault(
+                faults_pb2.InjectFaultRequest(**fault), timeout=5)
+            return
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _choice(ctx: Context, items: list[str]) -> str | None:

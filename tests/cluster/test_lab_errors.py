@@ -172,7 +172,7 @@ def test_nodes_down_and_merge():
         def logs(self, node, tail):
             return "last words\n"
 
-    errs = lab.nodes_down(Rt(), "before the final heal")
+    errs = lab.nodes_down(Rt(), "before the final heal", settle=0.3)
     assert [(e["kind"], e["node"], e["log"]) for e in errs] == [("service-down", "broker-2", ["last words"])]
     merged = lab.merge(errs * 3 + lab.nemesis_errors(["start-kill: boom"]))
     assert [(e["kind"], e.get("count", 1)) for e in merged] == [("service-down", 3), ("nemesis", 1)]

@@ -18,6 +18,7 @@ literal). `--out DIR` also writes DIR/results.json and DIR/report.html.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -27,13 +28,20 @@ from eoslab import argtypes
 from checker.result import EXIT_BAD_INPUT, exit_code, lab_errors_of, run_of, to_json, with_verdict, write_results
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
+EXIT_STATUS = """exit status:
+  0  valid      no anomaly
+  1  invalid    anomalies found
+  2  bad input  a missing file, a malformed line or a bad option: nothing judged
+  3  unknown    the time limit was reached
+  4  lab-error  run.json beside the history lists lab errors: the lab broke that run, no verdict about Kafka"""
 LINEAR_MODELS = ("register", "cas-register", "multi-register", "kv", "set", "queue", "log")
 MODELS = ("kafka",) + LINEAR_MODELS
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("check", help="check a history: Kafka anomalies or linearizability",
-                              description=__doc__.split("\n\n")[0])
+                              description=__doc__.split("\n\n")[0], epilog=EXIT_STATUS,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("history", help="history file (JSONL, Jepsen EDN or Jepsen log; .gz ok)")
     p.add_argument("--format", default="auto", choices=FORMATS, help="history format (default: auto)")
     p.add_argument("--model", default="kafka", choices=MODELS, help="what to check against (default: kafka)")

@@ -26,6 +26,13 @@ from typing import Any
 
 EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_LAB_ERROR = 0, 1, 2, 3, 4
 VALID, INVALID, UNKNOWN, LAB_ERROR = "valid", "invalid", "unknown", "lab-error"
+# `eoslab run`'s exit status (cluster.run documents it; `eoslab run --help` shows it): light to import
+EXIT_STATUS_HELP = """exit status:
+  0  valid      the checker found no anomaly, and the lab ran as intended
+  1  anomalies  the checker found anomalies: a verdict about Kafka
+  2  error      bad arguments or settings: nothing ran
+  3  unknown    the checker ran out of time
+  4  lab-error  the lab itself failed, not Kafka (results.json "lab_errors" says why)"""
 
 
 def _plain(x: Any) -> Any:

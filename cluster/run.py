@@ -33,7 +33,7 @@ them the verdict is lab-error, even when the checker also found anomalies
 "node" | "thread" | "process", ...}], and report.html opens with a banner
 saying the verdict is not about Kafka.
 
-Exit status (EXIT_STATUS below; `eoslab check` uses the same numbers):
+Exit status (checker.result.EXIT_STATUS_HELP; `eoslab check` uses the same numbers):
   0  valid      the checker found no anomaly, and the lab ran as intended
   1  anomalies  the checker found anomalies: a verdict about Kafka
   2  error      bad arguments or settings: nothing ran
@@ -54,15 +54,14 @@ import uuid
 from dataclasses import dataclass, field
 
 import eoslab
-from checker.result import EXIT_LAB_ERROR, EXIT_VALID
+from checker.result import EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXIT_VALID
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.workloads import WORKLOADS, workload_class
 from eoslab import kafka_version
 
 PREFIXES = ("broker", "coordinator", "controller", "topic", "workload")
-# the table, for `eoslab run --help`
-EXIT_STATUS = "exit status:\n" + __doc__[__doc__.index("  0  valid"):].rstrip()
+EXIT_STATUS = EXIT_STATUS_HELP          # the table above, as `eoslab run --help` shows it
 
 
 def _flag(name: str, value: str) -> list[str]:

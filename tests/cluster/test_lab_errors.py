@@ -217,3 +217,11 @@ def test_a_run_that_raises_is_a_lab_error_with_its_reason_in_results(tmp_path, m
     meta = json.loads((out / "run.json").read_text())
     assert meta["lab_errors"] == results["lab_errors"] and "error" in meta
     assert "not about Kafka" in (out / "report.html").read_text()
+
+
+def test_the_exit_status_table_is_the_one_run_documents():
+    import cluster.run
+    from checker.result import EXIT_STATUS_HELP
+    for line in EXIT_STATUS_HELP.splitlines()[1:]:
+        assert line in cluster.run.__doc__
+    assert "4  lab-error" in EXIT_STATUS_HELP

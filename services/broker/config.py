@@ -44,6 +44,9 @@ class BrokerConfig(ServiceConfig):
                    "forget a producer idle this long without an open transaction", min=1)
            .define("producer.id.expiration.check.interval.ms", int, 600000, "how often idle producers are looked for",
                    min=1)
+           .define("auto.create.topics.enable", bool, True,
+                   "a Kafka Metadata request naming an unknown topic creates it (1 partition, the controller's "
+                   "default replication factor)")
            .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (lost ACKs)", kafka_name="")
            .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
                    "unset", kafka_name="listeners", process=True)

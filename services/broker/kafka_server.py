@@ -36,8 +36,10 @@ log = logging.getLogger(__name__)
 class KafkaServer:
     def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
                  session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False,
-                 kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM):
+                 kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM,
+                 auto_create_topics_enable: bool = True):
         self.time = time
+        self.auto_create_topics_enable = auto_create_topics_enable   # Kafka Metadata creates unknown topics
         self.broker_id = broker_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)

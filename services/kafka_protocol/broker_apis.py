@@ -13,6 +13,13 @@ the aborted transactions of the range. Fetch sessions are not created
 answers from the leader's producer state of each partition (Kafka's
 fields: epoch, last sequence and timestamp, coordinator epoch, the open
 transaction's first offset), NOT_LEADER_OR_FOLLOWER elsewhere.
+Produce answers a KIP-890 verification's PRODUCER_FENCED as
+INVALID_PRODUCER_EPOCH, as Kafka's produce path does. Metadata naming an
+unknown topic answers INVALID_TOPIC_EXCEPTION for an illegal name (Kafka's
+Topic.validate); otherwise, when the request allows it (v4+ flag, always
+before) and the broker's auto.create.topics.enable is on, the topic is
+created through the controller and answered LEADER_NOT_AVAILABLE, else
+UNKNOWN_TOPIC_OR_PARTITION.
 """
 from __future__ import annotations
 
@@ -25,12 +32,14 @@ from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
+from services.controller.context import validate_topic_name
 
 E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
 DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 61, 66
+AUTO_CREATE_PARTITIONS = 1   # Kafka's num.partitions default
 VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
             DESCRIBE_PRODUCERS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
@@ -61,7 +70,34 @@ class BrokerApis(ApiHandlers):
             resp = broker_pb2.MetadataResponse(brokers=list(self.s.metadata.metadata([]).brokers))
         else:
             resp = self.s.metadata.metadata(topics)
+            allow = bool(getattr(req, "allow_auto_topic_creation", True))   # v0-v3: always allowed
+            self._unknown_topics(resp, allow and getattr(self.s, "auto_create_topics_enable", True))
         return apis.metadata_values(resp, self.endpoints, self.s.broker_id)
+
+    def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
+        """Kafka's answer for topics the cache does not know (KafkaApis.getTopicMetadata and
+        AutoTopicCreationManager): an illegal name is INVALID_TOPIC_EXCEPTION; with auto-creation the
+        topic is created through the controller (num.partitions 1, the controller's
+        default.replication.factor) and answered LEADER_NOT_AVAILABLE, or the creation's error;
+        without it, UNKNOWN_TOPIC_OR_PARTITION."""
+        unknown = [t for t in resp.topics if t.error == E.UNKNOWN_TOPIC_OR_PARTITION]
+        create = []
+        for t in unknown:
+            if validate_topic_name(t.name) is not None:
+                t.error = E.INVALID_TOPIC_EXCEPTION
+            elif auto_create and t.name not in auth.INTERNAL_TOPICS:   # the lab creates those its own way
+                create.append(t)
+        if not create:
+            return
+        pb = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
+            name=t.name, num_partitions=AUTO_CREATE_PARTITIONS, replication_factor=0) for t in create])
+        results = {r.name: r for r in self.svc.CreateTopics(pb, None).topics}
+        for t in create:
+            r = results.get(t.name)
+            err = r.error if r is not None else E.UNKNOWN_SERVER_ERROR
+            t.error = E.LEADER_NOT_AVAILABLE if err in (E.NONE, E.TOPIC_ALREADY_EXISTS) else err
+            if r is not None and err not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
+                log.info("auto-creation of %s failed: %s", t.name, r.error_message)
 
     def create_topics(self, header, req) -> dict:
         if req.validate_only:
@@ -114,8 +150,11 @@ class BrokerApis(ApiHandlers):
                 part = {"index": key[1], "error_code": code, "base_offset": -1, "error_message": msg}
             else:
                 r = results[key]
-                part = {"index": key[1], "error_code": r.error, "base_offset": r.base_offset,
-                        "log_start_offset": r.log_start_offset if r.error == E.NONE else -1,
+                # AddPartitionsToTxnManager: a KIP-890 verification's PRODUCER_FENCED reaches the producer
+                # as INVALID_PRODUCER_EPOCH on the produce path (the lab's gRPC producers keep the former)
+                err = E.INVALID_PRODUCER_EPOCH if r.error == E.PRODUCER_FENCED else r.error
+                part = {"index": key[1], "error_code": err, "base_offset": r.base_offset,
+                        "log_start_offset": r.log_start_offset if err == E.NONE else -1,
                         "error_message": r.error_message or None}
             by_topic.setdefault(key[0], []).append(part)
         values = {"responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}

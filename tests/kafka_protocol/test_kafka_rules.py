@@ -1,0 +1,108 @@
+"""Kafka's rules a real client relies on, checked on the broker's Kafka handlers (BrokerApis) with the
+lab's services replaced by fakes, and against a real cluster with librdkafka: topic auto-creation from
+Metadata, illegal topic names, and the produce path's answer to a fenced producer."""
+import os
+import time
+import uuid
+from types import SimpleNamespace as NS
+
+import pytest
+
+from eoslab.common import record_batch as rb
+from eoslab.common import kafka_records as kr
+from eoslab.common.errors import E
+from eoslab.v1 import broker_pb2
+from services.broker.metadata_cache import MetadataCache
+from services.kafka_protocol.broker_apis import BrokerApis
+
+
+class _Svc:
+    def __init__(self, produce_error=E.NONE):
+        self.created: list[broker_pb2.CreatableTopic] = []
+        self.produce_error = produce_error
+
+    def CreateTopics(self, req, context):   # noqa: N802 - the gRPC servicer's name
+        self.created.extend(req.topics)
+        return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
+            name=t.name, error=E.NONE, num_partitions=t.num_partitions, replication_factor=3) for t in req.topics])
+
+    def _produce(self, req):
+        resp = broker_pb2.ProduceResponse(correlation_id=req.correlation_id)
+        for p in req.partitions:
+            resp.partitions.add(topic=p.topic, partition=p.partition, error=self.produce_error, base_offset=-1)
+        return resp
+
+
+def _apis(auto_create=True, svc=None) -> BrokerApis:
+    apis = BrokerApis.__new__(BrokerApis)
+    apis.s = NS(metadata=MetadataCache(), broker_id=0, auto_create_topics_enable=auto_create,
+                faults=NS(should_drop=lambda req: False))
+    apis.svc = svc or _Svc()
+    apis.endpoints = NS(broker=lambda node: None, coordinator_nodes=lambda: [])
+    return apis
+
+
+def _metadata(apis, names, version=12, allow=True) -> dict:
+    req = NS(topics=[NS(name=n) for n in names], allow_auto_topic_creation=allow)
+    out = apis.metadata(NS(api_version=version), req)
+    return {t["name"]: t["error_code"] for t in out["topics"]}
+
+
+def test_metadata_for_an_unknown_topic_creates_it_and_answers_leader_not_available():
+    apis = _apis()
+    assert _metadata(apis, ["fresh"]) == {"fresh": E.LEADER_NOT_AVAILABLE}
+    assert [(t.name, t.num_partitions, t.replication_factor) for t in apis.svc.created] == [("fresh", 1, 0)]
+
+
+@pytest.mark.parametrize("auto_create,allow,version", [(False, True, 12), (True, False, 12), (False, True, 0)])
+def test_metadata_without_auto_creation_answers_unknown_topic(auto_create, allow, version):
+    apis = _apis(auto_create)
+    assert _metadata(apis, ["absent"], version, allow) == {"absent": E.UNKNOWN_TOPIC_OR_PARTITION}
+    assert apis.svc.created == []
+
+
+@pytest.mark.parametrize("auto_create", [True, False])
+@pytest.mark.parametrize("name", ["bad name", "a/b", ".", "..", "x" * 250])
+def test_metadata_for_an_illegal_topic_name_is_invalid_topic_exception(name, auto_create):
+    apis = _apis(auto_create)
+    assert _metadata(apis, [name]) == {name: E.INVALID_TOPIC_EXCEPTION}
+    assert apis.svc.created == []
+
+
+def test_a_fenced_producers_write_is_answered_invalid_producer_epoch_on_the_kafka_wire():
+    apis = _apis(svc=_Svc(produce_error=E.PRODUCER_FENCED))
+    batch = rb.batch_from_encoded(rb.encode_records([(None, b"v", 1000)]), 1, 1000, producer_id=7,
+                                  producer_epoch=0, base_sequence=0, transactional=True)
+    req = NS(transactional_id="t", acks=-1, timeout=1000,
+             topic_data=[NS(name="t1", partition_data=[NS(index=0, records=kr.to_kafka(batch))])])
+    out = apis.produce(NS(correlation_id=1, api_version=9), req)
+    [part] = out["responses"][0]["partition_responses"]
+    assert part["error_code"] == E.INVALID_PRODUCER_EPOCH
+
+
+# -- against a real cluster ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kcluster(eoslab_home):
+    from cluster.local import LocalRuntime
+    from tests.conftest import _zookeeper_missing
+    missing = _zookeeper_missing()
+    if missing:
+        pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    rt = LocalRuntime(f"t-{worker}-kr-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1)
+    rt.up()
+    yield rt
+    rt.down()
+
+
+@pytest.mark.integration
+def test_librdkafka_produces_to_a_topic_that_does_not_exist_yet(kcluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = f"auto-{uuid.uuid4().hex[:6]}"
+    p = confluent_kafka.Producer({"bootstrap.servers": boot, "message.timeout.ms": 20000})
+    errors = []
+    p.produce(topic, b"first", on_delivery=lambda err, msg: errors.append(err))
+    assert p.flush(30) == 0 and errors == [None]
+    md = confluent_kafka.admin.AdminClient({"bootstrap.servers": boot}).list_topics(topic, timeout=10)
+    assert md.topics[topic].error is None and len(md.topics[topic].partitions) == 1

@@ -5,8 +5,10 @@ slot and always tears it down (also on error or interrupt); the scenario's
 ops and faults go to DIR/NAME/history.jsonl as they happen; the verdict is
 `checker.kafka.check_kafka` on that file — the analysis `eoslab check
 --model kafka` runs — written as DIR/NAME/results.json (the checker's result
-plus a "scenario" section: expected, observed, facts, match) and
-DIR/NAME/report.html. Observed = the set of anomaly types the checker
+plus its "verdict" and a "scenario" section: expected, observed, facts,
+match) and DIR/NAME/report.html; a run the lab broke before the checker
+could judge it (the cluster or the scenario raised) has the verdict
+lab-error with the reason in "lab_errors", never an observed anomaly set. Observed = the set of anomaly types the checker
 reports; the run matches when that set equals the expected one and every
 extra fact holds. With keep, or when the run does not match, the nodes' logs
 are copied to DIR/NAME/logs before teardown.
@@ -127,7 +129,7 @@ def judge(sc: Scenario, out: str, kafka_version: str | None = None) -> tuple[dic
 
 def run_scenario(sc: Scenario, out_root: str, keep: bool = False, home: str | None = None,
                  kafka_version: str | None = None) -> Outcome:
-    from checker.result import to_json
+    from checker.result import to_json, with_verdict
     out = os.path.join(out_root, sc.name)
     os.makedirs(out, exist_ok=True)
     for name in OUTPUTS:
@@ -152,6 +154,11 @@ def run_scenario(sc: Scenario, out_root: str, keep: bool = False, home: str | No
         shutil.rmtree(os.path.join(out, "logs"), ignore_errors=True)
     section = dict(outcome.to_json(), seed=sc.seed, description=sc.description, cluster=sc.cluster.describe(),
                    kafka_version=kafka_version or kv.DEFAULT)
+    if outcome.error is not None and not result:      # the lab failed before the checker could judge
+        result = {"valid": "unknown", "anomalies": {}, "stats": {"reason": outcome.error}}
+        result = with_verdict(result, [{"kind": "run", "message": outcome.error, "log": []}])
+    else:
+        result = with_verdict(result)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as fh:
         fh.write(to_json(dict(result, scenario=section), indent=1) + "\n")
     return outcome

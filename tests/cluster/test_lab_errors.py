@@ -225,3 +225,15 @@ def test_the_exit_status_table_is_the_one_run_documents():
     for line in EXIT_STATUS_HELP.splitlines()[1:]:
         assert line in cluster.run.__doc__
     assert "4  lab-error" in EXIT_STATUS_HELP
+
+
+def test_a_scenario_the_lab_broke_is_lab_error_not_an_observed_verdict(tmp_path, monkeypatch):
+    from cluster import scenarios
+    from cluster.scenarios import runner
+    sc = scenarios.scenarios()[0]
+    monkeypatch.setattr(runner, "play", lambda *a, **kw: "ClusterError: ZooKeeper exited at start")
+    outcome = runner.run_scenario(sc, str(tmp_path))
+    r = json.loads((tmp_path / sc.name / "results.json").read_text())
+    assert not outcome.match and r["verdict"] == "lab-error" and r["anomalies"] == {}
+    assert r["lab_errors"][0]["message"] == "ClusterError: ZooKeeper exited at start"
+    assert r["scenario"]["error"] == "ClusterError: ZooKeeper exited at start"

@@ -42,6 +42,8 @@ def run_once(out_dir, workload: str, packages: list[str], seed: int, time_limit:
 
 def assert_valid(code, results, meta, what: str) -> None:
     assert "error" not in meta, f"{what}: {meta.get('error')}"
+    assert not results.get("lab_errors"), f"{what}: lab errors, not a verdict about Kafka: " + "; ".join(
+        f"{e.get('kind')} {e.get('node') or e.get('thread') or ''}: {e.get('message')}" for e in results["lab_errors"])
     assert results.get("valid") is True, f"{what}: {results.get('anomalies')}"
     assert code == 0, what
     assert results["stats"]["by_type"]["ok"] > 0, f"{what}: no op succeeded"

@@ -27,7 +27,8 @@ Guarantees:
 - time: membership and its session-expiry loop (every EXPIRY_CHECK_S) run
   on the `Time` the coordinator was given.
 
-Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"}; group
+Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"} and "e", the
+committed leader epoch, when the commit carried one (Kafka's wire does); group
 metadata: key = JSON {"g", "meta": 1}, value = JSON of membership.snapshot.
 """
 from __future__ import annotations
@@ -55,8 +56,11 @@ def _meta_key(group: str) -> bytes:
     return json.dumps({"g": group, "meta": 1}, separators=(",", ":")).encode()
 
 
-def _value(offset: int, metadata: str) -> bytes:
-    return json.dumps({"o": offset, "m": metadata}, separators=(",", ":")).encode()
+def _value(offset: int, metadata: str, leader_epoch: int = -1) -> bytes:
+    v = {"o": offset, "m": metadata}
+    if leader_epoch >= 0:
+        v["e"] = leader_epoch
+    return json.dumps(v, separators=(",", ":")).encode()
 
 
 class OffsetsPartitionState:
@@ -64,8 +68,9 @@ class OffsetsPartitionState:
 
     def __init__(self, leader_epoch: int):
         self.leader_epoch = leader_epoch
-        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str]]] = {}
-        self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[int, str]]]] = {}   # pid -> group -> ...
+        # group -> (topic, partition) -> (offset, metadata, committed leader epoch or -1)
+        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
+        self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[int, str, int]]]] = {}   # pid -> group -> ...
         self.groups: dict[str, dict | None] = {}   # group -> its stored metadata (membership.snapshot)
 
     def apply_batch(self, b) -> None:
@@ -83,7 +88,7 @@ class OffsetsPartitionState:
             if k.get("meta"):
                 self.groups[k["g"]] = v
                 continue
-            tp, entry = (k["t"], k["p"]), (v["o"], v.get("m", "")) if v else None
+            tp, entry = (k["t"], k["p"]), (v["o"], v.get("m", ""), v.get("e", -1)) if v else None
             if b.is_transactional:
                 self.pending.setdefault(b.producer_id, {}).setdefault(k["g"], {})[tp] = entry
             elif entry is not None:
@@ -229,38 +234,47 @@ class GroupCoordinator:
         err, _ = p.wait_for_replication(r.last_offset, p.leader_epoch, 30.0)
         return err
 
-    def offset_commit(self, req) -> broker_pb2.OffsetCommitResponse:
+    def offset_commit(self, req, leader_epochs: dict | None = None) -> broker_pb2.OffsetCommitResponse:
+        """`leader_epochs`: (topic, partition) -> the commit's committed_leader_epoch (Kafka's wire carries
+        it; the lab's gRPC request does not)."""
+        epochs = leader_epochs or {}
         err, p, st = self._state(req.group_id)
         if err == E.NONE:
             err = self._check_member(req.group_id, req.generation_id, req.member_id)
         if err == E.NONE:
-            records = [(_key(req.group_id, o.topic, o.partition), _value(o.offset, o.metadata), 0)
+            records = [(_key(req.group_id, o.topic, o.partition),
+                        _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)
                        for o in req.partitions]
             err = self._append(p, records) if records else E.NONE
             if err == E.NONE:
                 with self.lock:
                     for o in req.partitions:
-                        st.offsets.setdefault(req.group_id, {})[(o.topic, o.partition)] = (o.offset, o.metadata)
+                        st.offsets.setdefault(req.group_id, {})[(o.topic, o.partition)] = (
+                            o.offset, o.metadata, epochs.get((o.topic, o.partition), -1))
         return broker_pb2.OffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
             topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
 
-    def txn_offset_commit(self, req) -> broker_pb2.TxnOffsetCommitResponse:
+    def txn_offset_commit(self, req, leader_epochs: dict | None = None) -> broker_pb2.TxnOffsetCommitResponse:
+        epochs = leader_epochs or {}
         err, p, st = self._state(req.group_id)
         if err == E.NONE:
             err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True)
         if err == E.NONE:
-            records = [(_key(req.group_id, o.topic, o.partition), _value(o.offset, o.metadata), 0)
+            records = [(_key(req.group_id, o.topic, o.partition),
+                        _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)
                        for o in req.partitions]
             err = self._append(p, records, req.producer_id, req.producer_epoch, True) if records else E.NONE
             if err == E.NONE:
                 with self.lock:
                     pend = st.pending.setdefault(req.producer_id, {}).setdefault(req.group_id, {})
                     for o in req.partitions:
-                        pend[(o.topic, o.partition)] = (o.offset, o.metadata)
+                        pend[(o.topic, o.partition)] = (o.offset, o.metadata,
+                                                        epochs.get((o.topic, o.partition), -1))
         return broker_pb2.TxnOffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
             topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
 
-    def offset_fetch(self, req) -> broker_pb2.OffsetFetchResponse:
+    def offset_fetch(self, req, leader_epochs: dict | None = None) -> broker_pb2.OffsetFetchResponse:
+        """`leader_epochs`, when given, is filled with each answered partition's committed leader epoch."""
         err, p, st = self._state(req.group_id)
         if err != E.NONE:
             return broker_pb2.OffsetFetchResponse(error=err)
@@ -269,10 +283,12 @@ class GroupCoordinator:
             offs = st.offsets.get(req.group_id, {})
             tps = [(t.topic, t.partition) for t in req.partitions] or sorted(offs)
             for tp in tps:
-                o, m = offs.get(tp, (-1, ""))
+                o, m, e = offs.get(tp, (-1, "", -1))
                 perr = E.NONE
                 if req.require_stable and st.has_pending(req.group_id, tp):
-                    perr, o = E.UNSTABLE_OFFSET_COMMIT, -1
+                    perr, o, e = E.UNSTABLE_OFFSET_COMMIT, -1, -1
                     resp.error = E.UNSTABLE_OFFSET_COMMIT
+                if leader_epochs is not None:
+                    leader_epochs[tp] = e
                 resp.partitions.add(topic=tp[0], partition=tp[1], offset=o, metadata=m, error=perr)
         return resp

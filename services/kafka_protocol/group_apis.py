@@ -12,7 +12,9 @@ INCONSISTENT_GROUP_PROTOCOL. The leader receives each member's subscription
 re-encoded from its topics (version 0: assignor user data and owned
 partitions are not kept). A group of another protocol type than "consumer"
 is refused with INCONSISTENT_GROUP_PROTOCOL. Errors are the coordinator's
-(NOT_COORDINATOR, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, ...).
+(NOT_COORDINATOR, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, ...). A committed
+offset keeps the leader epoch its OffsetCommit/TxnOffsetCommit carried, and
+OffsetFetch returns it (-1 when the commit had none).
 """
 from __future__ import annotations
 
@@ -102,6 +104,7 @@ def encode_assignment(parts) -> bytes:
 class GroupApis:
     def __init__(self, broker_apis):
         self.svc = broker_apis.svc
+        self.gc = broker_apis.s.group_coordinator   # offsets with their leader epochs (not in the gRPC messages)
         self.lock = threading.Lock()
         self.protocols: dict[str, str] = {}   # group -> protocol name in use
 
@@ -189,6 +192,12 @@ class GroupApis:
                 for t in req.topics for p in t.partitions]
 
     @staticmethod
+    def _commit_epochs(req) -> dict:
+        """(topic, partition) -> committed_leader_epoch (OffsetCommit v6+, TxnOffsetCommit v2+; else -1)."""
+        return {(t.name, int(p.partition_index)): int(getattr(p, "committed_leader_epoch", -1))
+                for t in req.topics for p in t.partitions}
+
+    @staticmethod
     def _commit_answer(req, resp) -> dict:
         errors = {(p.topic, p.partition): p.error for p in resp.partitions}
         return {"topics": [{"name": t.name, "partitions": [
@@ -199,16 +208,17 @@ class GroupApis:
 
     def offset_commit(self, header, req) -> dict:
         generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
-        r = self.svc.OffsetCommit(broker_pb2.OffsetCommitRequest(
+        r = self.gc.offset_commit(broker_pb2.OffsetCommitRequest(
             group_id=req.group_id, generation_id=generation, member_id=req.member_id or "",
-            partitions=self._commit_partitions(req)), None)
+            partitions=self._commit_partitions(req)), self._commit_epochs(req))
         return self._commit_answer(req, r)
 
     def txn_offset_commit(self, header, req) -> dict:
-        r = self.svc.TxnOffsetCommit(broker_pb2.TxnOffsetCommitRequest(
+        r = self.gc.txn_offset_commit(broker_pb2.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id, group_id=req.group_id, producer_id=int(req.producer_id),
             producer_epoch=int(req.producer_epoch), generation_id=int(getattr(req, "generation_id", -1)),
-            member_id=getattr(req, "member_id", "") or "", partitions=self._commit_partitions(req)), None)
+            member_id=getattr(req, "member_id", "") or "", partitions=self._commit_partitions(req)),
+            self._commit_epochs(req))
         out = self._commit_answer(req, r)
         for t in out["topics"]:              # KIP-588: PRODUCER_FENCED from v3 on
             for p in t["partitions"]:
@@ -221,11 +231,12 @@ class GroupApis:
         for t in req.topics or ():
             pb.partitions.extend(common_pb2.TopicPartition(topic=t.name, partition=int(p))
                                  for p in t.partition_indexes)
-        r = self.svc.OffsetFetch(pb, None)
+        epochs: dict = {}
+        r = self.gc.offset_fetch(pb, epochs)
         by_topic: dict[str, list] = {}
         for p in r.partitions:
             by_topic.setdefault(p.topic, []).append({
-                "partition_index": p.partition, "committed_offset": p.offset, "committed_leader_epoch": -1,
+                "partition_index": p.partition, "committed_offset": p.offset, "committed_leader_epoch": epochs.get((p.topic, p.partition), -1),
                 "metadata": p.metadata, "error_code": p.error if header.api_version >= 2 or r.error == E.NONE
                 else r.error})
         return {"error_code": r.error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

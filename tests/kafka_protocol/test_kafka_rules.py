@@ -98,6 +98,7 @@ def kcluster(eoslab_home):
 @pytest.mark.integration
 def test_librdkafka_produces_to_a_topic_that_does_not_exist_yet(kcluster):
     confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka.admin  # noqa: F401 - the submodule is not imported by the package
     boot = kcluster.info().kafka_bootstrap
     topic = f"auto-{uuid.uuid4().hex[:6]}"
     p = confluent_kafka.Producer({"bootstrap.servers": boot, "message.timeout.ms": 20000})
@@ -106,3 +107,32 @@ def test_librdkafka_produces_to_a_topic_that_does_not_exist_yet(kcluster):
     assert p.flush(30) == 0 and errors == [None]
     md = confluent_kafka.admin.AdminClient({"bootstrap.servers": boot}).list_topics(topic, timeout=10)
     assert md.topics[topic].error is None and len(md.topics[topic].partitions) == 1
+
+
+@pytest.mark.integration
+def test_librdkafka_committed_offsets_keep_their_leader_epoch(kcluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import confluent_kafka.admin  # noqa: F401 - the submodule is not imported by the package
+    from confluent_kafka import TopicPartition
+    boot = kcluster.info().kafka_bootstrap
+    topic = f"epoch-{uuid.uuid4().hex[:6]}"
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": boot})
+    for f in admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 3)], operation_timeout=30).values():
+        f.result(30)
+    p = confluent_kafka.Producer({"bootstrap.servers": boot})
+    p.produce(topic, b"one")
+    assert p.flush(30) == 0
+    c = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline, msg = time.monotonic() + 30, None
+        while msg is None and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            msg = m if m is not None and not m.error() else None
+        assert msg is not None and msg.leader_epoch() is not None
+        c.commit(message=msg, asynchronous=False)
+        [tp] = c.committed([TopicPartition(topic, 0)], timeout=10)
+        assert (tp.offset, tp.leader_epoch) == (msg.offset() + 1, msg.leader_epoch())
+    finally:
+        c.close()

@@ -183,11 +183,12 @@ class GroupCoordinator:
             log.warning("group %s: metadata not stored (%s)", group, E.Name(err))
 
     # -- membership, stored ---------------------------------------------------------------------
-    def join(self, req) -> broker_pb2.JoinGroupResponse:
+    def join(self, req, client_id: str | None = None) -> broker_pb2.JoinGroupResponse:
+        """`client_id`: the Kafka request header's, which a new member's id starts with (as Kafka's)."""
         err = self.owns(req.group_id)
         if err != E.NONE:
             return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
-        return self.membership.join(req)
+        return self.membership.join(req, client_id)
 
     def sync(self, req) -> broker_pb2.SyncGroupResponse:
         err = self.owns(req.group_id)

@@ -1,6 +1,8 @@
 """GroupMembership: the eager rebalance protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup).
 
 Guarantees, per group:
+- a new member of a Kafka client is given Kafka's id, its client id then
+  "-" and a UUID (the lab's gRPC clients: "consumer-" and 12 hex digits);
 - a rebalance ends when every known member has rejoined or the rebalance
   timeout has passed (members that did not rejoin are dropped); it bumps the
   generation by one; every member that joined gets the same generation, the
@@ -175,7 +177,9 @@ class GroupMembership:
                         g.become_empty()
                 self._maybe_complete(g, now)
 
-    def join(self, req) -> broker_pb2.JoinGroupResponse:
+    def join(self, req, client_id: str | None = None) -> broker_pb2.JoinGroupResponse:
+        """A new member's id is Kafka's `clientId-UUID` when the Kafka request's client id is given (the
+        range and roundrobin assignors order members by id); the lab's gRPC clients get `consumer-<hex>`."""
         if not GROUP_MIN_SESSION_TIMEOUT_MS <= req.session_timeout_ms <= GROUP_MAX_SESSION_TIMEOUT_MS or \
                 req.rebalance_timeout_ms > GROUP_MAX_SESSION_TIMEOUT_MS:
             return broker_pb2.JoinGroupResponse(error=E.INVALID_SESSION_TIMEOUT, generation_id=-1)
@@ -186,7 +190,7 @@ class GroupMembership:
             if mid and mid not in g.members:
                 return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
             if not mid:
-                mid = f"consumer-{uuid.uuid4().hex[:12]}"
+                mid = f"consumer-{uuid.uuid4().hex[:12]}" if client_id is None else f"{client_id}-{uuid.uuid4()}"
             st = max(req.session_timeout_ms, 100) / 1000.0
             rt = max(req.rebalance_timeout_ms or req.session_timeout_ms, 100) / 1000.0
             m = g.members.get(mid)

@@ -145,9 +145,10 @@ class GroupApis:
             return fail(E.INCONSISTENT_GROUP_PROTOCOL)
         session = ms(req.session_timeout)
         rebalance = ms(getattr(req, "rebalance_timeout", session))
-        r = self.svc.JoinGroup(broker_pb2.JoinGroupRequest(
+        r = self.gc.join(broker_pb2.JoinGroupRequest(
             group_id=req.group_id, session_timeout_ms=session, rebalance_timeout_ms=rebalance if rebalance > 0
-            else session, member_id=req.member_id or "", protocol_type="consumer", topics=topics), None)
+            else session, member_id=req.member_id or "", protocol_type="consumer", topics=topics),
+            header.client_id or "")
         if r.error != E.NONE:
             return fail(r.error)
         return {"error_code": E.NONE, "generation_id": r.generation_id, "protocol_type": "consumer",
@@ -236,7 +237,8 @@ class GroupApis:
         by_topic: dict[str, list] = {}
         for p in r.partitions:
             by_topic.setdefault(p.topic, []).append({
-                "partition_index": p.partition, "committed_offset": p.offset, "committed_leader_epoch": epochs.get((p.topic, p.partition), -1),
+                "partition_index": p.partition, "committed_offset": p.offset,
+                "committed_leader_epoch": epochs.get((p.topic, p.partition), -1),
                 "metadata": p.metadata, "error_code": p.error if header.api_version >= 2 or r.error == E.NONE
                 else r.error})
         return {"error_code": r.error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

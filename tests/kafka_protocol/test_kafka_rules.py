@@ -136,3 +136,26 @@ def test_librdkafka_committed_offsets_keep_their_leader_epoch(kcluster):
         assert (tp.offset, tp.leader_epoch) == (msg.offset() + 1, msg.leader_epoch())
     finally:
         c.close()
+
+
+@pytest.mark.integration
+def test_a_member_id_starts_with_the_client_id(kcluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = f"mid-{uuid.uuid4().hex[:6]}"
+    import confluent_kafka.admin  # noqa: F401 - the submodule is not imported by the package
+    admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": boot})
+    for f in admin.create_topics([confluent_kafka.admin.NewTopic(topic, 1, 3)], operation_timeout=30).values():
+        f.result(30)
+    c = confluent_kafka.Consumer({"bootstrap.servers": boot, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                                  "client.id": "rules-client", "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + 30
+        while not c.assignment() and time.monotonic() < deadline:
+            c.poll(0.2)
+        member = c.memberid()
+        assert c.assignment() and member.startswith("rules-client-"), member
+        uuid.UUID(member[len("rules-client-"):])
+    finally:
+        c.close()

@@ -51,7 +51,11 @@ def register(sub) -> None:
 
 
 def register_run(sub) -> None:
-    r = sub.add_parser("run", help="a chaos run: workload + nemesis + history + verdict")
+    from argparse import RawDescriptionHelpFormatter
+
+    from checker.result import EXIT_STATUS_HELP
+    r = sub.add_parser("run", help="a chaos run: workload + nemesis + history + verdict", epilog=EXIT_STATUS_HELP,
+                       formatter_class=RawDescriptionHelpFormatter)
     r.add_argument("--workload", required=True)
     r.add_argument("--nemesis", default="none", help="fault packages, comma separated (or none)")
     r.add_argument("--time-limit", type=argtypes.float_range(0, 7 * 86400, low_open=True), default=30.0,

@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
                     producer_id_expiration_check_ms=a.producer_id_expiration_check_interval_ms)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
-                         kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise)
+                         kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
+                         auto_create_topics_enable=a.auto_create_topics_enable)
     server.start()
     rpc.wait_for_termination()
     server.stop()

@@ -54,7 +54,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import eoslab
-from checker.result import EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXIT_VALID
+from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXIT_VALID
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.workloads import WORKLOADS, workload_class
@@ -211,8 +211,11 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
             st.play()
         except Exception as e:  # noqa: BLE001 - the run itself failed: a lab error, then clean up
             meta["error"] = f"{type(e).__name__}: {e}"
-            st.errors.append(lab.run_error(e, traceback.format_exc()))
             print(f"run failed: {meta['error']}", file=log)
+            if st.rt is None:      # no runtime to run on (a cluster or configuration that is not there):
+                _write_meta(cfg.out, meta)      # nothing ran, so nothing to judge: an error, not a lab error
+                return EXIT_BAD_INPUT
+            st.errors.append(lab.run_error(e, traceback.format_exc()))
         finally:
             st.history.close()
         code = st.judge()

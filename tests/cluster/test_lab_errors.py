@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from checker.result import EXIT_INVALID, EXIT_LAB_ERROR, EXIT_VALID, exit_code, with_verdict
+from checker.result import EXIT_BAD_INPUT, EXIT_INVALID, EXIT_LAB_ERROR, EXIT_VALID, exit_code, with_verdict
 from cluster import lab_errors as lab
 from cluster.history import History
 
@@ -204,19 +204,16 @@ def test_a_workload_thread_that_dies_leaves_a_note_and_the_history_stays_checkab
     assert check_kafka(str(tmp_path / "history.jsonl"))["stats"]["ops"] == len(ops)   # plain data to the checker
 
 
-def test_a_run_that_raises_is_a_lab_error_with_its_reason_in_results(tmp_path, monkeypatch):
+def test_a_run_with_no_runtime_to_run_on_is_an_error_not_a_lab_error(tmp_path, monkeypatch):
+    """Nothing ran (the named cluster is not there): exit 2 with the reason, no verdict of any kind."""
     from cluster.run import RunConfig, run
     monkeypatch.setenv("EOSLAB_HOME", str(tmp_path / "home"))
     out = tmp_path / "run"
     cfg = RunConfig(workload="queue", nemesis=["none"], time_limit=1, seed=1, out=str(out), cluster="no-such-cluster")
-    assert run(cfg) == EXIT_LAB_ERROR
-    results = json.loads((out / "results.json").read_text())
-    assert results["verdict"] == "lab-error" and results["valid"] == "unknown" and results["anomalies"] == {}
-    [err] = results["lab_errors"]
-    assert err["kind"] == "run" and "no-such-cluster" in err["message"] and err["log"]
+    assert run(cfg) == EXIT_BAD_INPUT
     meta = json.loads((out / "run.json").read_text())
-    assert meta["lab_errors"] == results["lab_errors"] and "error" in meta
-    assert "not about Kafka" in (out / "report.html").read_text()
+    assert "no-such-cluster" in meta["error"] and "lab_errors" not in meta
+    assert not (out / "results.json").exists()
 
 
 def test_the_exit_status_table_is_the_one_run_documents():

@@ -28,6 +28,7 @@ import time
 from typing import Any, Iterable
 
 from checker.history import HistoryError, Op
+from checker.kafka.codes import CODE_BITS, CODE_MASK, FAIL
 from checker.kafka.cycles import cycle_findings
 from checker.kafka.mops import json_key, norm_key, norm_value
 from checker.kafka.offsets import VersionOrder, duplicates, inconsistent_offsets
@@ -113,7 +114,7 @@ def empty_graph(c: Collector) -> list[Finding]:
         writer = ks.writer
         for v, r in ks.read_ok.items():
             w = writer.get(v)
-            if w is not None and (w & 3) != 2 and (w >> 2) != r:
+            if w is not None and (w & CODE_MASK) != FAIL and (w >> CODE_BITS) != r:
                 return []
     ok = sum(n for (f, t), n in c.counts.items() if t == "ok" and f in ("send", "poll", "txn"))
     return [Finding(EMPTY_GRAPH, {

@@ -28,6 +28,7 @@ from bisect import bisect_left
 from collections import deque
 from typing import Any
 
+from checker.kafka.codes import CODE_BITS, CODE_MASK, FAIL
 from checker.kafka.witness import Finding, ref
 
 ALLOW_G0 = "Kafka does not isolate writes; write cycles are normal (Jepsen allows G0)"
@@ -85,9 +86,9 @@ def build(c) -> Graph:
         writer = ks.writer
         for o in sorted(ks.off2val):
             w = writer.get(ks.off2val[o])
-            if w is None or (w & 3) == 2:
+            if w is None or (w & CODE_MASK) == FAIL:
                 continue
-            wi = w >> 2
+            wi = w >> CODE_BITS
             if wi in nodes:
                 if last is not None and last != wi:
                     g._add(g.ww, last, wi, ("ww", k, last_off, o))
@@ -106,9 +107,9 @@ def build(c) -> Graph:
             if ks is None:
                 continue
             w = ks.writer.get(v)
-            if w is None or (w & 3) == 2:
+            if w is None or (w & CODE_MASK) == FAIL:
                 continue
-            wi = w >> 2
+            wi = w >> CODE_BITS
             o = off if off is not None else ks.val2off.get(v)
             if wi in nodes:
                 g._add(g.wr, wi, r, ("wr", k, o, v))

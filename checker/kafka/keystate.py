@@ -2,9 +2,10 @@
 
 Guarantees: a `KeyState` holds only dicts and sets of ints (values and
 offsets as the history spells them) — no ops — so its size is proportional
-to the number of distinct records of the key. Writers are packed as
-`op index * 4 + type` (0 ok, 1 info, 2 fail); an ok writer replaces an info
-or fail one for the same value, never the other way round.
+to the number of distinct records of the key. A writer is the op index and
+its OK / INFO / FAIL code packed in one int (checker.kafka.codes); an OK
+writer replaces an INFO or FAIL one for the same value, never the other way
+round.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ class KeyState:
     def __init__(self) -> None:
         self.off2val: dict = {}      # offset -> first value seen there
         self.val2off: dict = {}      # value -> first offset seen for it
-        self.writer: dict = {}       # value -> op index * 4 + type code
+        self.writer: dict = {}       # value -> (op index << CODE_BITS) + type code
         self.read_ok: dict = {}      # value -> index of the first ok op that polled it
         self.unread: set = set()     # acknowledged values no ok poll has returned (yet)
         self.failed: set = set()     # values whose send failed (definitely not written)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
+from checker.kafka.codes import CODE_BITS
 from checker.kafka.witness import Finding, ref
 
 MAX_LISTED = 8
@@ -57,7 +58,7 @@ def _claimants(ks, value: Any) -> list[int]:
     out = []
     w = ks.writer.get(value)
     if w is not None:
-        out.append(w >> 2)
+        out.append(w >> CODE_BITS)
     r = ks.read_ok.get(value)
     if r is not None and r not in out:
         out.append(r)

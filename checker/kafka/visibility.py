@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from checker.kafka.codes import CODE_BITS, CODE_MASK, FAIL, INFO
 from checker.kafka.witness import Finding, ref
 
 ALLOW_READ_UNCOMMITTED = "the op polled at read_uncommitted, where seeing its own writes is allowed"
@@ -34,12 +35,12 @@ def g1a(keys: dict) -> list[Finding]:
         for v in sorted(ks.failed, key=repr):
             r = ks.read_ok.get(v)
             w = ks.writer.get(v)
-            if r is None or w is None or (w & 3) != 2:
+            if r is None or w is None or (w & CODE_MASK) != FAIL:
                 continue
             off = ks.val2off.get(v)
             out.append(Finding("G1a", {"key": k, "value": v, "offset": off,
-                                       "writer": w >> 2, "reader": r},
-                               [ref(w >> 2, k, off), ref(r, k, off)]))
+                                       "writer": w >> CODE_BITS, "reader": r},
+                               [ref(w >> CODE_BITS, k, off), ref(r, k, off)]))
     return out
 
 
@@ -85,10 +86,10 @@ def lost_writes(keys: dict, info_writes: dict) -> list[Finding]:
             w = writer.get(v)
             if w is None:
                 continue
-            tc = w & 3
-            if tc == 2 or (tc == 1 and not _committed(info_writes, keys, w >> 2)):
+            tc = w & CODE_MASK
+            if tc == FAIL or (tc == INFO and not _committed(info_writes, keys, w >> CODE_BITS)):
                 continue
-            lost.append((o, v, w >> 2))
+            lost.append((o, v, w >> CODE_BITS))
         for o, v, widx in sorted(lost, key=lambda x: x[0]):
             out.append(Finding("lost-write", {"key": k, "value": v, "offset": o, "writer": widx,
                                               "max_read_offset": bound, "max_read": max_reader},
@@ -117,5 +118,5 @@ def unseen_findings(keys: dict, summary: dict) -> list[Finding]:
         first = summary["values"][k][0]
         w = ks.writer.get(first)
         out.append(Finding("unseen", {"key": k, "count": n, "values": summary["values"][k]},
-                           [ref(w >> 2, k)] if w is not None else []))
+                           [ref(w >> CODE_BITS, k)] if w is not None else []))
     return out

@@ -213,8 +213,13 @@ class KafkaServer:
             broker_id=self.broker_id, broker_epoch=self.broker_epoch, topic=partition.topic,
             partition=partition.partition, leader_epoch=partition.leader_epoch, new_isr=new_isr,
             partition_epoch=partition.partition_epoch)
-        with rpc.channel(addr) as ch:
-            r = controller_pb2_grpc.ControllerStub(ch).AlterPartition(req, timeout=5)
+        try:
+            with rpc.channel(addr) as ch:
+                r = controller_pb2_grpc.ControllerStub(ch).AlterPartition(req, timeout=5)
+        except grpc.RpcError as e:      # the controller is out of reach: the ISR loop asks again next round
+            log.info("%s-%d: ISR change to %s not sent: controller %s", partition.topic, partition.partition,
+                     new_isr, e.code())
+            return
         if r.error == E.NONE:
             log.info("%s-%d: isr %s -> %s", partition.topic, partition.partition, partition.isr, list(r.state.isr))
             partition.update_isr(list(r.state.isr), r.state.zk_version)

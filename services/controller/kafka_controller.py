@@ -22,7 +22,7 @@ import random
 import threading
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
 
 from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common import auth
@@ -406,6 +406,10 @@ class KafkaController:
                 self._reload_state(req.topic, req.partition)
                 return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION,
                                                              state=self._state_proto(req.topic, req.partition))
+            except KazooException as e:   # ZooKeeper out of reach or the session gone: this controller can
+                log.warning("ISR change of %s-%d not written: %s", req.topic, req.partition,   # not act now
+                            type(e).__name__)
+                return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)
             self._sync_channels()
             return controller_pb2.AlterPartitionResponse(error=E.NONE,
                                                          state=self._state_proto(req.topic, req.partition))

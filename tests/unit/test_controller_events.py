@@ -28,3 +28,25 @@ def test_a_call_hands_its_result_and_its_exception_to_the_caller():
         bad.result(0)
     with pytest.raises(TypeError):
         c.process(("broker_change",))          # the old string tuples are no event
+
+
+def test_an_isr_change_with_zookeeper_gone_is_answered_not_controller(tmp_path):
+    """The write of the new ISR fails because the ZooKeeper session is gone (here: never there): the leader
+    gets NOT_CONTROLLER to retry elsewhere, not an exception on the wire (gRPC UNKNOWN and a traceback)."""
+    from eoslab.common.errors import E
+    from eoslab.v1 import controller_pb2
+    from services.controller.context import BrokerInfo, LeaderIsr
+    c = KafkaController(1, "127.0.0.1", 1, "127.0.0.1:1")
+    c.active, c.epoch = True, 3
+    c.ctx.brokers.update({b: BrokerInfo(b, "127.0.0.1", 1, b) for b in (1, 2)})
+    c.ctx.assignments["t"] = {0: [1, 2]}
+    c.ctx.states[("t", 0)] = LeaderIsr(1, 5, [1, 2], 3, zk_version=7)
+    c._thread.start()
+    try:
+        r = c.alter_partition(controller_pb2.AlterPartitionRequest(broker_id=1, topic="t", partition=0,
+                                                                   leader_epoch=5, partition_epoch=7, new_isr=[1]))
+        assert r.error == E.NOT_CONTROLLER
+        assert c.ctx.states[("t", 0)].isr == [1, 2]               # nothing changed
+    finally:
+        c.stop()
+        c._thread.join(5)

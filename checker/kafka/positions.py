@@ -15,12 +15,15 @@ from __future__ import annotations
 from typing import Any
 
 from checker.history import HistoryError
+from checker.kafka.codes import OK
 from checker.kafka.mops import norm_key, norm_value
 
 
 class Positions:
     """Per-process positions; expects last_reads, last_sends, subscribed, lag and the
     candidate lists of checker.kafka.state.Collector."""
+
+    __slots__ = ()
 
     def _reassign(self, p: Any, f: str, d: dict, nk, ok: bool) -> None:
         """An ok or info assign/subscribe (an info one may have taken effect): keep only
@@ -66,7 +69,7 @@ class Positions:
                     self.nm_poll.append((prev[1], idx, k, prev[0], first, prev[2], e[2], sub))
                 elif first > prev[0] + 1:
                     self.poll_gaps.append((prev[1], idx, k, prev[0], first, prev[2], e[2], sub))
-            if tc == 0:
+            if tc == OK:
                 lr[k] = (e[1], idx, e[3])
 
     def _send_order(self, p: Any, idx: int, wk: dict) -> None:
@@ -100,9 +103,9 @@ class ShapeError(HistoryError):
 
 
 def odd_value(v: Any, tc: int, idx: Any, what: str) -> Any:
-    """A record value that is neither an int nor a string: bad input in an ok op (tc 0),
+    """A record value that is neither an int nor a string: bad input in an ok op (tc OK),
     else made hashable (checker.kafka.mops.norm_value)."""
-    if tc == 0:
+    if tc == OK:
         raise ShapeError(idx, what)
     return norm_value(v)
 

@@ -27,6 +27,7 @@ from array import array
 from bisect import bisect_left
 from typing import Any
 
+from checker.kafka.codes import FAIL, OK
 from checker.kafka.witness import Finding, ref
 
 IMPLICIT_STRIDE = 1 << 16
@@ -42,34 +43,10 @@ class ProducerTracker:
         self.order: dict[tuple, list] = {}     # (k, group, explicit) -> [seqs, offs, idxs, values]
 
     # ------------------------------------------------------------------ streaming
-    def _session(self, pr: dict, idx: int, p: Any) -> tuple:
-        pid = pr.get("pid")
-        epoch = pr.get("epoch")
-        if isinstance(pid, int) and pid < 0:
-            pid = None          # a producer without idempotence has no id: it is its session, not pid -1
-        session = pr.get("session")
-        if session is None:
-            session = f"process {p}"
-        if pid is not None:
-            try:
-                ss = self.sessions.setdefault(pid, {})
-            except TypeError:
-                return None, epoch, session
-            s = ss.get(session)
-            e = epoch if isinstance(epoch, int) else -1
-            if s is None:
-                ss[session] = [pr.get("transactional_id"), e, e, idx]
-            else:
-                if e < s[1]:
-                    s[1] = e
-                if e > s[2]:
-                    s[2] = e
-        return pid, epoch, session
-
     def live(self, pr: dict, idx: int, p: Any) -> None:
-        """An ok op of (pid, epoch) completed at idx: that epoch was live from here."""
-        pid, epoch, _ = self._session(pr, idx, p)
-        self._live(pid, epoch, idx)
+        """An ok op of (pid, epoch) completed at idx: that epoch was live from here (an OK
+        completion that writes nothing)."""
+        self.write(pr, None, idx, None, OK, (), p)
 
     def _live(self, pid: Any, epoch: Any, idx: int) -> None:
         if pid is None or not isinstance(epoch, int):
@@ -87,13 +64,40 @@ class ProducerTracker:
         mx.append(max(epoch, mx[-1]) if mx else epoch)
 
     def write(self, pr: dict, seqs: Any, idx: int, inv: int | None, tc: int, ws: list, p: Any) -> None:
-        """A send/txn completion (tc 0 ok, 1 info, 2 fail) by producer `pr` with writes ws."""
-        pid, epoch, session = self._session(pr, idx, p)
-        if tc == 2:
+        """A send/txn completion (tc: OK, INFO or FAIL) by producer `pr` with writes ws."""
+        # the producer session: its pid's sessions note the epochs each used
+        pid = pr.get("pid")
+        epoch = pr.get("epoch")
+        if isinstance(pid, int) and pid < 0:
+            pid = None          # a producer without idempotence has no id: it is its session, not pid -1
+        session = pr.get("session")
+        if session is None:
+            session = f"process {p}"
+        int_epoch = isinstance(epoch, int)
+        if pid is not None:
+            try:
+                ss = self.sessions.get(pid)
+                if ss is None:
+                    ss = self.sessions[pid] = {}
+            except TypeError:
+                pid = ss = None
+            if ss is not None:
+                s = ss.get(session)
+                e = epoch if int_epoch else -1
+                if s is None:
+                    ss[session] = [pr.get("transactional_id"), e, e, idx]
+                else:
+                    if e < s[1]:
+                        s[1] = e
+                    if e > s[2]:
+                        s[2] = e
+        if tc == FAIL:
             return
-        if tc == 0:
-            self._live(pid, epoch, idx)
-        if inv is not None and pid is not None and isinstance(epoch, int):
+        if tc == OK and pid is not None and int_epoch:
+            eps = self.live_ep.get(pid)
+            if eps is None or epoch not in eps:      # else already live: _live would do nothing
+                self._live(pid, epoch, idx)
+        if inv is not None and pid is not None and int_epoch:
             mx = self.live_max.get(pid)
             if mx and mx[-1] > epoch:
                 j = bisect_left(self.live_pos[pid], inv)     # epochs live before the invoke
@@ -104,7 +108,6 @@ class ProducerTracker:
                         self.zombies.append((idx, k, off, v, pid, epoch, fence_idx, fence_ep))
         group = (pid, epoch) if pid is not None else session
         explicit = type(seqs) is list
-        base = (inv if inv is not None else idx) * IMPLICIT_STRIDE
         order = self.order
         for k, off, v, pos in ws:
             s = seqs[pos] if explicit and pos < len(seqs) else None
@@ -112,7 +115,7 @@ class ProducerTracker:
                 gk = (k, group, True)
             else:
                 gk = (k, group, False)
-                s = base + pos
+                s = (inv if inv is not None else idx) * IMPLICIT_STRIDE + pos
             try:
                 g = order.get(gk)
             except TypeError:

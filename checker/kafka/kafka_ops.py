@@ -70,17 +70,19 @@ def _completion(name: str, lag_sends: bool, lag_polls: bool, keep_reads: bool, d
                  pv: tuple | None) -> bool | None:
         # the op itself: its error, its shape, whether it adds a realtime edge
         inv = pv[0] if pv is not None else None
-        if t != "ok":
+        if t == "ok":
+            tc = OK
+        else:
+            tc = INFO if t == "info" else FAIL
             e = d.get("error")
             if e is not None:
                 e = e if type(e) is str else str(e)
                 self.errors[e] = self.errors.get(e, 0) + 1
         value = d.get("value")
         if type(value) is not list:
-            if t == "ok":
+            if tc == OK:
                 raise ShapeError(idx, f"ok {f}: value must be a list of micro-ops, got {_show(value)}")
             return None
-        tc = OK if t == "ok" else (INFO if t == "info" else FAIL)
         if tc != FAIL:
             if not self.realtime_edge and inv is not None and self.first_ok_end is not None \
                     and inv > self.first_ok_end:

@@ -65,3 +65,60 @@ def pytest_runtest_makereport(item, call):
     rep = outcome.get_result()
     setattr(item, "rep_" + rep.when, rep)
 
+
+
+# An xdist worker talks to the controller over two pipes it holds open from its start. A test (or
+# the code it runs in this process) that closes one of them by mistake, a double close of a number
+# the kernel has since handed out again, ends the worker's session silently: the controller then
+# stops the whole run with an INTERNALERROR naming whichever test it had queued next. These checks
+# name the test that did it instead, with the stack of a Python-level close.
+_CONTROL_PIPES: dict[int, str] = {}
+
+
+def _pipes() -> dict[int, str]:
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("pipe:"):
+            out[int(name)] = target
+    return out
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.path.isdir("/proc/self/fd"):
+        _CONTROL_PIPES.update({fd: t for fd, t in _pipes().items() if fd > 2})
+        real_close = os.close
+
+        def guarded_close(fd, _real=real_close):
+            if _CONTROL_PIPES.get(fd) is not None and _pipes().get(fd) == _CONTROL_PIPES[fd]:
+                raise AssertionError(f"os.close({fd}) would close this pytest worker's control pipe "
+                                     "(a double close of a file descriptor?)")
+            return _real(fd)
+        os.close = guarded_close
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    _check_control_pipes("during the test")
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield
+    _check_control_pipes("in the test's teardown")
+    return result
+
+
+def _check_control_pipes(when: str) -> None:
+    if not _CONTROL_PIPES:
+        return
+    now = _pipes()
+    lost = [fd for fd, t in _CONTROL_PIPES.items() if now.get(fd) != t]
+    if lost:
+        _CONTROL_PIPES.clear()             # report once
+        raise AssertionError(f"this pytest worker's control pipe(s) {lost} were closed or replaced {when}")

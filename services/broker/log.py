@@ -182,8 +182,12 @@ class LogSegment:
         self.size = pos
 
     def close(self) -> None:
+        """Close the segment's files; a second close does nothing (its descriptor number may
+        belong to another file by then)."""
         self._f.close()
-        os.close(self._rfd)
+        rfd, self._rfd = self._rfd, -1
+        if rfd >= 0:
+            os.close(rfd)
 
 
 class UnifiedLog:

@@ -55,3 +55,24 @@ def test_truncate_to_drops_whole_batches(tmp_path):
     log.truncate_to(6)
     assert log.log_end_offset == 6
     assert [b.base_offset for b in log.batches()] == [0, 2, 4]
+
+
+def test_closing_a_log_twice_leaves_other_files_alone(tmp_path):
+    """A second close of a log must not close the descriptor number its segment used, which by then
+    may be another file's (in the broker, a socket; in a test worker, its control pipe)."""
+    log = UnifiedLog(str(tmp_path))
+    _append(log, 2)
+    seg = log.segments[0]
+    number = seg._rfd
+    log.close()
+    r, w = os.pipe()
+    os.dup2(r, number)              # the kernel hands the number out again
+    try:
+        log.close()
+        os.fstat(number)            # still open
+    finally:
+        for fd in {r, w, number}:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -57,22 +57,11 @@ import eoslab
 from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXIT_VALID
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
+from cluster.run_settings import RunSettings
 from cluster.workloads import WORKLOADS, workload_class
 from eoslab import kafka_version
 
-PREFIXES = ("broker", "coordinator", "controller", "topic", "workload")
 EXIT_STATUS = EXIT_STATUS_HELP          # the table above, as `eoslab run --help` shows it
-
-
-def _flag(name: str, value: str) -> list[str]:
-    """A service flag from a setting: true -> --name, false -> --no-name (the switches that a Kafka
-    version turns on can be turned off again), else --name=value."""
-    flag = f"--{name.replace('.', '-')}"
-    if value.lower() == "true":
-        return [flag]
-    if value.lower() == "false":
-        return [f"--no-{flag[2:]}"]
-    return [f"{flag}={value}"]
 
 
 def runtime_kinds() -> tuple[str, ...]:
@@ -96,7 +85,8 @@ class RunConfig:
     kafka_version: str = kafka_version.DEFAULT        # the Kafka release the cluster and clients behave as
     client: str = "eoslab"                            # or a real Kafka client over the Kafka listeners
 
-    def validate(self) -> None:
+    def validate(self) -> RunSettings:
+        """Refuse bad settings with a ValueError before anything starts; the split settings."""
         from clients.producer import ProducerConfig
         from cluster.workloads.base import parse_consumer, parse_options
         if self.workload not in WORKLOADS:
@@ -113,9 +103,9 @@ class RunConfig:
             raise ValueError("the k8s runtime runs on a cluster deployed with `kubectl apply -k k8s/`: "
                              "name its namespace with --cluster (e.g. --cluster eoslab)")
         s = self.split_settings()
-        if self.runtime != "local" and (s["controller"] or s["coordinator"][1:]):
+        if self.runtime != "local" and s.sets_services_beyond_brokers():
             raise ValueError("controller.* and coordinator.* settings need the local runtime")
-        props = dict(s["producer"])
+        props = dict(s.producer)
         if props.get("transactional.id"):
             raise ValueError("transactional.id is set by the workload, not by --set")
         from cluster.workloads.real_clients import CLIENTS, check_settings
@@ -128,36 +118,19 @@ class RunConfig:
             ProducerConfig.from_props(props)
         else:
             check_settings(self.client, props)
-        parse_consumer(s["consumer"])
+        parse_consumer(s.consumer)
         wl = workload_class(self.workload)
-        wl.check_options(parse_options(self.workload, wl.OPTIONS, s["workload"]))
+        wl.check_options(parse_options(self.workload, wl.OPTIONS, s.workload))
         from cluster import service_args     # the services' own parsers and the controller's config rules
-        service_args.check_topic_configs(s["topic"])
-        for role, key in (("broker", "broker"), ("txn-coordinator", "coordinator"), ("controller", "controller")):
-            service_args.check(role, s[key])
+        service_args.check_topic_configs(s.topic)
+        for role, args in (("broker", s.broker_args()), ("txn-coordinator", s.coordinator_args()),
+                           ("controller", s.controller_args())):
+            service_args.check(role, args)
+        return s
 
-    def split_settings(self) -> dict:
-        """Settings by prefix: broker.* / coordinator.* / controller.* -> service flags, topic.* -> topic
-        configs, workload.* -> workload options, isolation.level -> consumer, the rest -> producer."""
-        flag = f"--kafka-version={self.kafka_version}"
-        out = {"broker": [flag], "coordinator": [flag], "controller": [], "topic": {}, "workload": {},
-               "consumer": {}, "producer": {"kafka.version": self.kafka_version}}
-        need = kafka_version.get(self.kafka_version).required_max_in_flight     # 0.11: 1
-        if need is not None and not any(k in self.settings for k in ("max.in.flight.requests.per.connection",
-                                                                         "max.in.flight")):
-            out["producer"]["max.in.flight.requests.per.connection"] = str(need)
-        for k, v in self.settings.items():
-            head, _, rest = k.partition(".")
-            if head in PREFIXES and rest:
-                if head in ("topic", "workload"):
-                    out[head][rest] = v
-                else:
-                    out[head] += _flag(rest, v)
-            elif k == "isolation.level":
-                out["consumer"][k] = v
-            else:
-                out["producer"][k] = v
-        return out
+    def split_settings(self) -> RunSettings:
+        """The settings split by who they configure (cluster.run_settings)."""
+        return RunSettings.split(self.settings, self.kafka_version)
 
 
 def progress(t0: float, time_limit: float, history, runner) -> str:
@@ -166,7 +139,7 @@ def progress(t0: float, time_limit: float, history, runner) -> str:
             f"fail {c['fail']:>4}  info {c['info']:>4}  fault: {runner.current or '-':<20}")
 
 
-def make_runtime(cfg: RunConfig, wl_cls, s: dict):
+def make_runtime(cfg: RunConfig, wl_cls, s: RunSettings):
     """The runtime the run acts on, and whether the run owns (starts and stops) its cluster."""
     from cluster.local import LocalRuntime
     from cluster.runtimes import choose, open_runtime
@@ -181,18 +154,18 @@ def make_runtime(cfg: RunConfig, wl_cls, s: dict):
                              "workload needs them")
         return rt, False
     name = f"run-{uuid.uuid4().hex[:8]}"
-    local_extra = {"controller_args": [*wl_cls.controller_args, *s["controller"]],
-                   "txn_coordinator_args": s["coordinator"]}
+    local_extra = {"controller_args": [*wl_cls.controller_args, *s.controller_args()],
+                   "txn_coordinator_args": s.coordinator_args()}
     kind = choose(cfg.runtime)[0] if cfg.runtime == "auto" else cfg.runtime
     extra = local_extra if kind == "local" else {"kafka_version": cfg.kafka_version}
     return open_runtime(kind, name, brokers=3, controllers=2, txn_coordinators=coordinators,
-                        broker_args=tuple(s["broker"]), **extra), True
+                        broker_args=tuple(s.broker_args()), **extra), True
 
 
 def run(cfg: RunConfig, log=sys.stderr) -> int:
     """One chaos run (see the module docstring); returns the exit status of the table there."""
     from cluster.history import History
-    cfg.validate()
+    settings = cfg.validate()
     os.makedirs(cfg.out, exist_ok=True)
     wl_cls = workload_class(cfg.workload)
     events = nem.schedule([n for n in cfg.nemesis if n != "none"], cfg.time_limit, cfg.seed)
@@ -204,7 +177,7 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
             "versions": {"eoslab": eoslab.__version__, "python": platform.python_version()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_meta(cfg.out, meta)
-    st = _Run(cfg, wl_cls, events, meta, History(os.path.join(cfg.out, "history.jsonl")), log)
+    st = _Run(cfg, settings, wl_cls, events, meta, History(os.path.join(cfg.out, "history.jsonl")), log)
     code = EXIT_LAB_ERROR
     try:
         try:
@@ -231,8 +204,8 @@ class _Run:
     """The state of one run, and its phases: play (cluster, workload, nemesis, heal, final reads), then
     judge (lab errors collected into run.json, then the checker)."""
 
-    def __init__(self, cfg: RunConfig, wl_cls, events, meta: dict, history, log):
-        self.cfg, self.wl_cls, self.events, self.meta, self.history, self.log = cfg, wl_cls, events, meta, history, log
+    def __init__(self, cfg: RunConfig, settings: RunSettings, wl_cls, events, meta: dict, history, log):
+        self.cfg, self.settings, self.wl_cls, self.events, self.meta, self.history, self.log = cfg, wl_cls, events, meta, history, log
         self.rt, self.own, self.runner, self.mark, self.wl = None, False, None, None, None
         self.errors: list[dict] = []             # lab errors found while playing
         self.windows: list[dict] = []            # the cluster's start and the final heal, beside the faults
@@ -241,7 +214,7 @@ class _Run:
     def play(self) -> None:
         from clients.metadata import ClusterMetadata
         cfg, meta, history, log = self.cfg, self.meta, self.history, self.log
-        s = cfg.split_settings()
+        s = self.settings
         startup = {"package": "startup", "start": time.time(), "end": None, "target": None}
         self.windows.append(startup)
         self.rt, self.own = rt, own = make_runtime(cfg, self.wl_cls, s)
@@ -262,8 +235,8 @@ class _Run:
             meta["versions"].update(versions(cfg.client))
             real = {"client": cfg.client, "kafka_bootstrap": kboot}
         wl = self.wl = self.wl_cls(boot, history, cfg.seed, topic=topic, partitions=cfg.partitions,
-                                   concurrency=cfg.concurrency, producer_props=s["producer"],
-                                   topic_configs=s["topic"], consumer_props=s["consumer"], options=s["workload"],
+                                   concurrency=cfg.concurrency, producer_props=s.producer,
+                                   topic_configs=s.topic, consumer_props=s.consumer, options=s.workload,
                                    runtime=rt, **real)
         wl.setup()
         md = ClusterMetadata(boot)

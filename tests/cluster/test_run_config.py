@@ -46,21 +46,31 @@ def test_settings_are_routed_by_prefix():
                       "topic.min.insync.replicas": "2", "workload.abort-ratio": "0.5",
                       "isolation.level": "read_uncommitted", "acks": "all",
                       "broker.transaction-verification": "false"}).split_settings()
-    assert s["broker"] == ["--kafka-version=4.0", "--transaction-verification", "--producer-state-batches=5",
-                           "--no-transaction-verification"]
-    assert s["coordinator"] == ["--kafka-version=4.0", "--epoch-bump-per-transaction"]
-    assert s["controller"] == ["--pid-block-size=7"]
-    assert s["topic"] == {"min.insync.replicas": "2"}
-    assert s["workload"] == {"abort-ratio": "0.5"}
-    assert s["consumer"] == {"isolation.level": "read_uncommitted"}
-    assert s["producer"] == {"acks": "all", "kafka.version": "4.0"}
+    assert s.broker_args() == ["--kafka-version=4.0", "--transaction-verification", "--producer-state-batches=5",
+                               "--no-transaction-verification"]
+    assert s.coordinator_args() == ["--kafka-version=4.0", "--epoch-bump-per-transaction"]
+    assert s.controller_args() == ["--pid-block-size=7"]
+    assert s.topic == {"min.insync.replicas": "2"}
+    assert s.workload == {"abort-ratio": "0.5"}
+    assert s.consumer == {"isolation.level": "read_uncommitted"}
+    assert s.producer == {"acks": "all", "kafka.version": "4.0"}
+    assert s.sets_services_beyond_brokers()
+
+
+def test_only_broker_settings_run_on_every_runtime():
+    """The release flag the lab adds is not a coordinator setting of the user's: a run on Docker with
+    broker.* settings only is fine; a controller.* or coordinator.* one needs the local runtime."""
+    assert not cfg(settings={"broker.producer-state-batches": "5"}).split_settings().sets_services_beyond_brokers()
+    for key in ("controller.pid-block-size", "coordinator.epoch-bump-per-transaction"):
+        with pytest.raises(ValueError, match="need the local runtime"):
+            cfg(runtime="docker", settings={key: "7" if "pid" in key else "true"}).validate()
 
 
 def test_kafka_version_reaches_every_service_and_the_producer():
     s = cfg(kafka_version="2.5", settings={"coordinator.epoch-bump-per-transaction": "true"}).split_settings()
-    assert s["broker"] == ["--kafka-version=2.5"]
-    assert s["coordinator"] == ["--kafka-version=2.5", "--epoch-bump-per-transaction"]   # the override comes last
-    assert s["producer"]["kafka.version"] == "2.5"
+    assert s.broker_args() == ["--kafka-version=2.5"]
+    assert s.coordinator_args() == ["--kafka-version=2.5", "--epoch-bump-per-transaction"]   # the override comes last
+    assert s.producer["kafka.version"] == "2.5"
     with pytest.raises(ValueError, match="unknown Kafka version"):
         cfg(kafka_version="9.9").validate()
 
@@ -105,7 +115,7 @@ def test_outcome_follows_the_errors_table_and_unanswered_attempts():
 
 
 def test_on_0_11_the_workload_producer_gets_one_request_in_flight():
-    assert cfg(kafka_version="0.11").split_settings()["producer"]["max.in.flight.requests.per.connection"] == "1"
+    assert cfg(kafka_version="0.11").split_settings().producer["max.in.flight.requests.per.connection"] == "1"
     cfg(kafka_version="0.11").validate()                      # the txn workload's producer is idempotent
     s = cfg(kafka_version="0.11", settings={"max.in.flight": "3", "enable.idempotence": "false"}).split_settings()
-    assert "max.in.flight.requests.per.connection" not in s["producer"]
+    assert "max.in.flight.requests.per.connection" not in s.producer

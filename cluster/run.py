@@ -205,7 +205,8 @@ class _Run:
     judge (lab errors collected into run.json, then the checker)."""
 
     def __init__(self, cfg: RunConfig, settings: RunSettings, wl_cls, events, meta: dict, history, log):
-        self.cfg, self.settings, self.wl_cls, self.events, self.meta, self.history, self.log = cfg, wl_cls, events, meta, history, log
+        self.cfg, self.settings, self.wl_cls, self.events = cfg, settings, wl_cls, events
+        self.meta, self.history, self.log = meta, history, log
         self.rt, self.own, self.runner, self.mark, self.wl = None, False, None, None, None
         self.errors: list[dict] = []             # lab errors found while playing
         self.windows: list[dict] = []            # the cluster's start and the final heal, beside the faults

@@ -134,6 +134,11 @@ class BrokerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchResponse.FromString,
                 _registered_method=True)
+        self.TransactionMetrics = channel.unary_unary(
+                '/eoslab.v1.Broker/TransactionMetrics',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -273,6 +278,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TransactionMetrics(self, request, context):
+        """KIP-664's gauges of this broker (read-only, open to every caller as
+        Metadata is): for `eoslab cluster status`.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -375,6 +388,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.OffsetFetch,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'TransactionMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.TransactionMetrics,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -917,6 +935,33 @@ class Broker:
             '/eoslab.v1.Broker/OffsetFetch',
             eoslab_dot_v1_dot_broker__pb2.OffsetFetchRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TransactionMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/TransactionMetrics',
+            eoslab_dot_v1_dot_broker__pb2.TransactionMetricsRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.TransactionMetricsResponse.FromString,
             options,
             channel_credentials,
             insecure,

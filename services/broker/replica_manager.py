@@ -15,7 +15,10 @@ MAX_PARKED_CLIENT_FETCHES client fetches wait at a time (the others are
 answered at once, empty), so long polls never take every server thread; an
 acks=all produce waits at most MAX_PRODUCE_WAIT_MS for its replicas.
 Markers with a producer id, producer epoch or coordinator epoch out of
-Kafka's ranges are INVALID_REQUEST. Every wait and interval here (long polls,
+Kafka's ranges are INVALID_REQUEST. Producer state is answered by any
+replica, leader or follower (Kafka's activeProducerState), and
+NOT_LEADER_OR_FOLLOWER only when the broker hosts no replica; KIP-664's
+gauges (`transaction_metrics`) count leader partitions only, as Kafka's do. Every wait and interval here (long polls,
 the ISR check every ISR_CHECK_S, the high-watermark checkpoint and
 producer-expiry intervals) is on the `Time` the manager was given, which it
 hands to its partitions and replica fetchers.
@@ -40,6 +43,8 @@ MAX_FETCH_WAIT_MS = 30000
 MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 128 threads; replicas' fetches are not counted
 MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
 ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the periodic tasks their intervals)
+TRANSACTION_MAX_TIMEOUT_MS = 900000  # Kafka's transaction.max.timeout.ms default, the late-transaction bound
+LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000   # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
 
 
 class _ParkedFetch:
@@ -99,6 +104,40 @@ class ReplicaManager:
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
+
+    def active_producer_state(self, topic: str, partition: int) -> tuple[int, list]:
+        """(error, producer entries) of a partition on any replica here (Kafka's
+        ReplicaManager.activeProducerState: a follower answers from its own producer state)."""
+        p = self.partitions.get((topic, partition))
+        if p is None:
+            return (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(topic, partition)
+                    else E.UNKNOWN_TOPIC_OR_PARTITION), []
+        with p.lock:
+            return E.NONE, list(p.producer_state.producers.values())
+
+    def transaction_metrics(self, max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS) -> tuple[int, int]:
+        """KIP-664: (PartitionsWithLateTransactionsCount, MaxActiveTransactionDuration ms) over the leader
+        partitions. Late as Kafka's ProducerStateManager.hasLateTransaction: the producer of the oldest
+        open transaction (lowest first offset) last wrote more than max_timeout_ms + 5 min ago; the
+        duration of an open transaction counts from its first batch's timestamp."""
+        now = self.time.milliseconds()
+        late, longest = 0, 0
+        with self.lock:
+            leaders = [p for p in self.partitions.values() if p.is_leader]
+        for p in leaders:
+            with p.lock:
+                open_txns = sorted((e.current_txn_first_offset, e) for e in p.producer_state.producers.values()
+                                   if e.current_txn_first_offset is not None)
+                if not open_txns:
+                    continue
+                first, oldest = open_txns[0]
+                if oldest.last_timestamp > 0 and now - oldest.last_timestamp > max_timeout_ms + \
+                        LATE_TRANSACTION_BUFFER_MS:
+                    late += 1
+                batches = p.log.read(first, max_bytes=1)
+            if batches and batches[0].max_timestamp > 0:
+                longest = max(longest, now - batches[0].max_timestamp)
+        return late, longest
 
     def become_leader_or_follower(self, req: broker_pb2.LeaderAndIsrRequest) -> broker_pb2.LeaderAndIsrResponse:
         if not self.check_controller_epoch(req.controller_epoch):

@@ -9,10 +9,9 @@ partition as Kafka does. acks=0 gets no response; the broker's lost-ACK
 fault drops the response after the append, as on gRPC. Fetch honours the
 isolation level: read_committed stops at the last stable offset and carries
 the aborted transactions of the range. Fetch sessions are not created
-(session id 0): clients send full fetch requests. DescribeProducers
-answers from the leader's producer state of each partition (Kafka's
-fields: epoch, last sequence and timestamp, coordinator epoch, the open
-transaction's first offset), NOT_LEADER_OR_FOLLOWER elsewhere.
+(session id 0): clients send full fetch requests. DescribeProducers,
+WriteTxnMarkers from an admin client, DescribeTransactions and
+ListTransactions are txn_admin_apis' (KIP-664's toolkit).
 Produce answers a KIP-890 verification's PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, as Kafka's produce path does. Metadata naming an
 unknown topic answers INVALID_TOPIC_EXCEPTION for an illegal name (Kafka's
@@ -38,11 +37,9 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-DESCRIBE_PRODUCERS, LIST_TRANSACTIONS = 61, 66
 AUTO_CREATE_PARTITIONS = 1   # Kafka's num.partitions default
 VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
-            OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
-            DESCRIBE_PRODUCERS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
+            OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
 
 class BrokerApis(ApiHandlers):
@@ -55,11 +52,12 @@ class BrokerApis(ApiHandlers):
         for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics), (PRODUCE, self.produce),
                         (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
                         (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
-                        (apis.FIND_COORDINATOR, self.find_coordinator), (INIT_PRODUCER_ID, self.init_producer_id),
-                        (DESCRIBE_PRODUCERS, self.describe_producers), (LIST_TRANSACTIONS, self.list_transactions)):
+                        (apis.FIND_COORDINATOR, self.find_coordinator), (INIT_PRODUCER_ID, self.init_producer_id)):
             self.register(key, *VERSIONS[key], fn)
         from services.kafka_protocol.group_apis import register_group_apis
+        from services.kafka_protocol.txn_admin_apis import register_broker
         register_group_apis(self)
+        register_broker(self)
 
     # -- metadata and topics ----------------------------------------------------------------------
     def metadata(self, header, req) -> dict:
@@ -222,33 +220,3 @@ class BrokerApis(ApiHandlers):
                                               transaction_timeout_ms=ms(req.transaction_timeout))
         r = self.svc.InitProducerId(pb, None)
         return {"error_code": r.error, "producer_id": r.producer_id, "producer_epoch": r.producer_epoch}
-
-    def list_transactions(self, header, req) -> dict:
-        """Brokers own no transaction state here (the transaction coordinators do): an empty list, so an
-        admin client that asks every node gets the whole answer from the coordinators."""
-        return {"error_code": E.NONE, "transaction_states": []}
-
-    def describe_producers(self, header, req) -> dict:
-        topics = []
-        for t in req.topics:
-            parts = []
-            for i in t.partition_indexes:
-                part = self.rm.get_partition(t.name, int(i))
-                if part is None:
-                    parts.append({"partition_index": int(i), "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
-                                  "active_producers": []})
-                    continue
-                with part.lock:
-                    if not part.is_leader:
-                        parts.append({"partition_index": int(i), "error_code": E.NOT_LEADER_OR_FOLLOWER,
-                                      "active_producers": []})
-                        continue
-                    active = [{"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
-                               "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
-                               "coordinator_epoch": e.coordinator_epoch,
-                               "current_txn_start_offset": -1 if e.current_txn_first_offset is None
-                               else e.current_txn_first_offset}
-                              for e in part.producer_state.producers.values()]
-                parts.append({"partition_index": int(i), "error_code": E.NONE, "active_producers": active})
-            topics.append({"name": t.name, "partitions": parts})
-        return {"topics": topics}

@@ -9,7 +9,8 @@ writes the response header Kafka uses for that API and version (v1 with
 tagged fields when flexible, v0 otherwise and always for ApiVersions) and
 the size prefix. `make` builds a kio entity from plain Python values: ints for
 error codes and millisecond durations, dicts for nested structs, and Kafka's
-defaults for fields left out.
+defaults for fields left out; a timestamp field takes epoch milliseconds (-1, Kafka's "none",
+included).
 """
 from __future__ import annotations
 
@@ -141,6 +142,8 @@ def _coerce(f, t, v):
         return v if isinstance(v, ErrorCode) else ErrorCode(int(v))
     if kt and kt.startswith("timedelta") and isinstance(v, int):
         return datetime.timedelta(milliseconds=v)
+    if kt and kt.startswith("datetime") and isinstance(v, int):   # epoch milliseconds; -1 (none) too
+        return datetime.datetime.fromtimestamp(v / 1000, tz=datetime.timezone.utc)
     sub = _entity_arg(t)
     if sub is not None:
         if isinstance(v, (list, tuple)):

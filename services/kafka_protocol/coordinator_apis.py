@@ -8,7 +8,7 @@ versions of transaction.version 1 clients, so it never bumps the epoch
 PRODUCER_FENCED reaches a client below the version that introduced it
 (KIP-588) as INVALID_PRODUCER_EPOCH, as Kafka answers it (NOT_COORDINATOR when it does not own
 the id's __transaction_state partition, as Kafka's coordinator answers).
-ListTransactions lists the ids this coordinator owns. Kafka clients treat the
+DescribeTransactions and ListTransactions are txn_admin_apis'. Kafka clients treat the
 coordinator as one more node, and some send it
 whatever a node may get: Metadata and FindCoordinator are answered from the
 brokers (over gRPC) with Kafka listener addresses, and an idempotent
@@ -28,11 +28,9 @@ from services.kafka_protocol.endpoints import KafkaEndpoints
 
 E = apis.E
 log = logging.getLogger(__name__)
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, LIST_TRANSACTIONS = 22, 24, 25, 26, 66
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
 VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
-            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3), LIST_TRANSACTIONS: (0, 1)}
-TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
-              "PrepareEpochFence")
+            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3)}
 
 
 class CoordinatorApis(ApiHandlers):
@@ -43,9 +41,10 @@ class CoordinatorApis(ApiHandlers):
         self.endpoints = KafkaEndpoints(server.zk)
         for key, fn in ((apis.METADATA, self.metadata), (apis.FIND_COORDINATOR, self.find_coordinator),
                         (INIT_PRODUCER_ID, self.init_producer_id), (ADD_PARTITIONS_TO_TXN, self.add_partitions_to_txn),
-                        (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn),
-                        (LIST_TRANSACTIONS, self.list_transactions)):
+                        (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn)):
             self.register(key, *VERSIONS[key], fn)
+        from services.kafka_protocol.txn_admin_apis import register_coordinator
+        register_coordinator(self)
 
     def metadata(self, header, req) -> dict:
         topics = apis.metadata_topics(header, req)
@@ -116,22 +115,3 @@ class CoordinatorApis(ApiHandlers):
         except Exception:  # noqa: BLE001 - a bug must not take the coordinator down
             log.exception("EndTxn failed")
             return {"error_code": E.UNKNOWN_SERVER_ERROR}
-
-    def list_transactions(self, header, req) -> dict:
-        """The transactional ids of the __transaction_state partitions this coordinator owns, filtered by
-        state, producer id and (v1) how long the transaction has been running, as Kafka's coordinator."""
-        import time
-        states = set(req.state_filters)
-        pids = {int(p) for p in req.producer_id_filters}
-        duration = int(getattr(req, "duration_filter", -1))
-        now = int(time.time() * 1000)
-        out = []
-        for d in self.s.coordinator.describe(set()):
-            if (states and d.state not in states) or (pids and d.producer_id not in pids):
-                continue
-            if duration >= 0 and (d.transaction_start_time_ms < 0 or now - d.transaction_start_time_ms < duration):
-                continue
-            out.append({"transactional_id": d.transactional_id, "producer_id": d.producer_id,
-                        "transaction_state": d.state})
-        return {"error_code": E.NONE, "unknown_state_filters": sorted(states - set(TXN_STATES)),
-                "transaction_states": out}

@@ -30,9 +30,10 @@ from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
 from services.controller import controller_events as ev
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
-from services.controller.context import (BrokerInfo, ControllerContext, LeaderIsr, assign_replicas,
-                                         validate_configs, validate_topic_name)
+from services.controller.context import BrokerInfo, ControllerContext, LeaderIsr, assign_replicas
+from services.controller.partition_leader_election import elect_after_broker_loss
 from services.controller.producer_id_manager import ProducerIdManager
+from services.controller.topic_creation import TopicRefused, check_new_topic, write_new_topic
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 from eoslab.common.errors import E
 
@@ -254,29 +255,12 @@ class KafkaController:
 
     def _elect_offline_partitions(self, gone: set[int]) -> None:
         """Move leadership off dead brokers and onto live ones; bump the leader epoch of each change."""
-        live = set(self.ctx.brokers)
+        live = set(self.ctx.brokers) - gone
         for (topic, p), st in sorted(self.ctx.states.items()):
-            replicas = self.ctx.replicas(topic, p)
-            leader_ok = st.leader in live and st.leader not in gone
-            isr = [b for b in st.isr if b in live and b not in gone]
-            if leader_ok and isr == st.isr:
-                continue
-            if leader_ok:
-                new_leader, new_isr = st.leader, isr
-            else:
-                candidates = isr or ([b for b in replicas if b in live and b not in gone]
-                                     if self.ctx.unclean_allowed(topic) else [])
-                if candidates:
-                    new_leader = candidates[0]
-                    new_isr = isr if isr else [new_leader]
-                else:
-                    new_leader = -1
-                    new_isr = st.isr if not isr else isr  # keep the last ISR for a clean election later
-            if new_leader == st.leader and new_isr == st.isr:
-                continue
-            # a new leader starts a new leader epoch; an ISR change under the same leader does not (KIP-497)
-            epoch = st.leader_epoch if new_leader == st.leader else st.leader_epoch + 1
-            self._write_state(topic, p, LeaderIsr(new_leader, epoch, new_isr, self.epoch))
+            new = elect_after_broker_loss(st, self.ctx.replicas(topic, p), live, self.ctx.unclean_allowed(topic))
+            if new is not None:
+                leader, epoch, isr = new
+                self._write_state(topic, p, LeaderIsr(leader, epoch, isr, self.epoch))
 
     def _write_state(self, topic: str, p: int, new: LeaderIsr) -> None:
         """Versioned write of one partition state, fenced by the controller epoch's znode version."""
@@ -333,33 +317,14 @@ class KafkaController:
             return broker_pb2.CreateTopicResult(name=t.name, error=code, error_message=msg)
         if not self.active:
             return fail(E.NOT_CONTROLLER, "this controller is not active")
-        if (msg := validate_topic_name(t.name)) is not None:
-            return fail(E.INVALID_TOPIC_EXCEPTION, msg)
-        if t.name in self.ctx.assignments:
-            return fail(E.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists")
-        if not 0 < t.num_partitions <= 10000:
-            return fail(E.INVALID_PARTITIONS, f"partitions must be 1..10000, got {t.num_partitions}")
-        rf = t.replication_factor or min(self.default_rf, max(1, len(self.ctx.brokers)))
-        if rf < 1:
-            return fail(E.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}")
         live = sorted(self.ctx.brokers)
-        if rf > len(live):
-            return fail(E.INVALID_REPLICATION_FACTOR, f"replication factor {rf} exceeds the {len(live)} live brokers")
+        rf = check_new_topic(t, self.ctx.assignments, live, self.default_rf)
+        if isinstance(rf, TopicRefused):
+            return fail(rf.error, rf.message)
         configs = dict(t.configs)
-        if (msg := validate_configs(configs)) is not None:
-            return fail(E.INVALID_CONFIG, msg)
         assignment = assign_replicas(live, t.num_partitions, rf, random.randrange(len(live)))
         states = {p: LeaderIsr(r[0], 0, list(r), self.epoch) for p, r in assignment.items()}
-        tx = self.zk.transaction()
-        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
-        tx.create(zk_paths.topic_config_path(t.name), zk_paths.encode({"version": 1, "config": configs}))
-        tx.create(zk_paths.topic_path(t.name), zk_paths.encode(
-            {"version": 1, "partitions": {str(p): r for p, r in assignment.items()}}))
-        tx.create(zk_paths.topic_path(t.name) + "/partitions", b"")
-        for p, s in states.items():
-            tx.create(f"{zk_paths.topic_path(t.name)}/partitions/{p}", b"")
-            tx.create(zk_paths.partition_state_path(t.name, p), zk_paths.encode(s.to_json()))
-        results = tx.commit()
+        results = write_new_topic(self.zk, self.epoch_zk_version, t.name, configs, assignment, states)
         if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
             raise Fenced()
         if any(isinstance(r, NodeExistsError) for r in results):

@@ -1,4 +1,4 @@
-"""`eoslab analyze` and `eoslab sweep`: the command lines of the analysis pipeline.
+"""`eoslab analyze`, `eoslab sweep` and `eoslab serve`: the command lines of the analysis pipeline.
 
 Guarantees: `analyze` prints one JSON summary on stdout (runs, ops,
 invalid_runs, lab_error_runs, cells, master, cores, seconds, ops_per_s, out)
@@ -8,7 +8,9 @@ not failures), 1 when some run failed or ended in a lab error (the lab broke
 it: no verdict about Kafka; a resumed sweep runs it again). Bad input — a missing store, a run without history.jsonl or
 run.json, a malformed history line, a bad --master / --conf / settings
 matrix — is one line on stderr and exit 2, never a traceback; so is a Spark
-that cannot start (no Java) or a job that fails.
+that cannot start (no Java) or a job that fails. `serve` (pipeline.serve)
+prints its URL and runs until interrupted (exit 0); a path that is not a
+store, or an address it cannot listen on, is one line on stderr and exit 2.
 """
 from __future__ import annotations
 
@@ -58,6 +60,19 @@ def register(subparsers) -> None:
                    help="the Kafka release of every cell that does not set kafka.version (default 4.0)")
     s.add_argument("--dry-run", action="store_true", help="list the runs, run nothing")
     s.set_defaults(func=run_sweep)
+
+    v = subparsers.add_parser("serve", help="browse a store's runs in a web browser (verdicts, anomalies, reports)",
+                              description="Serve a page listing every run of STORE (workload, client, Kafka "
+                                          "release, faults, seed, verdict, anomalies; sortable, filterable), "
+                                          "linking each run's report and the store's matrix page. The page "
+                                          "follows new runs while a sweep writes.")
+    v.add_argument("store", metavar="STORE", help="the folder `eoslab sweep --out` or `eoslab run --out` wrote")
+    v.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    v.add_argument("--port", type=argtypes.int_range(0, 65535), default=8765,
+                   help="port (default 8765; 0 picks a free one); the URL is printed")
+    v.add_argument("--refresh", type=argtypes.float_range(0, 3600), default=2.0, metavar="SECONDS",
+                   help="how often the page asks for new runs (default 2; 0: never)")
+    v.set_defaults(func=run_serve)
 
 
 def _error(msg: str, code: int = 2):
@@ -124,3 +139,18 @@ def run_sweep(args) -> int:
     summary = sweep(runs, log=sys.stderr)
     print(json.dumps({**summary, "store": args.out}), flush=True)
     return 1 if summary["failed"] or summary["lab_errors"] else 0
+
+
+def run_serve(args) -> int:
+    try:
+        from pipeline.serve import NotAStore, serve
+    except ModuleNotFoundError as e:
+        if not (e.name or "").startswith("aiohttp"):
+            raise
+        raise _error(f"serve needs aiohttp (pip install 'eoslab[serve]'): {e}") from None
+    try:
+        return serve(args.store, host=args.host, port=args.port, refresh_s=args.refresh)
+    except NotAStore as e:
+        raise _error(e) from None
+    except OSError as e:
+        raise _error(f"cannot listen on {args.host}:{args.port}: {e.strerror or e}") from None

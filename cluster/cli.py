@@ -5,7 +5,9 @@ returns once the cluster serves; with `--runtime auto` it runs on Docker
 when an engine answers and the images exist, locally otherwise, and says
 which and why on stderr (the probe never hangs). `status` and `down` find
 the cluster on whichever runtime has it (`--runtime auto`, their default);
-`down` stops it wherever it runs. Errors are one line on stderr with a
+`down` stops it wherever it runs; `status` shows each running broker's
+KIP-664 gauges (PartitionsWithLateTransactionsCount,
+MaxActiveTransactionDuration), "-" for one that does not answer. Errors are one line on stderr with a
 non-zero exit.
 """
 from __future__ import annotations
@@ -48,6 +50,8 @@ def register(sub) -> None:
     dn.add_argument("--runtime", choices=["local", "docker", "auto"], default="auto")
     dn.set_defaults(func=cmd_down)
     register_run(sub)
+    from cluster import transactions_cli
+    transactions_cli.register(sub)
 
 
 def register_run(sub) -> None:
@@ -174,14 +178,45 @@ def cmd_status(args) -> int:
             info = rt.info()
         except _errors() as e:
             raise CliError(str(e).splitlines()[0]) from None
+        metrics = transaction_metrics(info)
         if args.json:
-            print(json.dumps(info.to_dict()))
+            d = info.to_dict()
+            d["transaction_metrics"] = metrics
+            print(json.dumps(d))
         else:
             print(f"cluster {info.name} ({info.runtime}), bootstrap {info.bootstrap}"
                   + (f", kafka_bootstrap {info.kafka_bootstrap}" if info.kafka_bootstrap else ""))
             for n in info.nodes:
-                print(f"  {n.name:<18} {n.address:<22} {n.state:<8} pid {n.pid or '-'}")
+                m = metrics.get(n.name)
+                extra = "" if n.role != "broker" else "  PartitionsWithLateTransactionsCount " + (
+                    "-" if m is None else f"{m['PartitionsWithLateTransactionsCount']}") + \
+                    "  MaxActiveTransactionDuration " + ("-" if m is None else f"{m['MaxActiveTransactionDuration']}ms")
+                print(f"  {n.name:<18} {n.address:<22} {n.state:<8} pid {n.pid or '-'}{extra}")
     return 0
+
+
+def transaction_metrics(info, timeout_s: float = 3.0) -> dict[str, dict]:
+    """KIP-664's gauges of every running broker that answers (Kafka's ReplicaManager
+    PartitionsWithLateTransactionsCount and MaxActiveTransactionDuration in ms), by node name."""
+    import grpc
+
+    from eoslab.common import rpc
+    from eoslab.v1 import broker_pb2, broker_pb2_grpc
+    out = {}
+    for n in info.by_role("broker"):
+        if n.state not in ("running", "unknown"):
+            continue
+        ch = rpc.channel(n.address)
+        try:
+            r = broker_pb2_grpc.BrokerStub(ch).TransactionMetrics(broker_pb2.TransactionMetricsRequest(),
+                                                                  timeout=timeout_s)
+            out[n.name] = {"PartitionsWithLateTransactionsCount": r.partitions_with_late_transactions_count,
+                           "MaxActiveTransactionDuration": r.max_active_transaction_duration_ms}
+        except grpc.RpcError:
+            pass                                     # a broker that does not answer shows "-"
+        finally:
+            ch.close()
+    return out
 
 
 def cmd_down(args) -> int:

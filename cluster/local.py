@@ -322,50 +322,18 @@ class LocalRuntime(Runtime):
         raise ClusterError("ZooKeeper did not start in time")
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        """Until a controller is active, every running broker lists every running broker and every
-        running transaction coordinator answers."""
-        import grpc
-
-        from eoslab.v1 import broker_pb2, broker_pb2_grpc, controller_pb2, controller_pb2_grpc, txn_pb2, txn_pb2_grpc
-        from eoslab.common import rpc
+        """Until the cluster serves (cluster.readiness: a controller is active, every running broker
+        lists every running broker and every running transaction coordinator answers); a node that
+        exits meanwhile, or the timeout, is a ClusterError naming what was still missing."""
+        from cluster import readiness
         deadline = time.monotonic() + timeout
-        specs = self._node_specs()
-        while True:
-            brokers = [n for n, s in specs.items() if s["role"] == "broker" and self.node_state(n) == "running"]
-            ids = {specs[n]["id"] for n in brokers}
-            ok = True
-            try:
-                active = False
-                for n, s in specs.items():
-                    if s["role"] == "controller" and self.node_state(n) == "running":
-                        with rpc.channel(f"{s['host']}:{s['port']}") as ch:
-                            r = controller_pb2_grpc.ControllerStub(ch).DescribeCluster(
-                                controller_pb2.DescribeClusterRequest(), timeout=2)
-                        if r.error == 0 and {b.broker_id for b in r.live_brokers} >= ids:
-                            active = True
-                ok = active
-                for n in brokers if ok else []:
-                    s = specs[n]
-                    with rpc.channel(f"{s['host']}:{s['port']}") as ch:
-                        r = broker_pb2_grpc.BrokerStub(ch).Metadata(broker_pb2.MetadataRequest(), timeout=2)
-                    if {b.broker_id for b in r.brokers} < ids:
-                        ok = False
-                        break
-                for n, s in specs.items() if ok else ():
-                    if s["role"] == "txn-coordinator" and self.node_state(n) == "running":
-                        with rpc.channel(f"{s['host']}:{s['port']}") as ch:
-                            txn_pb2_grpc.TransactionCoordinatorStub(ch).DescribeTransactions(
-                                txn_pb2.DescribeTransactionsRequest(), timeout=2)
-            except grpc.RpcError:
-                ok = False
-            if ok:
-                return
-            for n in specs:
+        while (missing := readiness.problem(self.info())) is not None:
+            for n in self._node_specs():
                 if n in self._procs and self._procs[n].poll() is not None:
                     raise ClusterError(f"{n} exited at start{self._exit_status(n)}; see "
                                        f"{os.path.join(self.dir, 'logs', n + '.log')}")
             if time.monotonic() > deadline:
-                raise ClusterError(f"cluster {self.cluster_name!r} not ready after {timeout:.0f}s; "
+                raise ClusterError(f"cluster {self.cluster_name!r} not ready after {timeout:.0f}s ({missing}); "
                                    f"logs in {os.path.join(self.dir, 'logs')}")
             time.sleep(0.1)
 

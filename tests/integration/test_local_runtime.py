@@ -70,3 +70,16 @@ def test_isolated_leader_loses_leadership_and_nothing_acknowledged_is_lost(clust
     majority = ",".join(n.address for n in cluster.info().by_role("broker") if n.name != old)
     values = {int(r.value) for r in h.read_partition(majority, "cut")}
     assert set(acked) <= values
+
+
+def test_a_cluster_that_does_not_become_ready_says_what_is_missing(make_cluster):
+    """The readiness timeout names what the cluster still lacks (here: its only controller is
+    paused, so no controller answers as the active one), not only that it timed out."""
+    from cluster.local import ClusterError
+    rt = make_cluster(brokers=1, controllers=1)
+    rt.pause("controller-1")
+    try:
+        with pytest.raises(ClusterError, match=r"not ready after 1s \(no active controller answers yet\)"):
+            rt.wait_ready(timeout=1)
+    finally:
+        rt.resume("controller-1")

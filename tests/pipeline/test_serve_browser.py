@@ -1,0 +1,138 @@
+"""`eoslab serve` in a real headless browser (Debian's chromium): the table the page's JavaScript
+draws, sorted and filtered through the URL's hash, a broken run shown as broken, and a shrunk run
+beside its original. The served HTML has an empty table body: every row checked here was drawn by
+the script. Skipped, with the reason, where chromium is not installed."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from urllib.parse import quote
+
+import pytest
+
+from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NO_HISTORY, OLD, SHRUNK, Server,
+                                       build_store)
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install "
+                                                         "chromium); the browser tests need a real browser")
+
+
+class Dom(HTMLParser):
+    """The rows of tbody#rows (data-run, verdict, cell texts), #shown, #pair, and sort headers."""
+
+    def __init__(self, html: str):
+        super().__init__()
+        self.rows: list[dict] = []
+        self.texts: dict[str, str] = {}
+        self.pair_hidden = None
+        self.sorted_by: dict[str, str] = {}
+        self._in_rows = False
+        self._stack: list[str] = []           # ids of the open elements we collect text for
+        self._cell = None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "tbody" and a.get("id") == "rows":
+            self._in_rows = True
+        elif tag == "tr" and self._in_rows:
+            self.rows.append({"id": a["data-run"], "verdict": a["data-verdict"], "cells": []})
+        elif tag == "td" and self._in_rows:
+            self.rows[-1]["cells"].append("")
+            self._cell = self.rows[-1]["cells"]
+        elif tag == "th" and a.get("aria-sort"):
+            self.sorted_by[a["data-key"]] = a["aria-sort"]
+        if tag in ("td", "th"):
+            for name in self._stack:
+                if name:
+                    self.texts[name] += "|"
+        if a.get("id") == "pair":
+            self.pair_hidden = "hidden" in a
+        if a.get("id") in ("shown", "pair", "summary"):
+            self._stack.append(a["id"])
+            self.texts[a["id"]] = ""
+        elif self._stack and tag not in ("br", "input", "img"):
+            self._stack.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "tbody":
+            self._in_rows = False
+        if tag == "td":
+            self._cell = None
+        if self._stack and tag not in ("br", "input", "img"):
+            self._stack.pop()
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell[-1] += data
+        for name in self._stack:
+            if name:
+                self.texts[name] += data
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    root = tmp_path_factory.mktemp("browser")
+    s = Server(build_store(root), "--refresh", "0")
+    s.profile = str(root / "chromium-profile")
+    yield s
+    s.stop()
+
+
+def dom(server, fragment: str = "") -> Dom:
+    r = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        f"--user-data-dir={server.profile}", "--dump-dom", server.url + fragment],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and "<tbody" in r.stdout, r.stderr[-2000:]
+    return Dom(r.stdout)
+
+
+def test_the_script_draws_every_run(served):
+    d = dom(served)
+    assert {r["id"]: r["verdict"] for r in d.rows} == {k: v[0] for k, v in EXPECTED.items()}
+    assert d.texts["shown"] == f"{len(EXPECTED)} of {len(EXPECTED)} runs shown"
+    assert d.sorted_by == {"id": "ascending"}
+    assert d.pair_hidden is True
+    cells = {r["id"]: r["cells"] for r in d.rows}
+    assert cells[DUP][2] == "confluent-kafka2.6.0 (librdkafka 2.6.0)"           # client and its version
+    assert "duplicate ×7" in cells[DUP][9] and "lost-write ×1" in cells[DUP][9]
+    assert cells[BAD_JSON][8] == "broken" and "run.json: not valid JSON" in cells[BAD_JSON][9]
+    assert cells[NO_HISTORY][9].startswith("no history.jsonl")
+    assert "g0 ×1 (unconfirmed)" in cells[LAB][9]
+    assert cells[SHRUNK][10].startswith(f"shrunk from {DUP}") and cells[DUP][10].startswith(f"shrunk: {SHRUNK}")
+
+
+@pytest.mark.parametrize("fragment, key, direction", [("#sort=seed&dir=desc", "seed", "descending"),
+                                                      ("#sort=verdict", "verdict", "ascending")])
+def test_sorting(served, fragment, key, direction):
+    d = dom(served, fragment)
+    assert len(d.rows) == len(EXPECTED) and d.sorted_by == {key: direction}
+    if key == "seed":
+        seeds = [-1 if r["cells"][5] == "?" else int(r["cells"][5]) for r in d.rows]
+        assert seeds == sorted(seeds, reverse=direction == "descending")
+    else:
+        rank = ["broken", "lab-error", "anomalies", "unknown", "pending", "valid"]
+        order = [rank.index(r["verdict"]) for r in d.rows]
+        assert order == sorted(order) and order[0] < order[-1]
+
+
+@pytest.mark.parametrize("fragment, ids", [
+    ("#v=broken", {BAD_JSON, NO_HISTORY, BAD_RESULTS}),
+    ("#q=faults:lost-ack", {LAB, OLD}),
+    ("#q=" + quote("kill-leader confluent") + "&v=anomalies", {DUP, SHRUNK}),
+])
+def test_filtering(served, fragment, ids):
+    d = dom(served, fragment)
+    assert {r["id"] for r in d.rows} == ids
+    assert d.texts["shown"] == f"{len(ids)} of {len(EXPECTED)} runs shown"
+
+
+def test_a_shrunk_run_beside_its_original(served):
+    d = dom(served, "#pair=" + quote(SHRUNK, safe=""))
+    assert d.pair_hidden is False
+    text = d.texts["pair"]
+    assert f"|original: {DUP}|shrunk: {SHRUNK}|" in text
+    assert "|scheduled faults|5|2|" in text and "|time limit (s)|30|8|" in text and "|processes|4|2|" in text

@@ -33,6 +33,7 @@ class KafkaVersion:
     epoch_bump_per_transaction: bool       # KIP-890 part 2: EndTxn bumps the epoch
     # -- group coordinator ----------------------------------------------------------------------
     txn_offset_commit_member_check: bool   # KIP-447: TxnOffsetCommit carries member id and generation
+    txn_offset_commit_verification: bool   # KAFKA-15449 (3.7): TxnOffsetCommit verified with the coordinator
     # -- producer (ProducerConfig / TransactionManager / Sender) ------------------------------------
     enable_idempotence_default: bool       # KIP-679
     acks_default: int                      # -1 is "all"
@@ -61,18 +62,21 @@ _V011 = KafkaVersion(
     name="0.11", producer_state_batches=1, duplicate_beyond_cache_error="DUPLICATE_SEQUENCE_NUMBER",
     unknown_producer="OUT_OF_ORDER_SEQUENCE_NUMBER", transaction_verification=False,
     init_with_producer_id=False, epoch_bump_per_transaction=False, txn_offset_commit_member_check=False,
+    txn_offset_commit_verification=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=1, idempotence_conflict="error",
     on_out_of_order="fatal", abortable_epoch_bump=False)
 _V25 = KafkaVersion(
     name="2.5", producer_state_batches=5, duplicate_beyond_cache_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     unknown_producer="accept", transaction_verification=False,
     init_with_producer_id=True, epoch_bump_per_transaction=False, txn_offset_commit_member_check=True,
+    txn_offset_commit_verification=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=5, idempotence_conflict="error",
     on_out_of_order="bump-epoch", abortable_epoch_bump=True)
 _V30 = KafkaVersion(**{**_V25.as_dict(), "name": "3.0", "enable_idempotence_default": True, "acks_default": -1,
                        "idempotence_conflict": "disable"})
 _V36 = KafkaVersion(**{**_V30.as_dict(), "name": "3.6", "transaction_verification": True})
-_V40 = KafkaVersion(**{**_V36.as_dict(), "name": "4.0", "epoch_bump_per_transaction": True})
+_V40 = KafkaVersion(**{**_V36.as_dict(), "name": "4.0", "epoch_bump_per_transaction": True,
+                       "txn_offset_commit_verification": True})
 
 VERSIONS: dict[str, KafkaVersion] = {v.name: v for v in (_V011, _V25, _V30, _V36, _V40)}
 
@@ -93,6 +97,11 @@ BEHAVIOURS: dict[str, tuple[str, str]] = {
                                    "KIP-890 part 2 (4.0): transaction.version 2"),
     "txn_offset_commit_member_check": ("TxnOffsetCommit checks member id and generation",
                                        "KIP-447 (2.5); GroupCoordinator.handleTxnCommitOffsets"),
+    "txn_offset_commit_verification": ("TxnOffsetCommit verified with the transaction coordinator (with "
+                                       "transaction.partition.verification.enable): a late commit of a finished "
+                                       "transaction is refused",
+                                       "KAFKA-15449 (3.7); GroupCoordinator.handleTxnCommitOffsets -> "
+                                       "maybeStartTransactionVerificationForPartition"),
     "enable_idempotence_default": ("enable.idempotence default", "KIP-679 (3.0)"),
     "acks_default": ("acks default (-1 is all)", "KIP-679 (3.0)"),
     "max_in_flight_idempotent": ("max.in.flight.requests.per.connection allowed with idempotence",

@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
                          kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
-                         auto_create_topics_enable=a.auto_create_topics_enable)
+                         auto_create_topics_enable=a.auto_create_topics_enable,
+                         txn_offset_commit_verification=v.txn_offset_commit_verification)
     server.start()
     rpc.wait_for_termination()
     server.stop()

@@ -16,7 +16,16 @@ Guarantees:
   member and generation must be current (UNKNOWN_MEMBER_ID,
   ILLEGAL_GENERATION), a memberless commit to a group with members is
   UNKNOWN_MEMBER_ID, and CompletingRebalance answers REBALANCE_IN_PROGRESS;
-  TxnOffsetCommit checks member and generation from KIP-447 (2.5) on.
+  TxnOffsetCommit checks member and generation from KIP-447 (2.5) on;
+- from 3.7 (KAFKA-15449, GroupCoordinator.handleTxnCommitOffsets ->
+  maybeStartTransactionVerificationForPartition), with
+  transaction.partition.verification.enable, a TxnOffsetCommit whose
+  producer has no open transaction on the group's offsets partition is
+  verified with the transaction coordinator first: the offsets partition must
+  be in the producer's ongoing transaction (else INVALID_TXN_STATE, and
+  nothing is written), and a marker that lands between the verification and
+  the append voids it (the verification guard), so a late commit of a
+  finished transaction can never move the group's offset back;
 
 - group metadata (generation, leader, members, assignments) is stored in the
   group's __consumer_offsets partition when the leader's SyncGroup makes a
@@ -46,6 +55,12 @@ from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 EXPIRY_CHECK_S = 0.1     # how often members' session timeouts are checked
+# GroupMetadataManager.maybeConvertOffsetCommitError: a verification's error as a TxnOffsetCommit answers it
+VERIFICATION_ERRORS = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
+                       E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
+                       E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
+                       E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
+                       E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR}
 
 
 def _key(group: str, topic: str, partition: int) -> bytes:
@@ -108,10 +123,11 @@ class OffsetsPartitionState:
 
 class GroupCoordinator:
     def __init__(self, replica_manager, metadata, txn_offset_commit_member_check: bool = True,
-                 time: Time = SYSTEM):
+                 time: Time = SYSTEM, txn_offset_commit_verification: bool = False):
         self.time = time
         self.rm = replica_manager
         self.txn_offset_commit_member_check = txn_offset_commit_member_check
+        self.txn_offset_commit_verification = txn_offset_commit_verification   # KAFKA-15449 (3.7)
         self.metadata = metadata
         self.lock = threading.RLock()
         self.states: dict[int, OffsetsPartitionState] = {}
@@ -228,8 +244,27 @@ class GroupCoordinator:
             return E.NONE          # before KIP-447 (2.5) TxnOffsetCommit carries no member or generation
         return self.membership.check_commit(group, generation, member_id, transactional)
 
-    def _append(self, p, records, pid=-1, epoch=-1, transactional=False) -> int:
-        r = p.append_internal(records, pid, epoch, transactional)
+    def _verify_txn_commit(self, p, req) -> tuple[int, object | None]:
+        """KAFKA-15449: (error, verification guard) for a TxnOffsetCommit. A producer with an open
+        transaction of this epoch on the offsets partition needs none (UnifiedLog.hasOngoingTransaction);
+        otherwise the coordinator must have the partition in the producer's ongoing transaction."""
+        with p.lock:
+            entry = p.producer_state.last_entry(req.producer_id)
+            if entry is not None and entry.current_txn_first_offset is not None and \
+                    entry.producer_epoch == req.producer_epoch:
+                return E.NONE, None
+            guard = p.producer_state.verification_guard(req.producer_id)
+        err = p.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, CONSUMER_OFFSETS_TOPIC,
+                           p.partition)
+        return VERIFICATION_ERRORS.get(err, err), guard
+
+    def _append(self, p, records, pid=-1, epoch=-1, transactional=False, guard=None) -> int:
+        with p.lock:
+            if guard is not None and not p.producer_state.verification_still_valid(pid, guard):
+                entry = p.producer_state.last_entry(pid)
+                if entry is None or entry.current_txn_first_offset is None:
+                    return E.INVALID_TXN_STATE      # the transaction ended between verification and append
+            r = p.append_internal(records, pid, epoch, transactional)
         if r.error != E.NONE:
             return r.error
         err, _ = p.wait_for_replication(r.last_offset, p.leader_epoch, 30.0)
@@ -260,11 +295,15 @@ class GroupCoordinator:
         err, p, st = self._state(req.group_id)
         if err == E.NONE:
             err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True)
+        guard = None
+        if err == E.NONE and req.partitions and self.txn_offset_commit_verification and p.verify_txn is not None:
+            err, guard = self._verify_txn_commit(p, req)
         if err == E.NONE:
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)
                        for o in req.partitions]
-            err = self._append(p, records, req.producer_id, req.producer_epoch, True) if records else E.NONE
+            err = self._append(p, records, req.producer_id, req.producer_epoch, True, guard) if records \
+                else E.NONE
             if err == E.NONE:
                 with self.lock:
                     pend = st.pending.setdefault(req.producer_id, {}).setdefault(req.group_id, {})

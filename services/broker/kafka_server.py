@@ -37,7 +37,7 @@ class KafkaServer:
     def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
                  session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False,
                  kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM,
-                 auto_create_topics_enable: bool = True):
+                 auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False):
         self.time = time
         self.auto_create_topics_enable = auto_create_topics_enable   # Kafka Metadata creates unknown topics
         self.broker_id = broker_id
@@ -55,8 +55,10 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
                                               self.producer_id_known, self.alter_partition, self.verify_txn,
                                               time=time)
-        self.group_coordinator = GroupCoordinator(self.replica_manager, self.metadata,
-                                                  log_config.txn_offset_commit_member_check, time=time)
+        # KAFKA-15449 (3.7): TxnOffsetCommit verified, under transaction.partition.verification.enable
+        self.group_coordinator = GroupCoordinator(
+            self.replica_manager, self.metadata, log_config.txn_offset_commit_member_check, time=time,
+            txn_offset_commit_verification=txn_offset_commit_verification and log_config.transaction_verification)
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False

@@ -25,15 +25,14 @@ import subprocess
 import sys
 import time
 
-from cluster import netfilter, slots, zookeeper
+from cluster import netfilter, procfs, slots, zookeeper
+from cluster.local_nodes import KAFKA_PORT, node_specs, zk_address
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
 from eoslab.common import auth
 
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 logging.getLogger("kazoo").propagate = False
 
-ZK_PORT, CONTROLLER_PORT, BROKER_PORT, TXN_COORDINATOR_PORT = 12181, 19093, 19092, 19094
-KAFKA_PORT = 19192  # Kafka's binary protocol on every broker's and coordinator's own address
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -116,38 +115,10 @@ class LocalRuntime(Runtime):
         return self.state["slot"]
 
     def _zk_address(self) -> str:
-        return f"{slots.address(self.slot, 1)}:{ZK_PORT}"
+        return zk_address(self.slot)
 
     def _node_specs(self) -> dict[str, dict]:
-        s, zk = self.slot, self._zk_address()
-        st = str(self.state["session_timeout_ms"])
-        specs = {"zookeeper": {"role": "zookeeper", "id": None, "host": slots.address(s, 1), "port": ZK_PORT}}
-        for i in range(1, self.state["controllers"] + 1):
-            host = slots.address(s, 10 + i)
-            specs[f"controller-{i}"] = {"role": "controller", "id": i, "host": host, "port": CONTROLLER_PORT,
-                                        "args": ["-m", "services.controller", "--controller-id", str(i),
-                                                 "--listen", f"{host}:{CONTROLLER_PORT}", "--zookeeper", zk,
-                                                 "--zk-session-timeout-ms", st, *self.state["controller_args"]]}
-        for i in range(1, self.state["brokers"] + 1):
-            host = slots.address(s, 20 + i)
-            data = os.path.join(self.dir, "data", f"broker-{i}")
-            specs[f"broker-{i}"] = {"role": "broker", "id": i, "host": host, "port": BROKER_PORT,
-                                    "args": ["-m", "services.broker", "--broker-id", str(i),
-                                             "--listen", f"{host}:{BROKER_PORT}", "--zookeeper", zk,
-                                             "--data-dir", data, "--zk-session-timeout-ms", st,
-                                             "--kafka-listen", f"{host}:{KAFKA_PORT}",
-                                             "--enable-fault-injection", *self.state["broker_args"]]}
-        bootstrap = ",".join(f"{slots.address(s, 20 + i)}:{BROKER_PORT}" for i in range(1, self.state["brokers"] + 1))
-        for i in range(1, self.state.get("txn_coordinators", 0) + 1):
-            host = slots.address(s, 30 + i)
-            specs[f"txn-coordinator-{i}"] = {
-                "role": "txn-coordinator", "id": i, "host": host, "port": TXN_COORDINATOR_PORT,
-                "args": ["-m", "services.txn_coordinator", "--coordinator-id", str(i),
-                         "--listen", f"{host}:{TXN_COORDINATOR_PORT}", "--zookeeper", zk, "--bootstrap", bootstrap,
-                         "--kafka-listen", f"{host}:{KAFKA_PORT}", "--enable-fault-injection",
-                         "--zk-session-timeout-ms", st, "--transaction-state-replication-factor",
-                         str(min(3, self.state["brokers"])), *self.state.get("txn_coordinator_args", [])]}
-        return specs
+        return node_specs(self.state, self.dir)
 
     # -- processes ----------------------------------------------------------------------------
     def _spawn(self, name: str) -> None:
@@ -186,13 +157,8 @@ class LocalRuntime(Runtime):
         proc = self._procs.get(name)
         if proc is not None and proc.pid == pid:
             return pid if proc.poll() is None else None  # our own child: no need to read /proc
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return None
-        except OSError:
+        cmdline = procfs.cmdline(pid)
+        if cmdline is None or procfs.gone(pid):
             return None
         marker = self.dir if name == "zookeeper" else self._zk_address()
         return pid if marker in cmdline else None
@@ -223,14 +189,9 @@ class LocalRuntime(Runtime):
 
     def node_state(self, name: str) -> str:
         pid = self._owned_pid(name)
-        if pid is None:
+        if pid is None or procfs.gone(pid):
             return "dead"
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                st = f.read().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            return "dead"
-        return "paused" if st in ("T", "t") else "running"
+        return "paused" if procfs.paused(pid) else "running"
 
     # -- Runtime interface --------------------------------------------------------------------------
     def up(self, timeout: float = 60.0) -> ClusterInfo:

@@ -26,6 +26,8 @@ import subprocess
 import threading
 import time
 
+from cluster import procfs
+
 _LOCK = threading.Lock()     # rule edits of one process never interleave
 
 
@@ -94,18 +96,9 @@ def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + 5
-    while killed and time.monotonic() < deadline and not all(_gone(p) for p in killed):
+    while killed and time.monotonic() < deadline and not all(procfs.gone(p) for p in killed):
         time.sleep(0.02)
     return killed
-
-
-def _gone(pid: int) -> bool:
-    """Exited: no such process, or a zombie waiting for its parent."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 def remove_cgroups(slot: int) -> None:

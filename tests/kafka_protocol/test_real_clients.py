@@ -323,7 +323,7 @@ def test_cluster_status_shows_kafka_bootstrap_beside_bootstrap(kcluster, eoslab_
 def test_list_transactions_on_the_coordinators_names_a_committed_transactional_id(kcluster):
     import socket
 
-    from cluster.local import KAFKA_PORT
+    from cluster.local_nodes import KAFKA_PORT
     from tests.kafka_protocol.test_listener import _read_frame, _request, _response
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, "ck-list")
@@ -351,7 +351,7 @@ def test_list_transactions_on_the_coordinators_names_a_committed_transactional_i
 def test_describe_producers_shows_the_producer_state_on_leader_and_followers(kcluster):
     import socket
 
-    from cluster.local import KAFKA_PORT
+    from cluster.local_nodes import KAFKA_PORT
     from tests.kafka_protocol.test_listener import _read_frame, _request, _response
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, "ck-desc")

@@ -1,0 +1,36 @@
+"""What /proc says of a process: its state letter and its command line (Linux).
+
+Guarantees: every read answers None (or "gone") for a process that does not exist, and a zombie
+(exited, waiting for its parent to reap it) counts as gone; nothing here raises for a pid that
+vanished between two reads.
+"""
+from __future__ import annotations
+
+
+def state(pid: int) -> str | None:
+    """The process's state letter (R, S, D, T for stopped, t for traced, Z for zombie...), or None
+    when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]     # the name in parentheses may hold spaces
+    except (OSError, IndexError):
+        return None
+
+
+def gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for its parent."""
+    return state(pid) in (None, "Z")
+
+
+def paused(pid: int) -> bool:
+    """Stopped by a signal (SIGSTOP) or a tracer."""
+    return state(pid) in ("T", "t")
+
+
+def cmdline(pid: int) -> str | None:
+    """The process's arguments joined by spaces, or None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None

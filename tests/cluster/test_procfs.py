@@ -1,0 +1,45 @@
+"""cluster.procfs reads a process's state and command line, and a vanished or zombie process is gone."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from cluster import procfs
+
+pytestmark = pytest.mark.fast
+
+
+def test_a_running_a_stopped_and_a_zombie_process():
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", "marker-xyz"],
+                             stdin=subprocess.PIPE)
+    try:
+        assert procfs.state(child.pid) in ("R", "S") and not procfs.gone(child.pid)
+        assert "marker-xyz" in procfs.cmdline(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)                  # returns once it has stopped
+        assert procfs.paused(child.pid) and not procfs.gone(child.pid)
+        os.kill(child.pid, signal.SIGKILL)
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)   # dead, not reaped: a zombie
+        assert procfs.state(child.pid) == "Z" and procfs.gone(child.pid) and not procfs.paused(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert procfs.gone(child.pid) and procfs.state(child.pid) is None and procfs.cmdline(child.pid) is None
+
+
+def test_a_process_name_with_parentheses_and_spaces_is_read_right(tmp_path):
+    """/proc/PID/stat puts the name in parentheses; a name holding ") R (" must not fool the reader."""
+    odd = tmp_path / "x) R (y"
+    odd.symlink_to("/bin/sleep")
+    child = subprocess.Popen([str(odd), "30"])          # returns once the exec has happened
+    try:
+        with open(f"/proc/{child.pid}/comm") as f:
+            assert f.read().strip() == "x) R (y"
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)
+        assert procfs.state(child.pid) == "T"
+    finally:
+        child.kill()
+        child.wait()

@@ -17,6 +17,8 @@ def main(argv: list[str] | None = None) -> None:
         a.coordinator_id, a.listen, a.advertise or a.listen, a.zookeeper, a.bootstrap, a.zk_session_timeout_ms,
         a.transaction_state_partitions, a.transaction_state_replication_factor,
         max_timeout_ms=a.transaction_max_timeout_ms, expiration_ms=a.transactional_id_expiration_ms,
+        abort_interval_ms=a.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        expiration_check_interval_ms=a.transaction_remove_expired_transaction_cleanup_interval_ms,
         check_interval_ms=a.transaction_check_interval_ms, epoch_bump_per_txn=a.epoch_bump_per_transaction,
         init_with_producer_id=a.init_with_producer_id, kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
         enable_fault_injection=a.enable_fault_injection)

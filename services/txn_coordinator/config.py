@@ -3,7 +3,9 @@
 Guarantees: the coordinator's flags, its `EOSLAB_<NAME>` environment variables,
 the check of `eoslab run --set coordinator.x=y` and docs/configuration.md come
 from `CoordinatorConfig.DEF` (Kafka's `TransactionStateManagerConfig` and
-`TransactionLogConfig` names where Kafka has them).
+`TransactionLogConfig` names where Kafka has them); the housekeeping
+intervals are Kafka's defaults (timed-out transactions every 10 s, expired
+transactional ids every hour) unless a run sets them.
 """
 from __future__ import annotations
 
@@ -26,9 +28,13 @@ class CoordinatorConfig(ServiceConfig):
                    min=1)
            .define("transactional.id.expiration.ms", int, 604800000,
                    "forget a transactional id idle this long (7 days)", min=1)
-           .define("transaction.check.interval.ms", int, 500,
-                   "how often timed-out transactions and idle ids are looked for (Kafka: 10000 and 3600000)", min=1,
-                   kafka_name="transaction.abort.timed.out.transaction.cleanup.interval.ms")
+           .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", int, 10000,
+                   "how often transactions open past their timeout are looked for and aborted", min=1)
+           .define("transaction.remove.expired.transaction.cleanup.interval.ms", int, 3600000,
+                   "how often transactional ids idle past transactional.id.expiration.ms are looked for", min=1)
+           .define("transaction.check.interval.ms", int, None,
+                   "the lab's shorthand: both intervals above at once (unset: each its own)", min=1,
+                   kafka_name="")
            .define(**kafka_version_key())
            .define("epoch.bump.per.transaction", bool, BY_VERSION,
                    "KIP-890 part 2: bump the producer epoch at every commit and abort", kafka_name="")

@@ -33,7 +33,11 @@ Guarantees (Kafka's TransactionCoordinator, KIP-98/360/890):
   (`milliseconds()`, as Kafka's coordinator does, so a wall-clock step moves
   them), the hold and the check interval its monotonic clock;
   `run_periodic_checks()` is one pass of both periodic rules at the current
-  clock (what the background loop runs every `check_interval_ms`).
+  clock; the background loop runs the timeout rule every `abort_interval_ms`
+  (Kafka's transaction.abort.timed.out.transaction.cleanup.interval.ms,
+  10 s) and the expiry rule every `expiration_check_interval_ms`
+  (transaction.remove.expired.transaction.cleanup.interval.ms, 1 h);
+  `check_interval_ms`, when given, sets both.
 """
 from __future__ import annotations
 
@@ -50,20 +54,26 @@ from services.txn_coordinator.transaction_metadata import (IllegalTransition, Pr
 
 S = TransactionState
 log = logging.getLogger(__name__)
+ABORT_INTERVAL_MS = 10000                  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+EXPIRATION_CHECK_INTERVAL_MS = 3600000     # transaction.remove.expired.transaction.cleanup.interval.ms
 
 
 class TransactionCoordinator:
     def __init__(self, state_manager, marker_manager, pid_manager, max_timeout_ms: int = 900000,
-                 expiration_ms: int = 604800000, check_interval_ms: int = 1000, epoch_bump_per_txn: bool = False,
-                 offsets_partitions=None, init_with_producer_id: bool = True, concurrent_hold_ms: int = 100,
-                 time: Time = SYSTEM):
+                 expiration_ms: int = 604800000, check_interval_ms: int | None = None,
+                 epoch_bump_per_txn: bool = False, offsets_partitions=None, init_with_producer_id: bool = True,
+                 concurrent_hold_ms: int = 100, time: Time = SYSTEM, abort_interval_ms: int = ABORT_INTERVAL_MS,
+                 expiration_check_interval_ms: int = EXPIRATION_CHECK_INTERVAL_MS):
         self.time = time
         self.tsm = state_manager
         self.markers = marker_manager
         self.pids = pid_manager
         self.max_timeout_ms = max_timeout_ms
         self.expiration_ms = expiration_ms
-        self.check_interval = check_interval_ms / 1000.0
+        if check_interval_ms is not None:
+            abort_interval_ms = expiration_check_interval_ms = check_interval_ms
+        self.abort_interval = abort_interval_ms / 1000.0
+        self.expiration_check_interval = expiration_check_interval_ms / 1000.0
         self.epoch_bump_per_txn = epoch_bump_per_txn
         self.init_with_producer_id = init_with_producer_id     # KIP-360 (2.5); 0.11's requests carry no pair
         self.offsets_partitions = offsets_partitions   # () -> number of __consumer_offsets partitions
@@ -318,8 +328,20 @@ class TransactionCoordinator:
 
     # -- timeouts and expiry -------------------------------------------------------------------
     def _scheduler(self) -> None:
-        while not self.time.wait_event(self._stopping, self.check_interval):
-            self.run_periodic_checks()
+        """Each periodic rule on its own interval of the monotonic clock, as Kafka schedules them."""
+        tasks = [[self.abort_interval, self.abort_timed_out_transactions],
+                 [self.expiration_check_interval, self.expire_transactional_ids]]
+        start = self.time.monotonic()
+        due = [start + interval for interval, _ in tasks]
+        while not self.time.wait_event(self._stopping, max(0.0, min(due) - self.time.monotonic())):
+            now = self.time.monotonic()
+            for i, (interval, fn) in enumerate(tasks):
+                if now >= due[i]:
+                    due[i] = now + interval
+                    try:
+                        fn()
+                    except Exception:  # noqa: BLE001 - keep checking
+                        log.exception("transaction %s check failed", fn.__name__)
 
     def run_periodic_checks(self) -> None:
         """One pass of the periodic rules at the current clock: abort what timed out, forget idle ids."""

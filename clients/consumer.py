@@ -33,6 +33,9 @@ from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2
 from eoslab.common import record_batch as rb
 
+LIST_OFFSETS_TIMEOUT_S = 5.0    # one ListOffsets call to a partition's leader
+RETRY_BACKOFF_S = 0.1           # before asking again after a leader change (Kafka's retry.backoff.ms default, 100 ms)
+
 
 @dataclass(frozen=True)
 class ConsumerRecord:
@@ -131,7 +134,7 @@ class KafkaConsumer:
                     r = self.metadata.stub(addr).ListOffsets(broker_pb2.ListOffsetsRequest(
                         isolation_level=self.isolation,
                         partitions=[broker_pb2.ListOffsetsPartition(topic=tp[0], partition=tp[1],
-                                                                    timestamp=timestamp)]), timeout=5)
+                                                                    timestamp=timestamp)]), timeout=LIST_OFFSETS_TIMEOUT_S)
                     pr = r.partitions[0]
                     if pr.error == E.NONE:
                         out[tp] = pr.offset
@@ -143,7 +146,7 @@ class KafkaConsumer:
                 except KafkaError as e:
                     if e.code not in NEEDS_METADATA and e.code != E.LEADER_NOT_AVAILABLE:
                         raise
-                self.time.sleep(0.1)
+                self.time.sleep(RETRY_BACKOFF_S)
                 self.metadata.refresh([tp[0]])
             else:
                 raise KafkaError(E.LEADER_NOT_AVAILABLE, f"ListOffsets {tp[0]}-{tp[1]} kept failing")

@@ -23,6 +23,9 @@ from eoslab.v1 import broker_pb2, broker_pb2_grpc, txn_pb2_grpc
 RETRY = {E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR,
          E.CONCURRENT_TRANSACTIONS, E.NETWORK_EXCEPTION, E.REQUEST_TIMED_OUT}
 REFIND = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.NETWORK_EXCEPTION, E.REQUEST_TIMED_OUT}
+# OffsetCommit and TxnOffsetCommit: beyond the group coordinator's 30 s wait for the commit's replication
+OFFSET_COMMIT_TIMEOUT_S = 35.0
+FIND_COORDINATOR_BACKOFF_S = 0.05    # between two rounds of FindCoordinator over the known brokers
 
 
 class CoordinatorClient:
@@ -53,7 +56,7 @@ class CoordinatorClient:
                     return self.address
                 last = KafkaError(r.error, r.error_message)
                 break
-            self.time.sleep(0.05)
+            self.time.sleep(FIND_COORDINATOR_BACKOFF_S)
         raise last or KafkaError(E.COORDINATOR_NOT_AVAILABLE, f"no coordinator for {self.key!r}")
 
     def txn_stub(self):

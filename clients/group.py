@@ -19,13 +19,15 @@ session.timeout.ms.
 """
 from __future__ import annotations
 
-from clients.coordinator import CoordinatorClient
+from clients.coordinator import OFFSET_COMMIT_TIMEOUT_S, CoordinatorClient
 from eoslab.common.errors import E, KafkaError
 from eoslab.common.time import SYSTEM, Time
 from clients.producer.transactions import ConsumerGroupMetadata
 from eoslab.v1 import broker_pb2, common_pb2
 
 REJOIN = {E.REBALANCE_IN_PROGRESS, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID}
+GROUP_RPC_TIMEOUT_S = 5.0          # Heartbeat, LeaveGroup, OffsetFetch: one call to the group coordinator
+UNSTABLE_OFFSET_BACKOFF_S = 0.05   # a require_stable fetch that met a pending transactional commit asks again
 
 
 def range_assign(members: dict[str, list[str]], partitions_for) -> dict[str, list[tuple[str, int]]]:
@@ -110,7 +112,7 @@ class ConsumerCoordinator:
         if self.assignment is None or self.time.monotonic() - self.last_heartbeat < self.heartbeat_interval:
             return
         r = self._call(lambda s: s.Heartbeat(broker_pb2.HeartbeatRequest(
-            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id), timeout=5), 10)
+            group_id=self.group_id, generation_id=self.generation, member_id=self.member_id), timeout=GROUP_RPC_TIMEOUT_S), 2 * GROUP_RPC_TIMEOUT_S)
         self.last_heartbeat = self.time.monotonic()
         if r.error in REJOIN:
             if r.error == E.UNKNOWN_MEMBER_ID:
@@ -121,7 +123,7 @@ class ConsumerCoordinator:
         if self.member_id:
             try:
                 self._call(lambda s: s.LeaveGroup(broker_pb2.LeaveGroupRequest(
-                    group_id=self.group_id, member_id=self.member_id), timeout=5), 5)
+                    group_id=self.group_id, member_id=self.member_id), timeout=GROUP_RPC_TIMEOUT_S), GROUP_RPC_TIMEOUT_S)
             except KafkaError:
                 pass
         self.member_id, self.generation, self.assignment = "", -1, None
@@ -130,7 +132,7 @@ class ConsumerCoordinator:
         r = self._call(lambda s: s.OffsetCommit(broker_pb2.OffsetCommitRequest(
             group_id=self.group_id, generation_id=self.generation, member_id=self.member_id,
             partitions=[broker_pb2.OffsetCommitPartition(topic=t, partition=p, offset=o)
-                        for (t, p), o in sorted(offsets.items())]), timeout=35))
+                        for (t, p), o in sorted(offsets.items())]), timeout=OFFSET_COMMIT_TIMEOUT_S))
         if r.error != E.NONE:
             if r.error in REJOIN:
                 self.assignment = None
@@ -141,9 +143,9 @@ class ConsumerCoordinator:
         while True:
             r = self._call(lambda s: s.OffsetFetch(broker_pb2.OffsetFetchRequest(
                 group_id=self.group_id, require_stable=True,
-                partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in tps]), timeout=5))
+                partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in tps]), timeout=GROUP_RPC_TIMEOUT_S))
             if r.error == E.NONE:
                 return {(p.topic, p.partition): p.offset for p in r.partitions}
             if r.error != E.UNSTABLE_OFFSET_COMMIT or self.time.monotonic() > deadline:
                 raise KafkaError(r.error, f"OffsetFetch {self.group_id}")
-            self.time.sleep(0.05)
+            self.time.sleep(UNSTABLE_OFFSET_BACKOFF_S)

@@ -45,6 +45,9 @@ from clients.producer.transaction_manager import TransactionManager
 from clients.producer.transactions import ABORTABLE_IF_POSSIBLE, ConsumerGroupMetadata, TransactionRequests
 from eoslab.v1 import broker_pb2
 
+INIT_PRODUCER_ID_TIMEOUT_S = 10.0   # one InitProducerId call to a broker (an idempotent producer's id)
+RETRY_BACKOFF_S = 0.1               # between rounds over the brokers (Kafka's retry.backoff.ms default, 100 ms)
+
 
 class KafkaProducer:
     def __init__(self, bootstrap: str, config: ProducerConfig | None = None, *, time: Time = SYSTEM, **props):
@@ -71,14 +74,14 @@ class KafkaProducer:
             for addr in self.metadata.addresses():
                 try:
                     r = self.metadata.stub(addr).InitProducerId(
-                        broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=10)
+                        broker_pb2.InitProducerIdRequest(producer_id=-1, producer_epoch=-1), timeout=INIT_PRODUCER_ID_TIMEOUT_S)
                 except grpc.RpcError as e:
                     last = KafkaError(E.NETWORK_EXCEPTION, f"{addr}: {e.code().name}")
                     continue
                 if r.error == E.NONE:
                     return r.producer_id, r.producer_epoch
                 last = KafkaError(r.error, f"InitProducerId at {addr}")
-            self.time.sleep(0.1)
+            self.time.sleep(RETRY_BACKOFF_S)
         raise last or KafkaError(E.REQUEST_TIMED_OUT, "InitProducerId")
 
     # -- transactions ---------------------------------------------------------------------------
@@ -197,7 +200,7 @@ class KafkaProducer:
             if self.time.monotonic() > deadline:
                 err = self.metadata.topic_errors.get(topic, E.UNKNOWN_TOPIC_OR_PARTITION)
                 raise KafkaError(err, f"topic {topic!r} not found")
-            self.time.sleep(0.1)
+            self.time.sleep(RETRY_BACKOFF_S)
         return n
 
     def send(self, topic: str, value: bytes | None, key: bytes | None = None,

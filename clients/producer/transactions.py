@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from clients.coordinator import CoordinatorClient
+from clients.coordinator import OFFSET_COMMIT_TIMEOUT_S, CoordinatorClient
 from eoslab.common.errors import E, KafkaError
 from eoslab.v1 import broker_pb2, common_pb2, txn_pb2
 
 FATAL = {E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
 ABORTABLE_IF_POSSIBLE = {E.INVALID_PRODUCER_ID_MAPPING, E.UNKNOWN_PRODUCER_ID}
+TXN_RPC_TIMEOUT_S = 10.0         # one call to the transaction coordinator (the coordinator client retries)
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class TransactionRequests:
         req = broker_pb2.InitProducerIdRequest(transactional_id=tm.transactional_id,
                                                transaction_timeout_ms=self.p.config.transaction_timeout_ms,
                                                producer_id=producer_id, producer_epoch=producer_epoch)
-        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().InitProducerId(req, timeout=10),
+        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().InitProducerId(req, timeout=TXN_RPC_TIMEOUT_S),
                                   timeout_s or self.timeout)
         self._check(r.error, "InitProducerId")
         return r.producer_id, r.producer_epoch
@@ -73,7 +74,7 @@ class TransactionRequests:
         req = txn_pb2.AddPartitionsToTxnRequest(
             transactional_id=tm.transactional_id, producer_id=tm.producer_id, producer_epoch=tm.producer_epoch,
             partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in sorted(tps)])
-        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().AddPartitionsToTxn(req, timeout=10),
+        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().AddPartitionsToTxn(req, timeout=TXN_RPC_TIMEOUT_S),
                                   self.timeout)
         self._check(r.error, "AddPartitionsToTxn")
 
@@ -81,7 +82,7 @@ class TransactionRequests:
         tm = self.tm
         req = txn_pb2.AddOffsetsToTxnRequest(transactional_id=tm.transactional_id, producer_id=tm.producer_id,
                                              producer_epoch=tm.producer_epoch, group_id=group_id)
-        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().AddOffsetsToTxn(req, timeout=10),
+        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().AddOffsetsToTxn(req, timeout=TXN_RPC_TIMEOUT_S),
                                   self.timeout)
         self._check(r.error, "AddOffsetsToTxn")
 
@@ -93,13 +94,13 @@ class TransactionRequests:
             producer_epoch=tm.producer_epoch, generation_id=group.generation_id, member_id=group.member_id,
             partitions=[broker_pb2.OffsetCommitPartition(topic=t, partition=p, offset=o)
                         for (t, p), o in sorted(offsets.items())])
-        r = gc.call(lambda a: gc.broker_stub().TxnOffsetCommit(req, timeout=35), self.timeout)
+        r = gc.call(lambda a: gc.broker_stub().TxnOffsetCommit(req, timeout=OFFSET_COMMIT_TIMEOUT_S), self.timeout)
         self._check(r.error, "TxnOffsetCommit", gc)
 
     def end_txn(self, committed: bool) -> txn_pb2.EndTxnResponse:
         tm = self.tm
         req = txn_pb2.EndTxnRequest(transactional_id=tm.transactional_id, producer_id=tm.producer_id,
                                     producer_epoch=tm.producer_epoch, committed=committed)
-        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().EndTxn(req, timeout=10), self.timeout)
+        r = self.coordinator.call(lambda a: self.coordinator.txn_stub().EndTxn(req, timeout=TXN_RPC_TIMEOUT_S), self.timeout)
         self._check(r.error, "EndTxn")
         return r

@@ -20,6 +20,8 @@ from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 
+ALLOCATE_TIMEOUT_S = 5.0     # one AllocateProducerIds call to the active controller
+
 
 class ProducerIdManager:
     def __init__(self, broker_id: int, controller_address, broker_epoch, timeout_s: float = 10.0,
@@ -55,7 +57,7 @@ class ProducerIdManager:
                         r = controller_pb2_grpc.ControllerStub(ch).AllocateProducerIds(
                             controller_pb2.AllocateProducerIdsRequest(broker_id=self.broker_id,
                                                                       broker_epoch=self._broker_epoch()),
-                            timeout=5)
+                            timeout=ALLOCATE_TIMEOUT_S)
                     if r.error == E.NONE and r.producer_id_len > 0:
                         self._next = r.producer_id_start
                         self._end = r.producer_id_start + r.producer_id_len - 1

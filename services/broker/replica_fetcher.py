@@ -40,6 +40,7 @@ IDLE_BACKOFF_S = 0.05       # nothing to fetch, or no address for the leader
 RPC_ERROR_BACKOFF_S = 0.1   # the session or a call failed: a new session after this
 BUG_BACKOFF_S = 0.2         # anything else went wrong
 NOTHING_TO_FETCH_BACKOFF_S = 0.01   # every ready partition is truncating: a short pause before the next round
+OFFSETS_FOR_LEADER_EPOCH_TIMEOUT_S = 5.0
 REPLICA_FETCH_WAIT_MAX_MS = 200                 # Kafka's replica.fetch.wait.max.ms (500 there)
 REPLICA_FETCH_MAX_BYTES = 4 << 20               # per partition (Kafka's replica.fetch.max.bytes: 1 MiB)
 REPLICA_FETCH_RESPONSE_MAX_BYTES = 8 << 20      # per answer (Kafka's replica.fetch.response.max.bytes: 10 MiB)
@@ -210,7 +211,7 @@ class ReplicaFetcherThread(threading.Thread):
         for (t, p), st in parts.items():
             req.partitions.add(topic=t, partition=p, current_leader_epoch=st.leader_epoch,
                                leader_epoch=st.partition.epochs.latest_epoch)
-        resp = stub.OffsetsForLeaderEpoch(req, timeout=5)
+        resp = stub.OffsetsForLeaderEpoch(req, timeout=OFFSETS_FOR_LEADER_EPOCH_TIMEOUT_S)
         for r in resp.partitions:
             tp = (r.topic, r.partition)
             st = parts.get(tp)

@@ -20,6 +20,11 @@ from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 
+# a broker that did not take the state is sent it again after a backoff that doubles up to a cap
+SEND_BACKOFF_INITIAL_S, SEND_BACKOFF_MAX_S = 0.05, 1.0
+UPDATE_METADATA_TIMEOUT_S = 5.0
+LEADER_AND_ISR_TIMEOUT_S = 10.0      # the broker may open logs and truncate before it answers
+
 
 class _BrokerSender(threading.Thread):
     def __init__(self, manager: "ControllerChannelManager", broker_id: int, address: str):
@@ -45,7 +50,7 @@ class _BrokerSender(threading.Thread):
             self.cond.notify()
 
     def run(self) -> None:
-        backoff = 0.05
+        backoff = SEND_BACKOFF_INITIAL_S
         while True:
             with self.cond:
                 while not self.stopped and self.sent_version == self.version:
@@ -60,19 +65,19 @@ class _BrokerSender(threading.Thread):
                 continue
             um, lai = requests
             try:
-                r1 = self.stub.UpdateMetadata(um, timeout=5)
-                r2 = self.stub.LeaderAndIsr(lai, timeout=10)
+                r1 = self.stub.UpdateMetadata(um, timeout=UPDATE_METADATA_TIMEOUT_S)
+                r2 = self.stub.LeaderAndIsr(lai, timeout=LEADER_AND_ISR_TIMEOUT_S)
                 if common_pb2.STALE_CONTROLLER_EPOCH in (r1.error, r2.error):
                     log.warning("broker %d says our controller epoch is stale", self.broker_id)
                     self.manager.on_stale_epoch()
                 with self.cond:
                     self.sent_version = target
-                backoff = 0.05
+                backoff = SEND_BACKOFF_INITIAL_S
             except grpc.RpcError as e:
                 log.debug("send to broker %d failed: %s", self.broker_id, e.code())
                 with self.cond:
                     self.manager.time.wait_for(self.cond, lambda: self.stopped, backoff)
-                backoff = min(backoff * 2, 1.0)
+                backoff = min(backoff * 2, SEND_BACKOFF_MAX_S)
         self.channel.close()
 
 

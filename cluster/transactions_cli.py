@@ -264,7 +264,7 @@ def find_hanging(admin, args) -> str:
 
 def describe_or_none(admin, tid: str):
     """The id's description, or None when its coordinator does not know it (TRANSACTIONAL_ID_NOT_FOUND)."""
-    import kafka.errors as errors
+    from kafka import errors
     try:
         return admin.describe_transactions([tid])[tid]
     except errors.TransactionalIdNotFoundError:

@@ -10,8 +10,8 @@ connection.
 import argparse
 from types import SimpleNamespace as NS
 
-import kafka.errors as errors
 import pytest
+from kafka import errors
 from kafka.admin._transactions import PartitionProducerState, ProducerState
 from kafka.structs import TopicPartition
 

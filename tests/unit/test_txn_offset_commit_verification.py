@@ -121,7 +121,7 @@ def test_a_marker_between_verification_and_append_voids_the_commit(broker):
 
 
 def test_a_coordinator_that_cannot_answer_is_retriable_for_the_client(broker):
-    rm, md, coordinator = broker
+    rm, md, _ = broker
     gc = group_coordinator(rm, md, verification=True)
     rm.get_partition(OFFSETS, 0).verify_txn = lambda *a: E.NOT_ENOUGH_REPLICAS
     assert commit_offset(gc, 5) == E.COORDINATOR_NOT_AVAILABLE   # maybeConvertOffsetCommitError

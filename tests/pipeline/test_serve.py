@@ -171,14 +171,16 @@ def test_shrunk_run_names_its_original_and_the_original_lists_it(store):
 
 
 @pytest.mark.fast
-def test_a_rescan_sees_a_rewritten_file(store):
+def test_a_rescan_sees_a_new_and_a_rewritten_file(store):
     sc = Scanner(store)
     assert {r["id"]: r for r in sc.scan()["runs"]}[PENDING]["verdict"] == "pending"
     g = sc.scan()["generation"]
-    with open(os.path.join(store, PENDING, "results.json"), "w") as fh:
-        json.dump({"verdict": "invalid", "valid": False, "anomalies": {"lost-write": [{}]}}, fh)
+    for rid in (PENDING, VALID):                 # a results.json written, and one written again
+        with open(os.path.join(store, rid, "results.json"), "w") as fh:
+            json.dump({"verdict": "invalid", "valid": False, "anomalies": {"lost-write": [{}, {}]}}, fh)
     data = sc.scan()
-    assert {r["id"]: r for r in data["runs"]}[PENDING]["verdict"] == "anomalies" and data["generation"] != g
+    rows = {r["id"]: r for r in data["runs"]}
+    assert rows[PENDING]["verdict"] == rows[VALID]["verdict"] == "anomalies" and data["generation"] != g
 
 
 @pytest.mark.fast
@@ -208,13 +210,18 @@ def test_confine_keeps_paths_in_the_store(store):
 
 
 @pytest.mark.fast
-def test_not_a_store_is_one_line_and_exit_2(tmp_path, capsys):
+def test_not_a_store_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import pipeline.serve
     from eoslab.cli import main
+
+    def bind(*a):
+        raise AssertionError("it went on to listen")
+    monkeypatch.setattr(pipeline.serve, "bind", bind)
     (tmp_path / "d" / "e").mkdir(parents=True)
-    for path in (tmp_path / "missing", tmp_path / "d"):
+    for path, why in ((tmp_path / "missing", "no such directory"), (tmp_path / "d", "not a store: no run folder")):
         assert main(["serve", str(path), "--port", "0"]) == 2
         cap = capsys.readouterr()
-        assert cap.out == "" and len(cap.err.strip().splitlines()) == 1 and str(path) in cap.err
+        assert cap.out == "" and cap.err.startswith(f"eoslab: {path}: {why}") and cap.err.count("\n") == 1
 
 
 # -- the server as a real process ------------------------------------------------------------------

@@ -60,7 +60,7 @@ class ProducerConfig:
     # unacknowledged: "fatal" fails the producer (0.11, KIP-98 as shipped);
     # "bump-epoch" bumps the epoch and resends from sequence 0 (KIP-360, 2.5+),
     # which duplicates a batch the broker had written but no longer remembers
-    # (seed 001). None: the release's default.
+    # (*Kafka Idempotence*). None: the release's default.
     on_out_of_order: str | None = None
     client_id: str = "eoslab-producer"
     transactional_id: str = ""          # set: the transactional producer (KIP-98)

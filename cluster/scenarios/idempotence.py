@@ -1,4 +1,4 @@
-"""Lost ACKs against the idempotent producer's in-flight window (seed 001, figures 3 and 5).
+"""Lost ACKs against the idempotent producer's in-flight window (*Kafka Idempotence*, figures 3 and 5).
 
 Guarantees: one broker; one partition; batches of exactly ten records, each
 batch one `send` op (its own process, since they are in flight together);
@@ -6,8 +6,8 @@ the leader appends the first `lost` requests and drops their answers
 (DropProduceResponses), which the scenario waits for before collecting the
 acknowledgements, so the schedule does not depend on timing. The broker
 answers a retried batch older than its 5-batch cache with
-OUT_OF_ORDER_SEQUENCE_NUMBER (what current Kafka answers and seed 001
-describes), and the producer reacts as seed 001's does: it bumps its epoch
+OUT_OF_ORDER_SEQUENCE_NUMBER (what current Kafka answers and *Kafka Idempotence*
+describes), and the producer reacts as that article's does: it bumps its epoch
 and resends (or, in `lost-ack-6-in-flight-fatal`, fails as KIP-98 shipped).
 Facts about epochs are read from the `producer` field of the ok sends.
 """
@@ -18,7 +18,7 @@ from cluster.scenarios.base import ClusterSpec, Fact, completions, register
 
 TOPIC = "window"
 PER_BATCH = 10
-# Seed 001's broker on every Kafka version: five batches remembered, OUT_OF_ORDER beyond them (as 1.0+)
+# The article's broker on every Kafka version: five batches remembered, OUT_OF_ORDER beyond them (as 1.0+)
 OOO_BROKER = ClusterSpec(brokers=1, controllers=1,
                          broker_args=("--duplicate-beyond-cache-error=OUT_OF_ORDER_SEQUENCE_NUMBER",
                                       "--producer-state-batches=5"))

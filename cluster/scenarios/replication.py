@@ -1,4 +1,5 @@
-"""Replication under a dead leader: acks, min.insync.replicas, unclean election, re-election (seeds 000, 003).
+"""Replication under a dead leader: acks, min.insync.replicas, unclean election, re-election (the source articles *What happens when a
+relection happens and how is idempotency still preserved?* and *Idempotent producers and sequence numbers*).
 
 Guarantees: three brokers, one partition with three replicas. The two
 `isr-*` scenarios play one schedule and differ only in settings: both
@@ -9,7 +10,8 @@ acks=1 and unclean election the leader alone acknowledged the record and an
 out-of-sync follower takes over without it; with acks=all and
 min.insync.replicas=2 (unclean election off, Kafka's default) the leader
 refuses the record (NOT_ENOUGH_REPLICAS) until the old leader is back and the
-ISR has grown again. `leader-reelection-mid-write` is seed 000's walk-through.
+ISR has grown again. `leader-reelection-mid-write` is the walk-through of *What happens when a relection
+happens and how is idempotency still preserved?*.
 Leader changes are recorded as nemesis `leader` ops (node, leader epoch) so
 the facts can be read from the history.
 """

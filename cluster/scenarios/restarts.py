@@ -1,4 +1,6 @@
-"""A producer that restarts and resends, with and without a transactional.id (seeds 002, 003, 004, 000 §7).
+"""A producer that restarts and resends, with and without a transactional.id (the source articles
+*Build Kafka* scene 08, *Idempotent producers and sequence numbers*, *Apache Kafka idempotent producer* and
+*What happens when a relection happens* §7).
 
 Guarantees: both scenarios play one schedule: the first producer runs in its
 own process (cluster.scenarios.worker) and sends record v; the leader appends
@@ -17,7 +19,7 @@ from __future__ import annotations
 from cluster.scenarios.base import ClusterSpec, Fact, completions, register, session_of
 
 TOPIC = "restart"
-TID = "payments-producer-shard-7"      # seed 003's transactional.id
+TID = "payments-producer-shard-7"      # the transactional.id of *Idempotent producers and sequence numbers*
 FENCED = ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
 # Before KIP-890 part 1 (3.6) a KIP-360 client (2.5+) learns of the fence from its produce request's
 # INVALID_PRODUCER_EPOCH, which it treats as abortable: its commit ends as TRANSACTION_ABORTABLE and only

@@ -1,4 +1,4 @@
-"""Transactions: an expired transactional.id (seed 003) and a delayed EndTxn (KAFKA-17754, KIP-890).
+"""Transactions: an expired transactional.id (*Idempotent producers and sequence numbers*) and a delayed EndTxn (KAFKA-17754, KIP-890).
 
 Guarantees: one broker, one controller, one transaction coordinator (its
 __transaction_state has one replica). Every init_transactions is an

@@ -40,7 +40,7 @@ NEEDS_METADATA = {
 # server errors) is indefinite. OUT_OF_ORDER_SEQUENCE_NUMBER is indefinite too: a
 # broker answers it to a retry of a batch it wrote but no longer caches (current
 # Kafka, and `--duplicate-beyond-cache-error=OUT_OF_ORDER_SEQUENCE_NUMBER`), so the
-# records "may or may not have been appended" (seed 003).
+# records "may or may not have been appended" (*Idempotent producers and sequence numbers*).
 DEFINITE = {
     E.CORRUPT_MESSAGE, E.UNKNOWN_TOPIC_OR_PARTITION, E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE,
     E.INVALID_REQUIRED_ACKS, E.INVALID_RECORD, E.INVALID_REQUEST, E.INVALID_TOPIC_EXCEPTION,

@@ -82,7 +82,7 @@ def test_five_in_flight_first_ack_lost_no_duplicate(cluster):
 
 
 def test_six_in_flight_first_ack_lost_with_epoch_bump_duplicates(make_cluster):
-    """Seed 001, figure 5: the retried first batch is outside the 5-batch cache; a producer that
+    """*Kafka Idempotence*, figure 5: the retried first batch is outside the 5-batch cache; a producer that
     answers OUT_OF_ORDER_SEQUENCE_NUMBER by bumping its epoch writes it a second time."""
     rt = make_cluster(brokers=1, controllers=1,
                       broker_args=["--duplicate-beyond-cache-error=OUT_OF_ORDER_SEQUENCE_NUMBER"])

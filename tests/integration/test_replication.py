@@ -1,4 +1,4 @@
-"""Replication, leader epochs and failover against real processes (seed 000 is the specification)."""
+"""Replication, leader epochs and failover against real processes (the source article *What happens when a relection happens and how is idempotency still preserved?* is the specification)."""
 import glob
 import os
 import threading

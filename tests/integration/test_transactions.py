@@ -1,4 +1,5 @@
-"""Transactions against real processes (seeds 002, 003 and 000 section 7): atomic commit,
+"""Transactions against real processes (the source articles *Build Kafka*
+scene 08, *Idempotent producers and sequence numbers* and *What happens when a relection happens*, section 7): atomic commit,
 read_committed, last stable offset, zombie fencing, transaction timeout, coordinator failover."""
 import json
 import os
@@ -241,7 +242,7 @@ def test_id_expiration_forgets_an_idle_transactional_id(make_cluster):
     q = txn_producer(boot, "idle-1")
     try:
         q.init_transactions()
-        assert q.producer_id != first and q.producer_epoch == 0     # seed 003's "PID eviction"
+        assert q.producer_id != first and q.producer_epoch == 0     # "PID eviction" in *Idempotent producers and sequence numbers*
     finally:
         q.close()
 

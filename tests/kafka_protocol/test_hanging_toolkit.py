@@ -68,13 +68,14 @@ def table(text: str) -> list[dict]:
 
 def test_a_late_produce_after_the_abort_hangs_and_the_toolkit_finds_and_aborts_it(make_cluster, eoslab_home):
     from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
     flag = "--kafka-version=3.0"
     rt = make_cluster(broker_args=[flag], txn_coordinator_args=[flag])
     info = rt.info()
     boot = info.kafka_bootstrap
     topic, tid = f"hang-{uuid.uuid4().hex[:6]}", f"hanger-{uuid.uuid4().hex[:6]}"
     admin = KafkaAdminClient(bootstrap_servers=boot.split(","))
-    admin.create_topics([__import__("kafka").admin.NewTopic(topic, 1, 3)])
+    admin.create_topics([NewTopic(topic, 1, 3)])
     leader_of = {}
 
     def leader():

@@ -112,3 +112,14 @@ def test_refused_input_is_one_line_and_exit_1_before_connecting(args, message, c
     assert cli.main(["transactions", "--bootstrap-server", "127.0.0.1:1", *args]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_cluster_that_does_not_answer_is_one_line_and_exit_1(capsys, monkeypatch):
+    import kafka
+
+    def refuse(**config):
+        raise errors.NoBrokersAvailable()
+    monkeypatch.setattr(kafka, "KafkaAdminClient", refuse)
+    assert cli.main(["transactions", "--bootstrap-server", "127.0.0.1:1", "list"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("eoslab: cannot reach the cluster at 127.0.0.1:1: ") and err.count("\n") == 1

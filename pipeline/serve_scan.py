@@ -8,7 +8,9 @@ store on every call (sorted, hidden directories skipped, symlinked
 directories not followed) and returns {"store", "runs", "matrix", "counts",
 "generation"}; it never raises for what one run holds. A run folder is one
 holding run.json, history.jsonl(.gz) or results.json (the store's root
-itself may be one); a folder holding index.html beside matrix.csv or
+itself may be one, and a run folder may hold others, such as the shrunk run
+kept inside its original's folder, which `eoslab analyze` leaves out of the
+matrix since pipeline.store does not look inside run folders); a folder holding index.html beside matrix.csv or
 matrix.parquet is a matrix page (`eoslab analyze --out` inside the store)
 and neither. Each row has the run's id (its path under the store), workload,
 client (and its version from run.json's "versions"), Kafka release, fault
@@ -24,7 +26,7 @@ says nothing about validity is "broken", its problems naming why.
 
 Shrunk runs: run.json's "shrunk_from" names the run a shrunk run was cut
 down from: the original's folder, relative to the shrunk run's own folder
-(e.g. "../seed-3") or absolute. The original's row lists the shrunk runs
+(e.g. "../seed-3", or ".." for a shrunk run kept in RUN/shrunk/) or absolute. The original's row lists the shrunk runs
 ("shrunk"); the shrunk run's row names the original ("shrunk_from") when it
 is a run of this store, else says where it points ("shrunk_from_missing").
 Parsed files are cached by (mtime, size), so a re-scan reads only what changed.
@@ -120,10 +122,9 @@ class Scanner:
             if _is_matrix(files):
                 matrix.append({"dir": rel or ".", "href": href(os.path.join(rel, "index.html"))})
                 dirs[:] = []
-            elif _is_run(files):
+            elif _is_run(files):         # and look inside: a shrunk run may live in its original's folder
                 runs.append(self._row(root, rel, set(files)))
                 seen.add(root)
-                dirs[:] = []
         self._cache = {p: v for p, v in self._cache.items() if os.path.dirname(p) in seen}
         _link_shrunk(runs, self.store)
         _matrix_reports(runs, matrix, self.store)

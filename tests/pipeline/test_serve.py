@@ -26,7 +26,8 @@ CLI = [sys.executable, "-c", "import sys; from eoslab.cli import main; sys.exit(
 
 VALID = "queue/kill-leader/acks=1/seed-1"
 DUP = "queue/kill-leader/acks=1/seed-2"
-SHRUNK = "queue/kill-leader/acks=1/seed-2-shrunk"
+SHRUNK = "queue/kill-leader/acks=1/seed-2-shrunk"               # beside its original
+NESTED = "queue/kill-leader/acks=1/seed-2/shrunk"                # inside its original's folder
 LAB = "txn/lost-ack/defaults/seed-5"
 OLD = "txn/lost-ack/defaults/seed-6"
 BAD_JSON = "broken/bad-run-json"
@@ -36,7 +37,7 @@ PENDING = "queue/pause/defaults/seed-9"
 # id -> (verdict, anomaly types, seed)
 EXPECTED = {
     VALID: ("valid", [], 1), DUP: ("anomalies", ["duplicate", "lost-write"], 2),
-    SHRUNK: ("anomalies", ["duplicate"], 2), LAB: ("lab-error", [], 5), OLD: ("anomalies", ["g1a"], 6),
+    SHRUNK: ("anomalies", ["duplicate"], 2), NESTED: ("anomalies", ["duplicate"], 2), LAB: ("lab-error", [], 5), OLD: ("anomalies", ["g1a"], 6),
     BAD_JSON: ("broken", [], None), NO_HISTORY: ("broken", [], 3), BAD_RESULTS: ("broken", [], 4),
     PENDING: ("pending", [], 9),
 }
@@ -86,6 +87,8 @@ def build_store(root) -> str:
     shrunk = _meta(seed=2, client="confluent-kafka", settings={"acks": "1"}, shrunk_from="../seed-2")
     shrunk.update(schedule=shrunk["schedule"][:2], time_limit=8.0, concurrency=2)
     write_run(store, SHRUNK, shrunk, {"verdict": "invalid", "valid": False, "anomalies": {"duplicate": [{}]}})
+    write_run(store, NESTED, {**shrunk, "shrunk_from": ".."},
+              {"verdict": "invalid", "valid": False, "anomalies": {"duplicate": [{}]}})
     write_run(store, LAB, _meta("txn", ("lost-ack",), 5, kafka="3.6"),
               {"verdict": "lab-error", "valid": "unknown", "anomalies": {}, "unconfirmed": {"g0": [{}]},
                "lab_errors": [{"kind": "node-down", "message": "broker-2 did not come back"}],
@@ -128,7 +131,7 @@ def test_scan_reads_every_run_as_written(store):
     for rid, (verdict, anomalies, seed) in EXPECTED.items():
         r = rows[rid]
         assert (r["verdict"], [a["type"] for a in r["anomalies"]], r["seed"]) == (verdict, anomalies, seed), rid
-    assert data["counts"] == {"valid": 1, "anomalies": 3, "lab-error": 1, "broken": 3, "pending": 1}
+    assert data["counts"] == {"valid": 1, "anomalies": 4, "lab-error": 1, "broken": 3, "pending": 1}
     dup = rows[DUP]
     assert dup["anomalies"] == [{"type": "duplicate", "count": 7}, {"type": "lost-write", "count": 1}]
     assert (dup["workload"], dup["client"], dup["client_version"], dup["kafka"], dup["faults"], dup["config"]) == \
@@ -159,14 +162,15 @@ def test_broken_runs_say_why(store):
 @pytest.mark.fast
 def test_shrunk_run_names_its_original_and_the_original_lists_it(store):
     rows = _rows(store)
-    assert rows[SHRUNK]["shrunk_from"] == DUP and rows[DUP]["shrunk"] == [SHRUNK]
+    assert rows[SHRUNK]["shrunk_from"] == rows[NESTED]["shrunk_from"] == DUP
+    assert rows[DUP]["shrunk"] == [NESTED, SHRUNK]
     assert (rows[SHRUNK]["scheduled_faults"], rows[DUP]["scheduled_faults"]) == (2, 5)
     assert (rows[SHRUNK]["time_limit"], rows[SHRUNK]["concurrency"]) == (8.0, 2)
     meta = json.load(open(os.path.join(store, SHRUNK, "run.json")))
     meta["shrunk_from"] = "../seed-404"
     json.dump(meta, open(os.path.join(store, SHRUNK, "run.json"), "w"))
     rows = _rows(store)
-    assert rows[SHRUNK]["shrunk_from"] is None and rows[DUP]["shrunk"] == []
+    assert rows[SHRUNK]["shrunk_from"] is None and rows[DUP]["shrunk"] == [NESTED]
     assert rows[SHRUNK]["shrunk_from_missing"] == "shrunk_from '../seed-404' is not a run of this store"
 
 

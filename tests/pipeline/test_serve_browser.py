@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NO_HISTORY, OLD, SHRUNK, Server,
-                                       build_store)
+from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NESTED, NO_HISTORY, OLD, SHRUNK,
+                                       Server, build_store)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install "
@@ -102,7 +102,7 @@ def test_the_script_draws_every_run(served):
     assert cells[BAD_JSON][8] == "broken" and "run.json: not valid JSON" in cells[BAD_JSON][9]
     assert cells[NO_HISTORY][9].startswith("no history.jsonl")
     assert "g0 ×1 (unconfirmed)" in cells[LAB][9]
-    assert cells[SHRUNK][10].startswith(f"shrunk from {DUP}") and cells[DUP][10].startswith(f"shrunk: {SHRUNK}")
+    assert cells[SHRUNK][10].startswith(f"shrunk from {DUP}") and cells[DUP][10].startswith(f"shrunk: {NESTED}")
 
 
 @pytest.mark.parametrize("fragment, key, direction", [("#sort=seed&dir=desc", "seed", "descending"),
@@ -122,7 +122,7 @@ def test_sorting(served, fragment, key, direction):
 @pytest.mark.parametrize("fragment, ids", [
     ("#v=broken", {BAD_JSON, NO_HISTORY, BAD_RESULTS}),
     ("#q=faults:lost-ack", {LAB, OLD}),
-    ("#q=" + quote("kill-leader confluent") + "&v=anomalies", {DUP, SHRUNK}),
+    ("#q=" + quote("kill-leader confluent") + "&v=anomalies", {DUP, SHRUNK, NESTED}),
 ])
 def test_filtering(served, fragment, ids):
     d = dom(served, fragment)

@@ -293,11 +293,11 @@ class GroupCoordinator:
     def txn_offset_commit(self, req, leader_epochs: dict | None = None) -> broker_pb2.TxnOffsetCommitResponse:
         epochs = leader_epochs or {}
         err, p, st = self._state(req.group_id)
-        if err == E.NONE:
-            err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True)
-        guard = None
+        guard = None      # Kafka's order: the verification first, then the group's member checks
         if err == E.NONE and req.partitions and self.txn_offset_commit_verification and p.verify_txn is not None:
             err, guard = self._verify_txn_commit(p, req)
+        if err == E.NONE:
+            err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True)
         if err == E.NONE:
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)

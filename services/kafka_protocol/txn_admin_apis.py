@@ -11,7 +11,9 @@ Guarantees, each Kafka's rule:
   configured, as in the lab), so an admin client can abort a hanging
   transaction; it takes the same in-process path the coordinator's markers
   take (leader only, acks=all, producer and coordinator epochs checked). The
-  lab's gRPC WriteTxnMarkers stays restricted to cluster members;
+  lab's gRPC WriteTxnMarkers stays restricted to cluster members; a
+  transaction coordinator hosts no partition and answers every partition
+  UNKNOWN_TOPIC_OR_PARTITION, as a Kafka broker without the replica does;
 - DescribeTransactions (TransactionCoordinator.handleDescribeTransactions):
   per id NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS for a partition not
   owned or still loading, INVALID_REQUEST for an empty id,
@@ -33,7 +35,7 @@ from eoslab.v1 import broker_pb2, common_pb2
 DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 27, 65, 66
 BROKER_VERSIONS = {DESCRIBE_PRODUCERS: (0, 0), WRITE_TXN_MARKERS: (1, 2), DESCRIBE_TRANSACTIONS: (0, 0),
                    LIST_TRANSACTIONS: (0, 1)}
-COORDINATOR_VERSIONS = {DESCRIBE_TRANSACTIONS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
+COORDINATOR_VERSIONS = {WRITE_TXN_MARKERS: (1, 2), DESCRIBE_TRANSACTIONS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
 TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
               "PrepareEpochFence")
 
@@ -147,5 +149,11 @@ def register_coordinator(apis) -> None:
                                 "transaction_state": state})
         return {"error_code": E.NONE, "unknown_state_filters": unknown, "transaction_states": out}
 
-    for key, fn in ((DESCRIBE_TRANSACTIONS, describe_transactions), (LIST_TRANSACTIONS, list_transactions)):
+    def write_txn_markers(header, req) -> dict:
+        return {"markers": [{"producer_id": int(m.producer_id), "topics": [
+            {"name": t.name, "partitions": [{"partition_index": int(i), "error_code": E.UNKNOWN_TOPIC_OR_PARTITION}
+                                            for i in t.partition_indexes]} for t in m.topics]} for m in req.markers]}
+
+    for key, fn in ((WRITE_TXN_MARKERS, write_txn_markers), (DESCRIBE_TRANSACTIONS, describe_transactions),
+                    (LIST_TRANSACTIONS, list_transactions)):
         apis.register(key, *COORDINATOR_VERSIONS[key], fn)

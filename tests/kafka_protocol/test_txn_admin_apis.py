@@ -208,6 +208,15 @@ def test_list_transactions_filters_as_kafkas_coordinator(clock):
     assert listed(apis)[0] == E.COORDINATOR_LOAD_IN_PROGRESS
 
 
+def test_a_coordinator_hosts_no_partition_for_write_txn_markers():
+    apis, _, _ = coordinator_apis()
+    req = NS(markers=[NS(producer_id=7, topics=[NS(name="t", partition_indexes=[0, 1])])])
+    out = apis.handlers[27](NS(api_version=1), req)
+    assert out == {"markers": [{"producer_id": 7, "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION},
+        {"partition_index": 1, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION}]}]}]}
+
+
 def test_served_versions_have_kio_schemas():
     for table in (txn_admin_apis.BROKER_VERSIONS, txn_admin_apis.COORDINATOR_VERSIONS):
         for key, (lo, hi) in table.items():

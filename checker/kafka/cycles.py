@@ -72,10 +72,10 @@ def build(c) -> Graph:
     if not nodes:
         return g
     keys = c.keys
-    touched = set()
+    touched: dict = {}          # keys in the order the history first touches them: the same witness on every run
     for idx, (_, writes, reads, _) in nodes.items():
-        touched.update(w[0] for w in writes)
-        touched.update(r[0] for r in reads)
+        touched.update(dict.fromkeys(w[0] for w in writes))
+        touched.update(dict.fromkeys(r[0] for r in reads))
     chains: dict[Any, tuple[list, list]] = {}
     for k in touched:
         ks = keys.get(k)

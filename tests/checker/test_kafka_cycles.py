@@ -80,3 +80,32 @@ def test_tarjan_and_the_shortest_cycle_in_a_component():
     cyc = _shortest_cycle(adj, comp)
     assert len(cyc) == 3 and cyc[0] == cyc[-1] and set(cyc) == {3, 4}
     assert tarjan({1: {2}, 2: {3}}) == []
+
+
+def test_the_witness_does_not_depend_on_the_string_hash_seed(tmp_path):
+    """Two transactions ordered one way on nineteen keys and the other way on one: the G0 witness
+    names the same keys whatever PYTHONHASHSEED the checker's process runs with (the same history
+    gives the same report)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    keys = [f"key-{i}" for i in range(20)]
+    ops = []
+    for proc, first in ((0, True), (1, False)):
+        sends = [["send", k, 10 * proc + i] for i, k in enumerate(keys)]
+        ops.append({"process": proc, "type": "invoke", "f": "txn", "value": sends})
+        done = []
+        for i, k in enumerate(keys):
+            before = first if i else not first          # key-0 has the order the other way round
+            done.append(["send", k, [0 if before else 1, 10 * proc + i]])
+        ops.append({"process": proc, "type": "ok", "f": "txn", "value": done})
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in ops))
+    code = ("import json, sys; from checker.kafka import check_kafka; "
+            "r = check_kafka(sys.argv[1]); print(json.dumps(r['allowed']['G0'][0]['steps'], sort_keys=True))")
+    root = Path(__file__).resolve().parents[2]
+    seen = {subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
+                           cwd=root, env=dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=str(root))).stdout
+            for seed in range(6)}
+    assert len(seen) == 1, seen

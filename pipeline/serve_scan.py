@@ -15,7 +15,8 @@ matrix.parquet is a matrix page (`eoslab analyze --out` inside the store)
 and neither. Each row has the run's id (its path under the store), workload,
 client (and its version from run.json's "versions"), Kafka release, fault
 packages, seed, configuration, start time, verdict, anomaly classes with
-counts, links, and "problems" (one line each). The verdict is results.json's
+counts (for a lab error: what broke, instead), links, and "problems"
+(one line each). The verdict is results.json's
 "verdict" (valid | invalid, shown as "anomalies" | unknown | lab-error);
 a results.json without one (an older format) gets it from "lab_errors" and
 "valid" as checker.result does, with a note saying so. A run without
@@ -151,6 +152,7 @@ class Scanner:
             problems.append("no run.json")
         elif st == "bad":
             problems.append(f"run.json: {meta}")
+            row["run_json"] = href(os.path.join(rel, "run.json"))          # to look at what is wrong
         else:
             row["run_json"] = href(os.path.join(rel, "run.json"))
             _from_meta(row, meta, d, notes)
@@ -164,6 +166,7 @@ class Scanner:
         verdict = "pending"
         if st == "bad":
             problems.append(f"results.json: {res}")
+            row["results"] = href(os.path.join(rel, "results.json"))
         elif st == "ok":
             row["results"] = href(os.path.join(rel, "results.json"))
             if not isinstance(res, dict) or res.get("verdict") is None and "valid" not in res:
@@ -237,9 +240,12 @@ def _results_summary(res: Any) -> Any:
         v = ("lab-error" if res.get("lab_errors") else "valid" if res.get("valid") is True
              else "invalid" if res.get("valid") is False else "unknown")
     why = ""
-    if v == "lab-error":
-        first = (res.get("lab_errors") or [{}])[0]
-        why = _one_line(stats.get("reason") or (first.get("message") if isinstance(first, dict) else "") or "")
+    errors = res.get("lab_errors") if isinstance(res.get("lab_errors"), list) else []
+    if v == "lab-error" and errors and isinstance(errors[0], dict):     # what broke, in the lab's words
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        why = _one_line(f"{errors[0].get('kind', '?')}: {errors[0].get('message', '')}") + more
+    elif v == "lab-error":
+        why = _one_line(stats.get("reason") or "")
     elif v == "unknown":
         why = _one_line(stats.get("reason") or "")
     return {"verdict": VERDICTS[v], "has_verdict": has, "why": why,

@@ -15,7 +15,6 @@ const COLS = [
   { key: "started", label: "started" },
   { key: "verdict", label: "verdict" },
   { key: "anomalies", label: "anomalies" },
-  { key: "shrink", label: "shrink" },
   { key: "links", label: "files", nosort: true },
 ];
 const VERDICT_RANK = { broken: 0, "lab-error": 1, anomalies: 2, unknown: 3, pending: 4, valid: 5 };
@@ -64,7 +63,6 @@ function sortValue(r, key) {
     case "kafka": return versionKey(r.kafka);
     case "verdict": return VERDICT_RANK[r.verdict] ?? 9;
     case "anomalies": return anomalyTotal(r);
-    case "shrink": return (r.shrunk_from || "") + "\u0000" + r.shrunk.join(" ");
     default: return String(r[key] ?? "");
   }
 }
@@ -120,11 +118,11 @@ function pairLink(shrunkId, text) {
   return a;
 }
 
-function shrinkCell(r) {
-  const td = el("td", { class: "shrink" });
-  if (r.shrunk_from) td.append("shrunk from ", el("code", {}, r.shrunk_from), " ", pairLink(r.id, "compare"));
+function runCell(r) {  // the id, then how it relates to a shrunk run or its original
+  const td = el("td", { class: "id" }, r.id);
+  if (r.shrunk_from) td.append(el("div", { class: "shrink" }, "shrunk from " + r.shrunk_from + " ", pairLink(r.id, "compare")));
   if (r.shrunk_from_missing) td.append(el("div", { class: "problem" }, r.shrunk_from_missing));
-  for (const s of r.shrunk) td.append(el("div", {}, "shrunk: ", el("code", {}, s), " ", pairLink(s, "compare")));
+  for (const s of r.shrunk) td.append(el("div", { class: "shrink" }, "shrunk: " + s + " ", pairLink(s, "compare")));
   return td;
 }
 
@@ -139,13 +137,18 @@ function linksCell(r) {
   return td;
 }
 
+function timeCell(iso) {  // 2026-11-25T14:40:11Z: the date, the time below it
+  const m = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d:\d\d)/.exec(iso);
+  return m ? el("td", { class: "time", title: iso }, m[1], el("div", {}, m[2])) : el("td", { class: "time" }, iso);
+}
+
 function rowOf(r) {
   const client = el("td", {}, r.client, r.client_version ? el("div", { class: "ver" }, r.client_version) : null);
   return el("tr", { "data-run": r.id, "data-verdict": r.verdict },
-    el("td", { class: "id" }, r.id), el("td", {}, r.workload), client, el("td", {}, r.kafka),
+    runCell(r), el("td", {}, r.workload), client, el("td", {}, r.kafka),
     el("td", {}, r.faults), el("td", { class: "num" }, r.seed === null ? "?" : r.seed),
-    el("td", {}, r.config), el("td", {}, r.started), el("td", {}, verdictCell(r)),
-    anomaliesCell(r), shrinkCell(r), linksCell(r));
+    el("td", { class: "settings" }, r.config), timeCell(r.started), el("td", {}, verdictCell(r)),
+    anomaliesCell(r), linksCell(r));
 }
 
 function renderHead() {

@@ -140,7 +140,7 @@ def test_scan_reads_every_run_as_written(store):
     assert rows[VALID]["client_version"] == "0.1.0" and rows[VALID]["problems"] == []
     lab = rows[LAB]
     assert (lab["kafka"], lab["unconfirmed"], lab["why"]) == \
-        ("3.6", [{"type": "g0", "count": 1}], "lab error (1: node-down): the lab itself failed")
+        ("3.6", [{"type": "g0", "count": 1}], "node-down: broker-2 did not come back")
     assert lab["report"] == f"/store/matrix/reports/{LAB}/report.html"        # analyze's report, for want of its own
     old = rows[OLD]
     assert (old["client"], old["kafka"], old["anomalies"]) == ("?", "unknown", [{"type": "g1a", "count": 3}])
@@ -152,6 +152,7 @@ def test_scan_reads_every_run_as_written(store):
 def test_broken_runs_say_why(store):
     rows = _rows(store)
     assert rows[BAD_JSON]["problems"][0].startswith("run.json: not valid JSON")
+    assert rows[BAD_JSON]["run_json"] == f"/store/{BAD_JSON}/run.json"
     assert rows[NO_HISTORY]["problems"] == ["no history.jsonl"]
     assert rows[BAD_RESULTS]["problems"] == ["results.json: no verdict and no valid field (not a checker result)"]
     assert rows[PENDING]["problems"] == [] and "no results.json yet" in rows[PENDING]["notes"][0]

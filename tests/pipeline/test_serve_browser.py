@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NESTED, NO_HISTORY, OLD, SHRUNK,
-                                       Server, build_store)
+                                       VALID, Server, build_store)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install "
@@ -102,7 +102,10 @@ def test_the_script_draws_every_run(served):
     assert cells[BAD_JSON][8] == "broken" and "run.json: not valid JSON" in cells[BAD_JSON][9]
     assert cells[NO_HISTORY][9].startswith("no history.jsonl")
     assert "g0 ×1 (unconfirmed)" in cells[LAB][9]
-    assert cells[SHRUNK][10].startswith(f"shrunk from {DUP}") and cells[DUP][10].startswith(f"shrunk: {NESTED}")
+    assert cells[SHRUNK][0] == f"{SHRUNK}shrunk from {DUP} compare"
+    assert cells[DUP][0] == f"{DUP}shrunk: {NESTED} compareshrunk: {SHRUNK} compare"
+    assert cells[VALID][0] == VALID and cells[VALID][10] == "report · results.json · run.json"
+    assert cells[LAB][10] == "report · results.json · run.json"                  # analyze's report, linked
 
 
 @pytest.mark.parametrize("fragment, key, direction", [("#sort=seed&dir=desc", "seed", "descending"),

@@ -190,14 +190,16 @@ def cmd_status(args) -> int:
                 m = metrics.get(n.name)
                 extra = "" if n.role != "broker" else "  PartitionsWithLateTransactionsCount " + (
                     "-" if m is None else f"{m['PartitionsWithLateTransactionsCount']}") + \
-                    "  MaxActiveTransactionDuration " + ("-" if m is None else f"{m['MaxActiveTransactionDuration']}ms")
+                    "  MaxActiveTransactionDuration " + ("-" if m is None else f"{m['MaxActiveTransactionDuration']}ms") + \
+                    (f" ({m['MaxActiveTransactionPartition']})" if m and m["MaxActiveTransactionPartition"] else "")
                 print(f"  {n.name:<18} {n.address:<22} {n.state:<8} pid {n.pid or '-'}{extra}")
     return 0
 
 
 def transaction_metrics(info, timeout_s: float = 3.0) -> dict[str, dict]:
     """KIP-664's gauges of every running broker that answers (Kafka's ReplicaManager
-    PartitionsWithLateTransactionsCount and MaxActiveTransactionDuration in ms), by node name."""
+    PartitionsWithLateTransactionsCount, MaxActiveTransactionDuration in ms and the partition of that
+    transaction), by node name."""
     import grpc
 
     from eoslab.common import rpc
@@ -211,7 +213,8 @@ def transaction_metrics(info, timeout_s: float = 3.0) -> dict[str, dict]:
             r = broker_pb2_grpc.BrokerStub(ch).TransactionMetrics(broker_pb2.TransactionMetricsRequest(),
                                                                   timeout=timeout_s)
             out[n.name] = {"PartitionsWithLateTransactionsCount": r.partitions_with_late_transactions_count,
-                           "MaxActiveTransactionDuration": r.max_active_transaction_duration_ms}
+                           "MaxActiveTransactionDuration": r.max_active_transaction_duration_ms,
+                           "MaxActiveTransactionPartition": r.max_active_transaction_partition}
         except grpc.RpcError:
             pass                                     # a broker that does not answer shows "-"
         finally:

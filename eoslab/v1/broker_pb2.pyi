@@ -27,14 +27,16 @@ class TransactionMetricsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class TransactionMetricsResponse(_message.Message):
-    __slots__ = ("broker_id", "partitions_with_late_transactions_count", "max_active_transaction_duration_ms")
+    __slots__ = ("broker_id", "partitions_with_late_transactions_count", "max_active_transaction_duration_ms", "max_active_transaction_partition")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_WITH_LATE_TRANSACTIONS_COUNT_FIELD_NUMBER: _ClassVar[int]
     MAX_ACTIVE_TRANSACTION_DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ACTIVE_TRANSACTION_PARTITION_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     partitions_with_late_transactions_count: int
     max_active_transaction_duration_ms: int
-    def __init__(self, broker_id: _Optional[int] = ..., partitions_with_late_transactions_count: _Optional[int] = ..., max_active_transaction_duration_ms: _Optional[int] = ...) -> None: ...
+    max_active_transaction_partition: str
+    def __init__(self, broker_id: _Optional[int] = ..., partitions_with_late_transactions_count: _Optional[int] = ..., max_active_transaction_duration_ms: _Optional[int] = ..., max_active_transaction_partition: _Optional[str] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
     __slots__ = ("topics",)

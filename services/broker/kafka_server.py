@@ -382,10 +382,11 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return self.s.group_coordinator.offset_fetch(request)
 
     def TransactionMetrics(self, request, context):
-        late, longest = self.rm.transaction_metrics()
+        late, longest, where = self.rm.transaction_metrics()
         return broker_pb2.TransactionMetricsResponse(broker_id=self.s.broker_id,
                                                      partitions_with_late_transactions_count=late,
-                                                     max_active_transaction_duration_ms=longest)
+                                                     max_active_transaction_duration_ms=longest,
+                                                     max_active_transaction_partition=where)
 
     def UpdateMetadata(self, request, context):
         if not self.rm.check_controller_epoch(request.controller_epoch):

@@ -115,13 +115,13 @@ class ReplicaManager:
         with p.lock:
             return E.NONE, list(p.producer_state.producers.values())
 
-    def transaction_metrics(self, max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS) -> tuple[int, int]:
-        """KIP-664: (PartitionsWithLateTransactionsCount, MaxActiveTransactionDuration ms) over the leader
-        partitions. Late as Kafka's ProducerStateManager.hasLateTransaction: the producer of the oldest
+    def transaction_metrics(self, max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS) -> tuple[int, int, str]:
+        """KIP-664: (PartitionsWithLateTransactionsCount, MaxActiveTransactionDuration ms, the partition of
+        that transaction or "") over the leader partitions. Late as Kafka's ProducerStateManager.hasLateTransaction: the producer of the oldest
         open transaction (lowest first offset) last wrote more than max_timeout_ms + 5 min ago; the
         duration of an open transaction counts from its first batch's timestamp."""
         now = self.time.milliseconds()
-        late, longest = 0, 0
+        late, longest, where = 0, 0, ""
         with self.lock:
             leaders = [p for p in self.partitions.values() if p.is_leader]
         for p in leaders:
@@ -135,9 +135,9 @@ class ReplicaManager:
                         LATE_TRANSACTION_BUFFER_MS:
                     late += 1
                 batches = p.log.read(first, max_bytes=1)
-            if batches and batches[0].max_timestamp > 0:
-                longest = max(longest, now - batches[0].max_timestamp)
-        return late, longest
+            if batches and batches[0].max_timestamp > 0 and (not where or now - batches[0].max_timestamp > longest):
+                longest, where = max(0, now - batches[0].max_timestamp), f"{p.topic}-{p.partition}"
+        return late, longest, where
 
     def become_leader_or_follower(self, req: broker_pb2.LeaderAndIsrRequest) -> broker_pb2.LeaderAndIsrResponse:
         if not self.check_controller_epoch(req.controller_epoch):

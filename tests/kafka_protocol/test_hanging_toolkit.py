@@ -128,6 +128,7 @@ def test_a_late_produce_after_the_abort_hangs_and_the_toolkit_finds_and_aborts_i
     leader_name = brokers[leader_of["leader_id"]].name
     assert status["transaction_metrics"][leader_name]["MaxActiveTransactionDuration"] > 0
     assert status["transaction_metrics"][leader_name]["PartitionsWithLateTransactionsCount"] == 0  # not 20 min
+    assert status["transaction_metrics"][leader_name]["MaxActiveTransactionPartition"] == f"{topic}-0"
     text = eoslab(eoslab_home, "cluster", "status", "--name", rt.cluster_name, "--runtime", "local").stdout
     assert "PartitionsWithLateTransactionsCount 0" in text
 

@@ -137,14 +137,16 @@ def test_late_transactions_and_the_longest_open_one_are_counted_on_leaders_only(
     produce(rm, txn_batch(clock))
     clock.advance(60.0)
     produce(rm, txn_batch(clock, pid=8), partition=1)
-    assert rm.transaction_metrics() == (0, 60000)
+    assert rm.transaction_metrics() == (0, 60000, "t-0")
     bound = TRANSACTION_MAX_TIMEOUT_MS + LATE_TRANSACTION_BUFFER_MS
     clock.advance((bound - 60000) / 1000)                  # partition 0's producer wrote exactly `bound` ago
-    assert rm.transaction_metrics() == (0, bound)
+    assert rm.transaction_metrics() == (0, bound, "t-0")
     clock.advance(0.001)
-    assert rm.transaction_metrics() == (1, bound + 1)
+    assert rm.transaction_metrics() == (1, bound + 1, "t-0")
     clock.advance(60.0)
-    assert rm.transaction_metrics() == (2, clock.milliseconds() - start)
+    assert rm.transaction_metrics() == (2, clock.milliseconds() - start, "t-0")
+    become(rm, 0, leader=2)                                # a follower's transactions are not counted
+    assert rm.transaction_metrics() == (1, bound + 1, "t-1")
 
 
 # -- the coordinators' side ------------------------------------------------------------------------------

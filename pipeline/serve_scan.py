@@ -13,7 +13,8 @@ kept inside its original's folder, which `eoslab analyze` leaves out of the
 matrix since pipeline.store does not look inside run folders); a folder holding index.html beside matrix.csv or
 matrix.parquet is a matrix page (`eoslab analyze --out` inside the store)
 and neither. Each row has the run's id (its path under the store), workload,
-client (and its version from run.json's "versions"), Kafka release, fault
+client (run.json's "client", "eoslab" when absent as in runs recorded
+before it existed; its version from run.json's "versions"), Kafka release, fault
 packages, seed, configuration, start time, verdict, anomaly classes with
 counts (for a lab error: what broke, instead), links, and "problems"
 (one line each). The verdict is results.json's
@@ -185,16 +186,14 @@ class Scanner:
 
 def _from_meta(row: dict, meta: dict, d: str, notes: list) -> None:
     row["workload"] = str(meta.get("workload") or "?")
-    client = meta.get("client")
-    row["client"] = str(client) if client else "?"
+    client = str(meta.get("client") or "").strip() or "eoslab"    # runs before --client: the lab's own
+    row["client"] = client
     versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
-    if client and versions.get(str(client)):
-        v = str(versions[str(client)])
+    if versions.get(client):
+        v = str(versions[client])
         if client == "confluent-kafka" and versions.get("librdkafka"):
             v += f" (librdkafka {versions['librdkafka']})"
         row["client_version"] = v
-    elif client == "eoslab" and versions.get("eoslab"):
-        row["client_version"] = str(versions["eoslab"])
     row["kafka"] = kafka_version(meta.get("kafka_version"))
     nemesis = meta.get("nemesis")
     row["faults"] = fault_label(nemesis) if isinstance(nemesis, (list, str)) or nemesis is None else "?"

@@ -143,7 +143,8 @@ def test_scan_reads_every_run_as_written(store):
         ("3.6", [{"type": "g0", "count": 1}], "node-down: broker-2 did not come back")
     assert lab["report"] == f"/store/matrix/reports/{LAB}/report.html"        # analyze's report, for want of its own
     old = rows[OLD]
-    assert (old["client"], old["kafka"], old["anomalies"]) == ("?", "unknown", [{"type": "g1a", "count": 3}])
+    assert (old["client"], old["kafka"], old["anomalies"]) == ("eoslab", "unknown", [{"type": "g1a", "count": 3}])
+    assert "run.json has no kafka_version, client (an older or synthetic run)" in old["notes"]
     assert any("no verdict field" in n for n in old["notes"])
     assert data["matrix"] == [{"dir": "matrix", "href": "/store/matrix/index.html"}]
 

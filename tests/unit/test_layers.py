@@ -14,12 +14,16 @@ Imports are read from the source: `import x`, `from x import y` (relative ones r
 """
 import ast
 import functools
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 pytestmark = pytest.mark.fast
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCANNED = ("checker", "clients", "cluster", "eoslab", "pipeline", "services")
 
 # services/ -> clients/, each (file, module, name) with why the coordinator needs it
 COORDINATOR_CLIENT_IMPORTS = {
@@ -49,8 +53,7 @@ def imports(package: str):
                     yield rel, module, imported, line
 
 
-@functools.cache
-def imports_in_file(rel: str) -> tuple:
+def parse_imports(rel: str) -> list:
     """(module, imported name or None, line) for every import in one file of the repo."""
     path = os.path.join(REPO, rel)
     with open(path, encoding="utf-8") as fh:
@@ -71,7 +74,37 @@ def imports_in_file(rel: str) -> tuple:
             fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             if fn in ("import_module", "__import__"):
                 out.append((node.args[0].value, None, node.lineno))
-    return tuple(out)
+    return out
+
+
+def scan() -> dict[str, list]:
+    """Every .py file of the repo's packages -> its imports."""
+    table = {}
+    for package in SCANNED:
+        for root, _, files in os.walk(os.path.join(REPO, package)):
+            for name in files:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(root, name), REPO)
+                    table[rel] = parse_imports(rel)
+    return table
+
+
+@functools.cache
+def _table() -> dict[str, tuple]:
+    """scan(), run in a fresh interpreter: CPython 3.11's AST constructor keeps one recursion counter
+    per interpreter, so an ast.parse here racing another thread's (a leftover thread of an earlier
+    test in this worker formatting a traceback parses source too) fails with "SystemError: AST
+    constructor recursion depth mismatch"."""
+    code = "import json; from tests.unit.test_layers import scan; print(json.dumps(scan()))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True,
+                         env=dict(os.environ, PYTHONPATH=REPO)).stdout
+    return {rel: tuple(tuple(i) for i in imps) for rel, imps in json.loads(out).items()}
+
+
+def imports_in_file(rel: str) -> tuple:
+    """(module, imported name or None, line) for every import in one file of the repo."""
+    table = _table()
+    return table[rel] if rel in table else tuple(parse_imports(rel))
 
 
 def imports_of(package: str):
@@ -141,3 +174,17 @@ def test_the_services_import_the_clients_only_where_the_coordinator_needs_a_clie
                     f"COORDINATOR_CLIENT_IMPORTS with their reason, or import from eoslab.common"
     gone = sorted(COORDINATOR_CLIENT_IMPORTS - found)
     assert not gone, f"no longer imported, take them off COORDINATOR_CLIENT_IMPORTS: {gone}"
+
+
+def test_the_sources_are_parsed_in_a_fresh_interpreter(monkeypatch):
+    """No ast.parse in this worker's interpreter (see _table): with it broken here, the import table
+    still comes out whole."""
+    def broken(*a, **k):
+        raise SystemError("AST constructor recursion depth mismatch (before=1, after=2)")
+    monkeypatch.setattr(ast, "parse", broken)
+    _table.cache_clear()
+    try:
+        assert ("clients.producer", "KafkaProducer") in {(m, n) for m, n, _ in imports_in_file(
+            "services/txn_coordinator/transaction_state_manager.py")}
+    finally:
+        _table.cache_clear()

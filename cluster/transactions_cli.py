@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 
 from eoslab.cli import CliError
@@ -31,6 +32,9 @@ def register(sub) -> None:
     p = sub.add_parser("transactions", help="analyze and fix transactional state (Kafka's kafka-transactions.sh)",
                        description="This tool is used to analyze the transactional state of producers in the "
                                    "cluster. It can be used to detect and recover from hanging transactions.")
+    p.add_argument("--command-config", metavar="FILE", default=None,
+                   help="property file containing configs to be passed to admin client (Kafka's names: "
+                        "client.id, request.timeout.ms, ...)")
     p.add_argument("--bootstrap-server", required=True, metavar="host:port",
                    help="a Kafka listener of the cluster (kafka_bootstrap), host:port[,host:port...]")
     tsub = p.add_subparsers(dest="transactions_command", required=True, metavar="COMMAND",
@@ -76,13 +80,33 @@ def fail(message: str, cause: Exception | None = None):
     raise CliError(message, code=1)
 
 
-def admin_client(bootstrap: str):
+def load_properties(path: str) -> dict[str, str]:
+    """A Java properties file's lines: the key ends at the first '=', ':' or blank; # and ! start
+    comments."""
+    out = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line or line[0] in "#!":
+                    continue
+                m = re.match(r"([^=:\s]+)\s*[=:\s]?\s*(.*)$", line)
+                out[m.group(1)] = m.group(2)
+    except OSError as e:
+        fail("Failed to load admin client properties", e)
+    return out
+
+
+def admin_client(bootstrap: str, command_config: str | None = None):
     from kafka import KafkaAdminClient
     if not os.environ.get("EOSLAB_DEBUG"):
         logging.getLogger("kafka").setLevel(logging.CRITICAL)   # its warnings are not the user's one line
+    config = {"client_id": "eoslab-transactions", "request_timeout_ms": 30000, "bootstrap_timeout_ms": 15000}
+    for k, v in (load_properties(command_config) if command_config else {}).items():
+        config[k.replace(".", "_")] = int(v) if v.lstrip("-").isdigit() else v    # kafka-python's names
+    config["bootstrap_servers"] = bootstrap.split(",")
     try:
-        return KafkaAdminClient(bootstrap_servers=bootstrap.split(","), client_id="eoslab-transactions",
-                                request_timeout_ms=30000, bootstrap_timeout_ms=15000)
+        return KafkaAdminClient(**config)
     except Exception as e:  # noqa: BLE001 - kafka-python raises several kinds for a cluster that is not there
         fail(f"cannot reach the cluster at {bootstrap}", e)
 
@@ -93,7 +117,7 @@ def cmd_transactions(args) -> int:
     check = {"abort": check_abort, "find-hanging": check_find_hanging}.get(args.transactions_command)
     if check is not None:
         check(args)                         # before connecting, as Kafka's tool refuses its input
-    admin = admin_client(args.bootstrap_server)
+    admin = admin_client(args.bootstrap_server, args.command_config)
     try:
         out = command(admin, args)
     finally:

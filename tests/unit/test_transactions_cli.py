@@ -108,7 +108,7 @@ def test_abort_by_start_offset_takes_that_producer_with_coordinator_epoch_at_lea
     (["find-hanging", "--broker-id", "1", "--partition", "0"], "The --partition argument requires --topic"),
 ])
 def test_refused_input_is_one_line_and_exit_1_before_connecting(args, message, capsys, monkeypatch):
-    monkeypatch.setattr(tc, "admin_client", lambda boot: pytest.fail("connected"))
+    monkeypatch.setattr(tc, "admin_client", lambda boot, config=None: pytest.fail("connected"))
     assert cli.main(["transactions", "--bootstrap-server", "127.0.0.1:1", *args]) == 1
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
@@ -123,3 +123,22 @@ def test_a_cluster_that_does_not_answer_is_one_line_and_exit_1(capsys, monkeypat
     assert cli.main(["transactions", "--bootstrap-server", "127.0.0.1:1", "list"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("eoslab: cannot reach the cluster at 127.0.0.1:1: ") and err.count("\n") == 1
+
+
+def test_command_config_passes_kafkas_settings_to_the_admin_client(tmp_path, capsys, monkeypatch):
+    import kafka
+    seen = {}
+
+    def admin(**config):
+        seen.update(config)
+        raise errors.NoBrokersAvailable()
+    monkeypatch.setattr(kafka, "KafkaAdminClient", admin)
+    props = tmp_path / "admin.properties"
+    props.write_text("# a comment\nclient.id = ops-1\nrequest.timeout.ms:5000\nmetadata.max.age.ms 1000\n")
+    assert cli.main(["transactions", "--command-config", str(props), "--bootstrap-server", "h:1", "list"]) == 1
+    assert (seen["client_id"], seen["request_timeout_ms"], seen["metadata_max_age_ms"], seen["bootstrap_servers"]) \
+        == ("ops-1", 5000, 1000, ["h:1"])
+    capsys.readouterr()
+    missing = str(tmp_path / "missing.properties")
+    assert cli.main(["transactions", "--command-config", missing, "--bootstrap-server", "h:1", "list"]) == 1
+    assert capsys.readouterr().err.startswith("eoslab: Failed to load admin client properties: ")

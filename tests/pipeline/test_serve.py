@@ -7,6 +7,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -308,8 +309,9 @@ def test_page_and_api(shared):
     runs = server.runs()
     assert {k: r["verdict"] for k, r in runs.items()} == {k: v[0] for k, v in EXPECTED.items()}
     for asset, kind in (("serve.js", "javascript"), ("serve.css", "text/css")):
-        status, ctype, _ = server.get(f"/static/{asset}")
+        status, ctype, text = server.get(f"/static/{asset}")
         assert status == 200 and kind in ctype
+        assert not re.search(r"https?:|url\(|@import|//[a-z0-9.-]+\.[a-z]{2,}/", text), asset   # no other host
     status, _, text = server.get(runs[DUP]["report"])
     assert status == 200 and f"report of {DUP}" in text
     assert "the matrix page" in server.get("/store/matrix/index.html")[2]

@@ -42,6 +42,7 @@ _STORE = web.AppKey("store", str)
 _SCANNER = web.AppKey("scanner", Scanner)
 _LOCK = web.AppKey("lock", asyncio.Lock)
 _REFRESH = web.AppKey("refresh", float)
+_PAGE = web.AppKey("page", str)
 
 
 def check_assets() -> None:
@@ -64,8 +65,7 @@ def _embed(data: dict) -> str:
 
 
 async def page(request: web.Request) -> web.Response:
-    with open(os.path.join(STATIC, "serve.html"), encoding="utf-8") as fh:
-        tpl = fh.read()
+    tpl = request.app[_PAGE]
     data = await _scan(request)
     config = {"refresh_s": request.app[_REFRESH]}
     body = (tpl.replace("{{STORE}}", _html(request.app[_STORE]))
@@ -126,6 +126,8 @@ def make_app(store: str, refresh_s: float = 2.0) -> web.Application:
     app[_SCANNER] = Scanner(real)
     app[_LOCK] = asyncio.Lock()
     app[_REFRESH] = float(refresh_s)
+    with open(os.path.join(STATIC, "serve.html"), encoding="utf-8") as fh:
+        app[_PAGE] = fh.read()
     app.router.add_get("/", page)
     app.router.add_get("/api/runs", api_runs)
     app.router.add_get("/static/{name}", static)

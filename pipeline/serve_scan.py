@@ -243,9 +243,7 @@ def _results_summary(res: Any) -> Any:
     if v == "lab-error" and errors and isinstance(errors[0], dict):     # what broke, in the lab's words
         more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
         why = _one_line(f"{errors[0].get('kind', '?')}: {errors[0].get('message', '')}") + more
-    elif v == "lab-error":
-        why = _one_line(stats.get("reason") or "")
-    elif v == "unknown":
+    elif v in ("lab-error", "unknown"):
         why = _one_line(stats.get("reason") or "")
     return {"verdict": VERDICTS[v], "has_verdict": has, "why": why,
             "anomalies": _counts(res.get("anomalies"), stats.get("anomaly_counts")),

@@ -105,7 +105,10 @@ function verdictCell(r) {
 function anomaliesCell(r) {
   const td = el("td", { class: "anoms" });
   for (const a of r.anomalies) td.append(el("span", {}, a.type + " \u00d7" + a.count));
-  for (const a of r.unconfirmed) td.append(el("span", { class: "unconfirmed", title: "found in a run the lab broke: not a verdict about Kafka" }, a.type + " \u00d7" + a.count + " (unconfirmed)"));
+  const why = "found in a run the lab broke: not a verdict about Kafka";
+  for (const a of r.unconfirmed) {
+    td.append(el("span", { class: "unconfirmed", title: why }, a.type + " \u00d7" + a.count + " (unconfirmed)"));
+  }
   if (r.why) td.append(el("div", { class: "note" }, r.why));
   for (const p of r.problems) td.append(el("div", { class: "problem" }, p));
   for (const n of r.notes) td.append(el("div", { class: "note" }, n));
@@ -120,7 +123,9 @@ function pairLink(shrunkId, text) {
 
 function runCell(r) {  // the id, then how it relates to a shrunk run or its original
   const td = el("td", { class: "id" }, r.id);
-  if (r.shrunk_from) td.append(el("div", { class: "shrink" }, "shrunk from " + r.shrunk_from + " ", pairLink(r.id, "compare")));
+  if (r.shrunk_from) {
+    td.append(el("div", { class: "shrink" }, "shrunk from " + r.shrunk_from + " ", pairLink(r.id, "compare")));
+  }
   if (r.shrunk_from_missing) td.append(el("div", { class: "problem" }, r.shrunk_from_missing));
   for (const s of r.shrunk) td.append(el("div", { class: "shrink" }, "shrunk: " + s + " ", pairLink(s, "compare")));
   return td;
@@ -181,7 +186,8 @@ function renderSummary() {
     m.append("matrix: ");
     data.matrix.forEach((x, i) => { if (i) m.append(", "); m.append(link(x.href, x.dir)); });
   } else {
-    m.append(el("span", { class: "muted" }, "no matrix page in this store (eoslab analyze STORE --out STORE/matrix writes one)"));
+    const hint = "no matrix page in this store (eoslab analyze STORE --out STORE/matrix writes one)";
+    m.append(el("span", { class: "muted" }, hint));
   }
 }
 
@@ -209,7 +215,8 @@ function renderPair() {
   }
   tbody.append(el("tr", {}, el("th", {}, "files"), linksCell(orig), linksCell(shrunk)));
   sec.replaceChildren(el("h2", {}, "shrunk run beside its original ", close),
-    el("table", {}, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "original: " + orig.id), el("th", {}, "shrunk: " + shrunk.id))), tbody));
+    el("table", {}, el("thead", {}, el("tr", {}, el("th"), el("th", {}, "original: " + orig.id),
+                                       el("th", {}, "shrunk: " + shrunk.id))), tbody));
   sec.hidden = false;
 }
 
@@ -241,7 +248,9 @@ async function poll() {
 }
 
 document.getElementById("q").addEventListener("input", (ev) => { state.q = ev.target.value; writeHash(); render(); });
-document.getElementById("verdict").addEventListener("change", (ev) => { state.v = ev.target.value; writeHash(); render(); });
+document.getElementById("verdict").addEventListener("change", (ev) => {
+  state.v = ev.target.value; writeHash(); render();
+});
 window.addEventListener("hashchange", () => { state = readHash(); render(); });
 render();
 if (config.refresh_s > 0) setInterval(poll, config.refresh_s * 1000);

@@ -2,14 +2,19 @@
 
 Guarantees: one self-contained page (no scripts, stylesheets, fonts or
 images from anywhere; plots are inline SVG drawn here; every string from the
-store is escaped). It shows: the job summary; per workload (and Kafka
-version, when the store has runs of more than one), a heat map of
+store is escaped). It shows: the job summary; per workload (and client,
+and Kafka version, each when the store has runs of more than one: headed
+"workload, client X, Kafka V"), a heat map of
 configuration x fault package coloured by the share of invalid runs; per
 workload and fault package, a heat map of configuration x anomaly type (the
 types found anywhere in that workload, then unseen and "(any)"), each cell
 labelled runs_with/runs and titled with the rate's 95% interval and the
-finding count; the unseen, latency and real-time lag summaries per cell; and a table of
-every run (verdict, anomalies, ops) linking to its report.html by a path
+finding count; when the store has runs of more than one client, per workload
+and configuration a heat map of client and Kafka version x fault package
+(the share of invalid runs: which client loses or duplicates on which
+release under which fault); the unseen, latency and real-time lag summaries
+per cell (with its client and version); and a table of every run (client,
+Kafka version, verdict, anomalies, ops) linking to its report.html by a path
 relative to the page (runs without a report say so). Lab errors (runs the lab
 broke, pipeline.matrix) are counted apart, never as valid or invalid runs:
 in the summary, in a "lab errors" column of the cell table, in a heat map of
@@ -22,7 +27,7 @@ import os
 from html import escape
 
 from checker.report import CSS as REPORT_CSS
-from pipeline.matrix import ANY, LAB_ERROR, UNKNOWN_VERSION, UNSEEN
+from pipeline.matrix import ANY, DEFAULT_CLIENT, LAB_ERROR, UNKNOWN_VERSION, UNSEEN
 
 CSS = REPORT_CSS + """
 .hm text{font:11px sans-serif}.hm .v{font:10px sans-serif;text-anchor:middle}
@@ -105,8 +110,14 @@ def _fmt(v, digits=2) -> str:
     return str(v)
 
 
+def _client(r: dict) -> str:
+    """A row's client, followed by its version when known."""
+    c, v = r.get("client") or DEFAULT_CLIENT, r.get("client_version")
+    return f"{c} {v}" if v else c
+
+
 def _cell_table(rows: list[dict]) -> str:
-    head = ("<tr><th>workload</th><th>configuration</th><th>faults</th><th>Kafka</th><th>runs</th>"
+    head = ("<tr><th>workload</th><th>configuration</th><th>faults</th><th>Kafka</th><th>client</th><th>runs</th>"
             "<th>lab errors</th><th>ops</th>"
             "<th>unseen</th><th>unseen share</th><th>send p50 / p99 / max (ms)</th>"
             "<th>poll p50 / p99 / max (ms)</th><th>max real-time lag (ms)</th></tr>")
@@ -117,7 +128,7 @@ def _cell_table(rows: list[dict]) -> str:
         share = "" if r["unseen_share"] is None else f"{100 * r['unseen_share']:.3f}%"
         body.append(
             f"<tr><td>{_e(r['workload'])}</td><td>{_e(r['config'])}</td><td>{_e(r['fault'])}</td>"
-            f"<td>{_e(r.get('kafka_version'))}</td><td class=num>{r['runs']}</td>"
+            f"<td>{_e(r.get('kafka_version'))}</td><td>{_e(_client(r))}</td><td class=num>{r['runs']}</td>"
             f"<td class=num>{r.get('lab_errors') or 0}</td><td class=num>{r['ops']}</td>"
             f"<td class=num>{r['unseen_records']}</td><td class=num>{share}</td>"
             f"<td class=num>{_fmt(r['send_p50_ms'])} / {_fmt(r['send_p99_ms'])} / {_fmt(r['send_max_ms'])}</td>"
@@ -141,9 +152,11 @@ def _runs_table(run_rows: list[dict], out_dir: str) -> str:
         else:
             link = "<span class=muted>no report</span>"
         body.append(f"<tr><td>{_e(r['run'])}</td><td>{_e(r['config'])}</td><td>{_e(r['fault'])}</td>"
-                    f"<td>{_e(r.get('kafka_version'))}</td><td class=num>{_e(r['seed'])}</td><td>{_e(verdict)}</td><td>{_e(anomalies)}</td>"
+                    f"<td>{_e(r.get('kafka_version'))}</td><td>{_e(_client(r))}</td>"
+                    f"<td class=num>{_e(r['seed'])}</td><td>{_e(verdict)}</td><td>{_e(anomalies)}</td>"
                     f"<td class=num>{r['ops']}</td><td>{link}</td></tr>")
-    head = ("<tr><th>run</th><th>configuration</th><th>faults</th><th>Kafka</th><th>seed</th><th>verdict</th>"
+    head = ("<tr><th>run</th><th>configuration</th><th>faults</th><th>Kafka</th><th>client</th><th>seed</th>"
+            "<th>verdict</th>"
             "<th>anomalies</th><th>ops</th><th></th></tr>")
     table = f"<table>{head}{''.join(body)}</table>"
     if len(run_rows) > 200:
@@ -151,23 +164,46 @@ def _runs_table(run_rows: list[dict], out_dir: str) -> str:
     return table
 
 
+def _group(r: dict) -> tuple[str, str, str]:
+    """A matrix row's heading on the page: workload, client, Kafka version."""
+    return r["workload"], r.get("client") or DEFAULT_CLIENT, r.get("kafka_version") or UNKNOWN_VERSION
+
+
+def _clients_maps(rows: list[dict]) -> str:
+    """Per workload and configuration: client and Kafka version x fault package, by invalid runs."""
+    parts = []
+    anyrows = [r for r in rows if r["kind"] == "anomaly" and r["anomaly"] == ANY]
+    for wl, config in sorted({(r["workload"], r["config"]) for r in anyrows}):
+        these = [r for r in anyrows if (r["workload"], r["config"]) == (wl, config)]
+        lines = [f"{c}, Kafka {v}" for c, v in sorted({_group(r)[1:] for r in these})]
+        cells = {("{}, Kafka {}".format(*_group(r)[1:]), r["fault"]): r for r in these}
+        parts.append(f"<h2>{_e(wl)}, {_e(config)}: invalid runs by client and Kafka version × faults</h2>")
+        parts.append(heatmap(lines, sorted({r["fault"] for r in these}), cells,
+                             "share of runs with any anomaly, per client and release"))
+    return "\n".join(parts)
+
+
 def render(rows: list[dict], run_rows: list[dict], summary: dict, store: str, out_dir: str) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>eoslab analyze: {_e(store)}</title>"
              f"<style>{CSS}</style></head><body>",
              f"<h1>Anomaly matrix</h1><p class=muted>{_e(store)}</p>",
              f"<p>{summary['runs']} runs, {summary['ops']:,} ops, {summary['cells']} cells "
-             f"(workload × configuration × faults × Kafka version), {summary['invalid_runs']} invalid runs, "
+             f"(workload × configuration × faults × Kafka version × client), "
+             f"{summary['invalid_runs']} invalid runs, "
              f"{summary.get('lab_error_runs', 0)} lab errors (runs the lab itself broke: neither valid nor "
              f"invalid, left out of every rate). "
              f"Spark {_e(summary['master'])}, {summary['cores']} cores, {summary['seconds']} s.</p>",
              "<p class=muted>Each cell: runs with the anomaly / runs; colour: that share. "
              "Hover for the 95% Wilson interval and the number of findings. "
              "Full numbers: matrix.csv / matrix.parquet.</p>"]
-    versions = {r.get("kafka_version") or UNKNOWN_VERSION for r in rows}
-    groups = sorted({(r["workload"], r.get("kafka_version") or UNKNOWN_VERSION) for r in rows})
-    for wl_key in groups:
-        wrows = [r for r in rows if (r["workload"], r.get("kafka_version") or UNKNOWN_VERSION) == wl_key]
-        wl = wl_key[0] if len(versions) == 1 else f"{wl_key[0]}, Kafka {wl_key[1]}"
+    clients = {_group(r)[1] for r in rows}
+    versions = {_group(r)[2] for r in rows}
+    if len(clients) > 1:
+        parts.append(_clients_maps(rows))
+    for wl_key in sorted({_group(r) for r in rows}):
+        wrows = [r for r in rows if _group(r) == wl_key]
+        wl = ", ".join([wl_key[0]] + ([f"client {wl_key[1]}"] if len(clients) > 1 else [])
+                       + ([f"Kafka {wl_key[2]}"] if len(versions) > 1 else []))
         configs = sorted({r["config"] for r in wrows})
         faults = sorted({r["fault"] for r in wrows})
         parts.append(f"<h2>{_e(wl)}: invalid runs by configuration × faults</h2>")

@@ -8,8 +8,8 @@ Guarantees: with the runs `pipeline.store.find_runs` finds under STORE,
    columns in pipeline.executors.OPS_ARROW; `spark.read.parquet(DIR/ops)`
    reads it with the `run` column) and apply `check_kafka` to its ops: DIR/runs.parquet
    (a directory of Parquet files, one per task) holds one row per run — its
-   metadata (workload, config, fault, Kafka version, seed, settings, report
-   link) and verdict (lab-error for a run whose run.json lists lab errors,
+   metadata (workload, config, fault, Kafka version, client and its version,
+   seed, settings, report link) and verdict (lab-error for a run whose run.json lists lab errors,
    counted apart: `lab_error_runs` in the summary, `lab_errors` in the
    matrix), counts, latency histograms, the worst real-time lag and the full
    result `eoslab check` would print;
@@ -60,7 +60,8 @@ def _meta(r: RunInfo, out: str, write_reports: bool) -> dict:
     if report is None and write_reports:
         report = os.path.join(out, "reports", r.run, "report.html")
     return {"run": r.run, "history": r.history, "workload": r.workload, "fault": r.fault, "config": r.config,
-            "kafka_version": r.kafka_version, "seed": r.seed, "settings": json.dumps(r.settings, sort_keys=True),
+            "kafka_version": r.kafka_version, "client": r.client, "client_version": r.client_version,
+            "seed": r.seed, "settings": json.dumps(r.settings, sort_keys=True),
             "dir": r.dir, "report": report}
 
 

@@ -1,9 +1,11 @@
-"""The anomaly matrix: per workload x configuration x fault package x Kafka version, how often each anomaly shows.
+"""The anomaly matrix: per workload x configuration x fault package x Kafka version x client, how often each
+anomaly shows.
 
 Guarantees: `aggregate(run_rows)` groups the per-run rows (one dict per run,
 as the check stage returns them) and returns plain rows, sorted by
-workload, configuration, fault, Kafka version, kind and anomaly (in
-checker.kafka.check.TYPES_ORDER), one per cell and:
+workload, configuration, fault, Kafka version, client, kind and anomaly (in
+checker.kafka.check.TYPES_ORDER), one per cell (CELL: runs of two clients
+never share a cell; a row without a client is the lab's own, "eoslab") and:
   kind "anomaly": every type the checker can report (zero rows included,
                   so "never in n runs" is in the table), plus any other
                   type found; "unseen" (runs with acknowledged records no
@@ -22,8 +24,10 @@ records and their share, latency p50 / p99 / max in ms for sends and polls
 (quantiles from summed log-bucket histograms: within a bucket, about 6%;
 maxima exact), the worst real-time lag any run of the cell reports
 (`max_realtime_lag_ms`: the checker's `realtime_lag.max_ms`; empty when no
-run reports one), the settings as JSON and one `setting.<name>` column per
-setting found in the store (empty = not set). Columns are COLUMNS plus
+run reports one), `client_version` (the versions of the cell's client its
+runs recorded, sorted and joined by ", "; empty when none did: a version is
+no part of the cell), the settings as JSON and one `setting.<name>` column
+per setting found in the store (empty = not set). Columns are COLUMNS plus
 those setting columns, in that order.
 """
 from __future__ import annotations
@@ -32,16 +36,16 @@ import json
 import math
 
 from pipeline.latency import bucket_mid_ns
+from pipeline.store import DEFAULT_CLIENT
 
 Z95 = 1.959963984540054
-CELL = ("workload", "config", "fault", "kafka_version")
+CELL = ("workload", "config", "fault", "kafka_version", "client")
 UNKNOWN_VERSION = "unknown"
 ANY, UNSEEN = "(any)", "unseen"
 LAB_ERROR = "lab-error"
-COLUMNS = ("workload", "config", "fault", "kafka_version", "kind", "anomaly", "runs", "lab_errors", "runs_with",
-           "rate", "ci_low",
-           "ci_high", "count", "ops", "per_million_ops", "unseen_records", "acked_records",
-           "unseen_share", "send_p50_ms", "send_p99_ms", "send_max_ms", "poll_p50_ms", "poll_p99_ms",
+COLUMNS = ("workload", "config", "fault", "kafka_version", "client", "client_version", "kind", "anomaly", "runs",
+           "lab_errors", "runs_with", "rate", "ci_low", "ci_high", "count", "ops", "per_million_ops", "unseen_records",
+           "acked_records", "unseen_share", "send_p50_ms", "send_p99_ms", "send_max_ms", "poll_p50_ms", "poll_p99_ms",
            "poll_max_ms", "max_realtime_lag_ms", "settings")
 
 
@@ -74,8 +78,10 @@ def _type_order() -> list[str]:
 
 
 def cell_key(r) -> tuple:
-    """A row's cell: (workload, config, fault, kafka_version); the version is "unknown" when absent."""
-    return (r["workload"], r["config"], r["fault"], r.get("kafka_version") or UNKNOWN_VERSION)
+    """A row's cell: (workload, config, fault, kafka_version, client); the version is "unknown" and the
+    client the lab's own when absent."""
+    return (r["workload"], r["config"], r["fault"], r.get("kafka_version") or UNKNOWN_VERSION,
+            r.get("client") or DEFAULT_CLIENT)
 
 
 def _max(a, b):
@@ -96,8 +102,11 @@ def tables(run_rows) -> tuple[list[dict], list[dict], dict]:
         if c is None:
             c = cells[key] = {**dict(zip(CELL, key)), "runs": 0, "lab_errors": 0, "ops": 0, "invalid": 0,
                               "unseen_records": 0, "runs_unseen": 0, "acked_records": 0, "send_max": None,
-                              "poll_max": None, "realtime_lag_max": None, "settings": r["settings"]}
+                              "poll_max": None, "realtime_lag_max": None, "settings": r["settings"],
+                              "client_versions": set()}
         c["settings"] = min(c["settings"], r["settings"])
+        if r.get("client_version"):
+            c["client_versions"].add(r["client_version"])
         if r.get("verdict") == LAB_ERROR:
             c["lab_errors"] += 1
             continue
@@ -169,6 +178,7 @@ def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
             "poll_p50_ms": quantile_ms(h.get("lat_poll", {}), 0.5),
             "poll_p99_ms": quantile_ms(h.get("lat_poll", {}), 0.99), "poll_max_ms": _ms(c["poll_max"]),
             "max_realtime_lag_ms": c.get("realtime_lag_max"),
+            "client_version": ", ".join(sorted(c.get("client_versions") or ())),
             "settings": json.dumps(settings, sort_keys=True),
             **{f"setting.{k}": settings.get(k, "") for k in setting_names}}
         lines = [("anomaly", t, *f.get(("anomaly", t), (0, 0))) for t in order + observed]
@@ -179,10 +189,9 @@ def build_rows(cells, found, hists) -> tuple[list[dict], list[str]]:
         n = c["runs"]
         for kind, anomaly, runs_with, count in lines:
             lo, hi = wilson(runs_with, n)
-            out.append({"workload": key[0], "config": key[1], "fault": key[2], "kafka_version": key[3],
-                        "kind": kind, "anomaly": anomaly, "runs": n, "lab_errors": c.get("lab_errors", 0),
-                        "runs_with": runs_with, "rate": runs_with / n if n else None,
-                        "ci_low": lo, "ci_high": hi, "count": count,
+            out.append({**dict(zip(CELL, key)), "kind": kind, "anomaly": anomaly, "runs": n,
+                        "lab_errors": c.get("lab_errors", 0), "runs_with": runs_with,
+                        "rate": runs_with / n if n else None, "ci_low": lo, "ci_high": hi, "count": count,
                         "per_million_ops": (count * 1e6 / c["ops"]) if c["ops"] else None, **common})
     columns = list(COLUMNS) + [f"setting.{k}" for k in setting_names]
     return [{k: r[k] for k in columns} for r in out], columns

@@ -10,7 +10,10 @@ run.json that is not a JSON object. It never reads histories (executors
 do). The configuration label is the run's settings as sorted `key=value`
 pairs ("(defaults)" when none); the fault label joins its nemesis packages
 with "+" ("none" when none); the Kafka version is run.json's "kafka_version"
-("unknown" when absent).
+("unknown" when absent); the client is run.json's "client" (who sent and
+polled: "eoslab", the lab's own client, for runs recorded before the field
+existed) and its version the one run.json's "versions" gives for it
+(confluent-kafka's with librdkafka's beside it; "" when run.json has none).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 HISTORY_NAMES = ("history.jsonl", "history.jsonl.gz")
+DEFAULT_CLIENT = "eoslab"           # the lab's own client: every run before `eoslab run --client`
 
 
 class StoreError(ValueError):
@@ -39,6 +43,8 @@ class RunInfo:
     report: str | None = None       # absolute report.html path, when the run has one
     size: int = 0                   # history bytes (for balancing work)
     kafka_version: str = "unknown"  # run.json's "kafka_version" (the Kafka the cluster spoke)
+    client: str = DEFAULT_CLIENT    # run.json's "client" (who sent and polled)
+    client_version: str = ""        # that client's version from run.json's "versions", when there
 
     def row(self) -> dict[str, Any]:
         d = asdict(self)
@@ -62,6 +68,24 @@ def fault_label(nemesis: Any) -> str:
 def kafka_version(v: Any) -> str:
     """run.json's "kafka_version" as a label: "unknown" when absent or empty."""
     return "unknown" if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
+
+
+def client_label(v: Any) -> str:
+    """run.json's "client" as a label: the lab's own client when absent or empty (older runs)."""
+    return DEFAULT_CLIENT if v is None or (isinstance(v, str) and not v.strip()) else str(v).strip()
+
+
+def client_version(meta: dict) -> str:
+    """The version of the run's client that run.json's "versions" records ("" when none):
+    confluent-kafka's with the librdkafka it wraps, e.g. "2.5.0 (librdkafka 2.5.0)"."""
+    client = client_label(meta.get("client"))
+    versions = meta.get("versions")
+    if not isinstance(versions, dict) or versions.get(client) in (None, ""):
+        return ""
+    v = str(versions[client])
+    if client == "confluent-kafka" and versions.get("librdkafka"):
+        v += f" (librdkafka {versions['librdkafka']})"
+    return v
 
 
 def _history(d: str) -> str | None:
@@ -99,7 +123,8 @@ def read_run(store: str, d: str) -> RunInfo:
                    workload=str(meta.get("workload") or "?"), fault=fault_label(meta.get("nemesis")),
                    config=config_label(settings), seed=seed if isinstance(seed, int) else None,
                    settings=settings, report=os.path.abspath(report) if os.path.isfile(report) else None,
-                   size=os.path.getsize(hist), kafka_version=kafka_version(meta.get("kafka_version")))
+                   size=os.path.getsize(hist), kafka_version=kafka_version(meta.get("kafka_version")),
+                   client=client_label(meta.get("client")), client_version=client_version(meta))
 
 
 def find_runs(store: str, skip: tuple[str, ...] = ()) -> list[RunInfo]:

@@ -15,7 +15,11 @@ cell validated by RunConfig itself: a cell it refuses, such as acks=1 with
 enable.idempotence=true, stops the plan with one line naming it, or is left
 out with `skip_invalid`), with out = STORE/<workload>/<faults>/<cell>/seed-<n>,
 <cell> being the settings as `k=v,...` (characters outside [A-Za-z0-9._=+-]
-replaced, a hash added when long or ambiguous). `sweep` runs them one after
+replaced, a hash added when long or ambiguous). Two names in a cell are not
+settings but dimensions of the run: `kafka.version`, the Kafka release of
+its runs (RunConfig.kafka_version), and `client`, who sends and polls
+(RunConfig.client: a name `eoslab run --client` takes; a workload that
+cannot drive that client is refused like any bad cell). `sweep` runs them one after
 another with `cluster.run.run` (which starts and tears down its own cluster
 per run), skipping a run whose directory already holds a finished run
 (run.json without "error", history.jsonl, results.json): an interrupted
@@ -129,16 +133,22 @@ def cell_dir(settings: dict[str, str]) -> str:
     return slug
 
 
+DIMENSIONS = ("kafka.version", "client")     # a cell's names that are RunConfig fields, not settings
+
+
 def plan(workloads: list[str], nemesis: list[str], cells: list[dict], seeds: Iterable[int], store: str,
          time_limit: float, concurrency: int = 4, skip_invalid: bool = False, log=sys.stderr,
-         kafka_version: str | None = None) -> list:
+         kafka_version: str | None = None, client: str | None = None) -> list:
     """RunConfigs for workload x fault package x cell x seed. A cell RunConfig refuses raises
     ValueError naming it, or with skip_invalid is left out with one line on `log`. A cell's
-    `kafka.version` is the Kafka release of its runs (a matrix dimension like any setting);
-    `kafka_version` is the release of cells that do not name one (default: eoslab's default)."""
+    `kafka.version` is the Kafka release of its runs and its `client` their client (matrix
+    dimensions like any setting, but RunConfig fields, not settings); `kafka_version` is the
+    release of cells that do not name one (default: eoslab's default), `client` their client
+    (default: the lab's own)."""
     from cluster.run import RunConfig
     from eoslab import kafka_version as kv
     default_version = kv.get(kafka_version).name
+    default_client = client or RunConfig.client
     runs = []
     seeds = list(seeds)
     for workload in workloads:
@@ -148,10 +158,11 @@ def plan(workloads: list[str], nemesis: list[str], cells: list[dict], seeds: Ite
                 first = True
                 for seed in seeds:
                     out = os.path.join(store, workload, fault_label(packages), cell_dir(cell), f"seed-{seed}")
-                    settings = {k: v for k, v in cell.items() if k != "kafka.version"}
+                    settings = {k: v for k, v in cell.items() if k not in DIMENSIONS}
                     cfg = RunConfig(workload=workload, nemesis=packages, time_limit=time_limit, seed=seed,
                                     out=out, settings=settings, concurrency=concurrency,
-                                    kafka_version=cell.get("kafka.version") or default_version)
+                                    kafka_version=cell.get("kafka.version") or default_version,
+                                    client=cell.get("client") or default_client)
                     if first:
                         try:
                             cfg.validate()
@@ -184,6 +195,7 @@ def _clock(s: float) -> str:
 
 
 def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
+    from cluster.run import RunConfig
     if run_fn is None:
         from cluster.run import run as run_fn
     t0 = time.monotonic()
@@ -195,7 +207,8 @@ def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
     executed = 0
     todo = sum(1 for r in runs if not finished(r.out))
     for i, cfg in enumerate(runs, 1):
-        what = f"{cfg.workload} | {fault_label(cfg.nemesis)} | {config_label(cfg.settings)} | seed {cfg.seed}"
+        client = "" if cfg.client == RunConfig.client else f" | client {cfg.client}"
+        what = f"{cfg.workload} | {fault_label(cfg.nemesis)} | {config_label(cfg.settings)}{client} | seed {cfg.seed}"
         left = todo - executed
         eta = f", ~{_clock(executed_s / executed * left)} left" if executed and left else ""
         head = (f"[{i}/{len(runs)}] done {done}, skipped {skipped}, failed {len(failed)}, lab errors {len(lab)}; "

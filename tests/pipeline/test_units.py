@@ -335,7 +335,8 @@ def test_kafka_version_is_a_dimension_and_realtime_lag_a_column(tmp_path):
 
     rows, cols = matrix.aggregate([_run_row("r1", "2.5", 12.5, [("duplicate", 2)]), _run_row("r2", "2.5", None),
                                    _run_row("r3", "4.0", 3.0), _run_row("r4"), _run_row("r5", None, 7.0)])
-    assert cols[:5] == ["workload", "config", "fault", "kafka_version", "kind"] and "max_realtime_lag_ms" in cols
+    assert cols[:7] == ["workload", "config", "fault", "kafka_version", "client", "client_version", "kind"]
+    assert "max_realtime_lag_ms" in cols
     anyrow = {r["kafka_version"]: r for r in rows if r["anomaly"] == "(any)"}
     assert sorted(anyrow) == ["2.5", "4.0", "unknown"]
     assert [(anyrow[v]["runs"], anyrow[v]["runs_with"], anyrow[v]["max_realtime_lag_ms"]) for v in sorted(anyrow)] \

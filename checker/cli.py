@@ -25,7 +25,8 @@ import sys
 
 from checker.history import HistoryError
 from eoslab import argtypes
-from checker.result import EXIT_BAD_INPUT, exit_code, lab_errors_of, run_of, to_json, with_verdict, write_results
+from checker.result import (EXIT_BAD_INPUT, exit_code, hang_threshold_of, lab_errors_of, run_of, to_json, with_verdict,
+                            write_results)
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
 EXIT_STATUS = """exit status:
@@ -51,6 +52,10 @@ def register(subparsers) -> None:
                    help="give up after S seconds (verdict unknown)")
     p.add_argument("--no-partition", action="store_true",
                    help="linearizability: search the history whole instead of per key (same verdict, slower)")
+    p.add_argument("--hang-threshold-s", type=argtypes.positive_float, metavar="S", default=None,
+                   help="--model kafka: a partition's LSO standing below its high watermark this long is a "
+                        "hanging-transaction (default: run.json's hang_threshold_s, else 900, Kafka's "
+                        "transaction.max.timeout.ms)")
     p.add_argument("--strict-unseen", action="store_true",
                    help="kafka: count acknowledged records no poll returned as an anomaly (Jepsen's rule)")
     p.set_defaults(func=run)
@@ -104,8 +109,9 @@ def run(args) -> int:
     try:
         if args.model == "kafka":
             from checker.kafka import check_kafka
+            hang = args.hang_threshold_s if args.hang_threshold_s is not None else hang_threshold_of(args.history)
             result = check_kafka(args.history, args.format, time_limit=args.time_limit,
-                                 series=series, strict_unseen=args.strict_unseen)
+                                 series=series, strict_unseen=args.strict_unseen, hang_threshold_s=hang)
         else:
             result = _linear(args.history, args.format, args.model, initial, args.time_limit, series,
                              partition=not args.no_partition)

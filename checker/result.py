@@ -112,6 +112,19 @@ def run_of(history: str) -> dict:
     return {k: meta[k] for k in ("kafka_version", "workload", "client") if isinstance(meta.get(k), (str, int))}
 
 
+def hang_threshold_of(history: str) -> float | None:
+    """run.json's "hang_threshold_s" beside the history (what the run judged long enough for a
+    transaction to hold the LSO: its transaction timeout and the coordinator's abort interval),
+    None when there is none."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None
+    v = meta.get("hang_threshold_s") if isinstance(meta, dict) else None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
 def lab_errors_of(history: str) -> list[dict]:
     """The lab errors run.json beside the history lists ("lab_errors"; an "error" the run raised
     before lab errors were recorded counts as one); [] when there is no run.json or none."""

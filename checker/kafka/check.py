@@ -19,7 +19,10 @@ reported only when nothing else was found (Jepsen lists it beside the rest).
 ran out first (then nothing is claimed). At most `cap` witnesses per type are
 listed; `stats.anomaly_counts` / `stats.allowed_counts` count them all.
 The anomaly rules are in the modules: checker.kafka.offsets, .order,
-.visibility, .cycles, .producers.
+.visibility, .cycles, .producers, .hangs (a `hanging-transaction`: an LSO
+that stood below the high watermark for `hang_threshold_s` or longer, in
+the offsets a run sampled; `stats.lso_behind_at_end` lists every partition
+whose read_committed consumers were held back at the end, however briefly).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from typing import Any, Iterable
 from checker.history import HistoryError, Op
 from checker.kafka.codes import CODE_BITS, CODE_MASK, FAIL
 from checker.kafka.cycles import cycle_findings
+from checker.kafka.hangs import DEFAULT_THRESHOLD_S, HANGING, hanging_transactions, stalls_at_end
 from checker.kafka.mops import json_key, norm_key, norm_value
 from checker.kafka.offsets import VersionOrder, duplicates, inconsistent_offsets
 from checker.kafka.order import order_findings
@@ -43,7 +47,7 @@ from checker.kafka.witness import Finding, materialize
 EMPTY_GRAPH = "empty-transaction-graph"
 
 MAX_WITNESSES = 32
-TYPES_ORDER = (EMPTY_GRAPH, "inconsistent-offsets", "duplicate", "lost-write", "G1a", "precommitted-read",
+TYPES_ORDER = (EMPTY_GRAPH, "inconsistent-offsets", "duplicate", "lost-write", HANGING, "G1a", "precommitted-read",
                "zombie-write", "producer-order", "pid-reuse", "G1c", "G0", "poll-skip",
                "nonmonotonic-poll", "nonmonotonic-send", "int-poll-skip",
                "int-nonmonotonic-poll", "int-send-skip", "int-nonmonotonic-send", "unseen")
@@ -147,7 +151,7 @@ def _ordered(table: dict) -> dict:
 
 def check_kafka(history: str | os.PathLike | HistorySource | Iterable[Op | dict], fmt: str = "auto", *,
                 time_limit: float | None = None, series: Any = None, strict_unseen: bool = False,
-                cap: int = MAX_WITNESSES) -> dict:
+                cap: int = MAX_WITNESSES, hang_threshold_s: float | None = None) -> dict:
     """Run the Kafka analyses; see the module docstring for the result."""
     t0 = time.monotonic()
     deadline = t0 + time_limit if time_limit is not None else None
@@ -183,6 +187,14 @@ def check_kafka(history: str | os.PathLike | HistorySource | Iterable[Op | dict]
     findings += cyc
     if strict_unseen:
         findings += unseen_findings(keys, unseen_summary)
+    if c.offsets:
+        threshold = DEFAULT_THRESHOLD_S if hang_threshold_s is None else hang_threshold_s
+        findings += hanging_transactions(c.offsets, keys, threshold, c.t_first)
+        stats["offset_samples"] = sum(len(v) for v in c.offsets.by_key.values())
+        stats["hang_threshold_s"] = threshold
+        stalls = stalls_at_end(c.offsets)
+        if stalls:
+            stats["lso_behind_at_end"] = stalls
 
     zombies = c.producers.zombie_candidates(keys)
     if zombies:

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from checker.kafka.codes import FAIL, INFO, OK  # noqa: F401  (the op type codes, also importable from here)
+from checker.kafka.hangs import MONITOR_F, OffsetSamples
 from checker.kafka.kafka_ops import UNSEEN_SAMPLE_EVERY, KafkaOps, OpScratch
 from checker.kafka.keystate import KeyState
 from checker.kafka.lag import RealtimeLag
@@ -45,7 +46,7 @@ class Collector(KafkaOps, Positions):
                  "int_send_late", "keys", "lag", "last_reads", "last_sends", "n_ops", "nm_poll",
                  "nm_send", "nm_send_late", "poll_gaps", "precommitted", "producers",
                  "read_records", "realtime_edge", "sent", "series", "subscribed", "t_first",
-                 "t_last", "timed_out", "txn_ops", "unseen_n", "unseen_series")
+                 "t_last", "timed_out", "txn_ops", "unseen_n", "unseen_series", "offsets")
 
     def __init__(self, deadline: float | None = None, series: Any = None):
         self.deadline = deadline
@@ -87,6 +88,7 @@ class Collector(KafkaOps, Positions):
         self.info_writes: dict[int, list] = {}      # info op index -> [(k, off, v)]
         self.txn_ops: dict[int, tuple] = {}         # op index -> (type, writes, reads, isolation)
         self.producers = None                        # set by run(): checker.kafka.producers.ProducerTracker
+        self.offsets = OffsetSamples()               # the run's LSO / high-watermark samples (checker.kafka.hangs)
         # the pass's own working state (reset by run())
         self._pending: dict = {}                     # process -> (invoke index, invoke time)
         self._kcache: dict = {}                      # key as spelt -> normalized key
@@ -102,7 +104,7 @@ class Collector(KafkaOps, Positions):
         self._pending = pending = {}
         self._kcache = {}
         on_complete = {"send": self._send, "poll": self._poll, "txn": self._txn,
-                       "assign": self._assign, "subscribe": self._subscribe}
+                       "assign": self._assign, "subscribe": self._subscribe, MONITOR_F: self._offsets}
         other = self._other
         counts = self.counts
         deadline, series = self.deadline, self.series
@@ -169,6 +171,13 @@ class Collector(KafkaOps, Positions):
         if t != "fail":
             self._reassign(p, f, d, self._key, t == "ok")
         self._other(d, f, t, p, idx, tm, pv)
+
+    def _offsets(self, d: dict, f: str, t: Any, p: Any, idx: int, tm: int | None, pv: tuple | None) -> None:
+        """A sample of the run's offsets monitor (process "monitor"): each key's LSO and high watermark."""
+        if p == "monitor":
+            self.offsets.add(d.get("value"), tm, self._key)
+        else:
+            self._other(d, f, t, p, idx, tm, pv)
 
     def _other(self, d: dict, f: str, t: Any, p: Any, idx: int, tm: int | None, pv: tuple | None) -> None:
         """Any other op completes (nemesis, init-producer, ...): it reads and writes no

@@ -90,6 +90,8 @@ class LazyState:
     def truncate(self, fd: int, path: str, length: int) -> None:
         with self.lock:
             size = os.fstat(fd).st_size
+            if length == size:
+                return
             old = os.pread(fd, size - length, length) if length < size else b""
             os.ftruncate(fd, length)
             self._state(fd, path).undo.append(_Undo(length, old, size, 0))

@@ -24,7 +24,9 @@ a results.json without one (an older format) gets it from "lab_errors" and
 results.json and without a problem is "pending" (running, or stopped before
 the checker ran). A run whose run.json is missing, unreadable or not an
 object, whose history is missing, or whose results.json is unreadable or
-says nothing about validity is "broken", its problems naming why.
+says nothing about validity is "broken", its problems naming why. A
+folder `eoslab scenario run` wrote (no run.json; results.json's "scenario"
+names it) is a run: workload "scenario", the scenario's name as its faults.
 
 Shrunk runs: run.json's "shrunk_from" names the run a shrunk run was cut
 down from: the original's folder, relative to the shrunk run's own folder
@@ -149,7 +151,11 @@ class Scanner:
         st, meta = self._json(os.path.join(d, "run.json"))
         if st == "ok" and not isinstance(meta, dict):
             st, meta = "bad", "not a JSON object"
-        if st == "missing":
+        rst, res = self._json(os.path.join(d, "results.json"))
+        scenario = res.get("scenario") if rst == "ok" and isinstance(res, dict) else None
+        if st == "missing" and scenario:
+            _from_scenario(row, scenario, notes)
+        elif st == "missing":
             problems.append("no run.json")
         elif st == "bad":
             problems.append(f"run.json: {meta}")
@@ -163,8 +169,7 @@ class Scanner:
             problems.append("no history.jsonl")
         if "report.html" in files:
             row["report"] = href(os.path.join(rel, "report.html"))
-        st, res = self._json(os.path.join(d, "results.json"))
-        verdict = "pending"
+        st, verdict = rst, "pending"
         if st == "bad":
             problems.append(f"results.json: {res}")
             row["results"] = href(os.path.join(rel, "results.json"))
@@ -182,6 +187,16 @@ class Scanner:
         row["verdict"] = "broken" if problems else verdict
         row["problems"], row["notes"] = problems, notes
         return row
+
+
+def _from_scenario(row: dict, sc: dict, notes: list) -> None:
+    """A folder `eoslab scenario run --out` wrote: no run.json, results.json's "scenario" says what ran."""
+    name = str(sc.get("name") or "?")
+    row.update(workload="scenario", faults=name, config=_one_line(sc.get("cluster") or "?", 200),
+               kafka=kafka_version(sc.get("kafka_version")))
+    expected, observed = sc.get("expected"), sc.get("observed")
+    verdict = "as expected" if sc.get("match") is True else "NOT as expected" if sc.get("match") is False else "?"
+    notes.append(_one_line(f"scenario {name}: expected {expected}, observed {observed}: {verdict}"))
 
 
 def _from_meta(row: dict, meta: dict, d: str, notes: list) -> None:
@@ -245,7 +260,10 @@ def _results_summary(res: Any) -> Any:
         why = _one_line(f"{errors[0].get('kind', '?')}: {errors[0].get('message', '')}") + more
     elif v in ("lab-error", "unknown"):
         why = _one_line(stats.get("reason") or "")
-    return {"verdict": VERDICTS[v], "has_verdict": has, "why": why,
+    scenario = res.get("scenario") if isinstance(res.get("scenario"), dict) else None
+    if scenario:
+        scenario = {k: scenario.get(k) for k in ("name", "expected", "observed", "match", "cluster", "kafka_version")}
+    return {"verdict": VERDICTS[v], "has_verdict": has, "why": why, "scenario": scenario,
             "anomalies": _counts(res.get("anomalies"), stats.get("anomaly_counts")),
             "unconfirmed": _counts(res.get("unconfirmed"), stats.get("unconfirmed_counts"))}
 

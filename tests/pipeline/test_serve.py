@@ -35,13 +35,14 @@ BAD_JSON = "broken/bad-run-json"
 NO_HISTORY = "broken/no-history"
 BAD_RESULTS = "broken/results-not-a-result"
 PENDING = "queue/pause/defaults/seed-9"
+SCENARIO = "scenarios/lost-ack-6-in-flight-epoch-bump"           # `eoslab scenario run --out`: no run.json
 # id -> (verdict, anomaly types, seed)
 EXPECTED = {
     VALID: ("valid", [], 1), DUP: ("anomalies", ["duplicate", "lost-write"], 2),
     SHRUNK: ("anomalies", ["duplicate"], 2), NESTED: ("anomalies", ["duplicate"], 2), LAB: ("lab-error", [], 5),
     OLD: ("anomalies", ["g1a"], 6),
     BAD_JSON: ("broken", [], None), NO_HISTORY: ("broken", [], 3), BAD_RESULTS: ("broken", [], 4),
-    PENDING: ("pending", [], 9),
+    PENDING: ("pending", [], 9), SCENARIO: ("anomalies", ["duplicate"], None),
 }
 
 
@@ -103,6 +104,10 @@ def build_store(root) -> str:
     write_run(store, NO_HISTORY, _meta(seed=3), {"verdict": "valid", "valid": True}, history=False)
     write_run(store, BAD_RESULTS, _meta(seed=4), results='["not", "a", "result"]')
     write_run(store, PENDING, _meta(nemesis=("pause",), seed=9), report=False)
+    write_run(store, SCENARIO, None, {"verdict": "invalid", "valid": False, "anomalies": {"duplicate": [{}]},
+                                      "scenario": {"name": "lost-ack-6-in-flight-epoch-bump", "match": True,
+                                                   "expected": ["duplicate"], "observed": ["duplicate"],
+                                                   "cluster": "1 broker, 1 controller", "kafka_version": "4.0"}})
     m = os.path.join(store, "matrix")
     os.makedirs(os.path.join(m, "reports", LAB))
     for name, text in (("index.html", "<html><body>the matrix page</body></html>"), ("matrix.csv", "a,b\n"),
@@ -133,7 +138,7 @@ def test_scan_reads_every_run_as_written(store):
     for rid, (verdict, anomalies, seed) in EXPECTED.items():
         r = rows[rid]
         assert (r["verdict"], [a["type"] for a in r["anomalies"]], r["seed"]) == (verdict, anomalies, seed), rid
-    assert data["counts"] == {"valid": 1, "anomalies": 4, "lab-error": 1, "broken": 3, "pending": 1}
+    assert data["counts"] == {"valid": 1, "anomalies": 5, "lab-error": 1, "broken": 3, "pending": 1}
     dup = rows[DUP]
     assert dup["anomalies"] == [{"type": "duplicate", "count": 7}, {"type": "lost-write", "count": 1}]
     assert (dup["workload"], dup["client"], dup["client_version"], dup["kafka"], dup["faults"], dup["config"]) == \
@@ -149,6 +154,11 @@ def test_scan_reads_every_run_as_written(store):
     assert "run.json has no kafka_version, client (an older or synthetic run)" in old["notes"]
     assert any("no verdict field" in n for n in old["notes"])
     assert data["matrix"] == [{"dir": "matrix", "href": "/store/matrix/index.html"}]
+    sc = rows[SCENARIO]
+    assert (sc["workload"], sc["faults"], sc["kafka"], sc["config"], sc["problems"]) == \
+        ("scenario", "lost-ack-6-in-flight-epoch-bump", "4.0", "1 broker, 1 controller", [])
+    assert "scenario lost-ack-6-in-flight-epoch-bump: expected ['duplicate'], observed ['duplicate']: as expected" \
+        in sc["notes"]
 
 
 @pytest.mark.fast

@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NESTED, NO_HISTORY, OLD, SHRUNK,
-                                       VALID, Server, build_store)
+from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NESTED, NO_HISTORY, OLD, SCENARIO,
+                                       SHRUNK, VALID, Server, build_store)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install "
@@ -124,7 +124,7 @@ def test_sorting(served, fragment, key, direction):
 
 @pytest.mark.parametrize("fragment, ids", [
     ("#v=broken", {BAD_JSON, NO_HISTORY, BAD_RESULTS}),
-    ("#q=faults:lost-ack", {LAB, OLD}),
+    ("#q=faults:lost-ack", {LAB, OLD, SCENARIO}),
     ("#q=" + quote("kill-leader confluent") + "&v=anomalies", {DUP, SHRUNK, NESTED}),
 ])
 def test_filtering(served, fragment, ids):

@@ -225,3 +225,23 @@ def test_local_workers_import_pyspark_from_files_not_its_zip(spark):
 
     got = spark.sparkContext.parallelize([0], 1).map(where).collect()
     assert got == [(pyspark.__file__, [])]
+
+
+def test_spark_matrix_and_page_keep_two_clients_apart(spark, tmp_path):
+    """A store of two clients' runs of one cell (test_clients.py's) through `eoslab analyze`'s job on the
+    shared local session: one cell per client in runs.parquet, matrix.parquet and index.html."""
+    from pipeline.job import analyze
+    from tests.pipeline.test_clients import two_client_store
+    store, out = two_client_store(str(tmp_path / "store")), tmp_path / "out"
+    summary = analyze(store, str(out), progress=False, spark=spark)
+    assert (summary["runs"], summary["cells"], summary["invalid_runs"]) == (4, 2, 1)
+    runs = {r["run"]: r for r in pq.read_table(str(out / "runs.parquet")).to_pylist()}
+    assert {k: (r["client"], r["client_version"]) for k, r in runs.items()} == {
+        "queue/kill/old/seed-1": ("eoslab", ""), "queue/kill/eoslab/seed-2": ("eoslab", "0.9.0"),
+        "queue/kill/confluent-kafka/seed-1": ("confluent-kafka", "2.6.0 (librdkafka 2.6.1)"),
+        "queue/kill/confluent-kafka/seed-2": ("confluent-kafka", "2.6.0 (librdkafka 2.6.1)")}
+    rows = pq.read_table(str(out / "matrix.parquet")).to_pylist()
+    anyrow = {r["client"]: (r["runs"], r["runs_with"]) for r in rows if r["anomaly"] == "(any)"}
+    assert anyrow == {"confluent-kafka": (2, 1), "eoslab": (2, 0)}
+    page = (out / "index.html").read_text()
+    assert "queue, client confluent-kafka: invalid runs" in page and "queue, client eoslab: invalid runs" in page

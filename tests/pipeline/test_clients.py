@@ -188,20 +188,24 @@ def test_the_heading_names_client_and_release_when_both_vary(tmp_path):
     assert ">eoslab, Kafka 4.0</text>" in page
 
 
-def test_spark_matrix_and_page_keep_two_clients_apart(spark, tmp_path):
-    """The same store through `eoslab analyze`'s job on the shared local session."""
-    pq = pytest.importorskip("pyarrow.parquet")
-    from pipeline.job import analyze
-    store, out = two_client_store(str(tmp_path / "store")), tmp_path / "out"
-    summary = analyze(store, str(out), progress=False, spark=spark)
-    assert (summary["runs"], summary["cells"], summary["invalid_runs"]) == (4, 2, 1)
-    runs = {r["run"]: r for r in pq.read_table(str(out / "runs.parquet")).to_pylist()}
-    assert {k: (r["client"], r["client_version"]) for k, r in runs.items()} == {
-        "queue/kill/old/seed-1": ("eoslab", ""), "queue/kill/eoslab/seed-2": ("eoslab", "0.9.0"),
-        "queue/kill/confluent-kafka/seed-1": ("confluent-kafka", "2.6.0 (librdkafka 2.6.1)"),
-        "queue/kill/confluent-kafka/seed-2": ("confluent-kafka", "2.6.0 (librdkafka 2.6.1)")}
-    rows = pq.read_table(str(out / "matrix.parquet")).to_pylist()
-    anyrow = {r["client"]: (r["runs"], r["runs_with"]) for r in rows if r["anomaly"] == "(any)"}
-    assert anyrow == {"confluent-kafka": (2, 1), "eoslab": (2, 0)}
-    page = (out / "index.html").read_text()
-    assert "queue, client confluent-kafka: invalid runs" in page and "queue, client eoslab: invalid runs" in page
+def test_the_documented_clients_matrix_plans_as_documented(tmp_path, capsys, monkeypatch):
+    """docs/analysis.md's clients.json and its command: the runs the page states, by client and release."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from eoslab.cli import main
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "analysis.md").read_text()
+    part = doc[doc.index("### Clients and releases as dimensions"):]
+    (tmp_path / "clients.json").write_text(re.search(r"```json\n(.*?)```", part, re.S).group(1))
+    command = re.search(r"```sh\n(.*?)\n.venv/bin/eoslab analyze", part, re.S).group(1).replace("\\\n", " ")
+    argv = shlex.split(command)[1:]
+    monkeypatch.chdir(tmp_path)                             # clients.json and the store as the page names them
+    rc = main(argv + ["--dry-run"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    cells = {os.path.basename(os.path.dirname(json.loads(x)["out"])) for x in cap.out.splitlines()}
+    stated = re.search(r"That is (\d+) cells × 3 fault packages × 5 seeds = (\d+) runs", part)
+    assert len(cap.out.splitlines()) == int(stated.group(2)) == int(stated.group(1)) * 3 * 5
+    assert len(cells) == int(stated.group(1)) and all("client=" in c and "kafka.version=" in c for c in cells)
+    assert all(json.loads(x)["settings"] == {"enable.idempotence": "true"} for x in cap.out.splitlines())

@@ -1,6 +1,7 @@
 """`eoslab serve` in a real headless browser (Debian's chromium): the table the page's JavaScript
 draws, sorted and filtered through the URL's hash, a broken run shown as broken, and a shrunk run
-beside its original. The served HTML has an empty table body: every row checked here was drawn by
+beside its original; then a live page driven over the DevTools protocol: a heading clicked, a
+filter typed, a run written to the store while the page is open appearing in it. The served HTML has an empty table body: every row checked here was drawn by
 the script. Skipped, with the reason, where chromium is not installed."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NESTED, NO_HISTORY, OLD, SCENARIO,
-                                       SHRUNK, VALID, Server, build_store)
+                                       SHRUNK, VALID, Server, _meta, build_store, wait_for, write_run)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install "
@@ -139,3 +140,105 @@ def test_a_shrunk_run_beside_its_original(served):
     text = d.texts["pair"]
     assert f"|original: {DUP}|shrunk: {SHRUNK}|" in text
     assert "|scheduled faults|5|2|" in text and "|time limit (s)|30|8|" in text and "|processes|4|2|" in text
+
+
+# -- the live page, driven through the DevTools protocol: clicks, typing, a run appearing ----------
+
+class Page:
+    """One headless chromium showing URL, driven over its DevTools websocket (aiohttp's client)."""
+
+    def __init__(self, url: str, profile: str):
+        self.proc = subprocess.Popen([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                                      "--remote-debugging-port=0", f"--user-data-dir={profile}", url],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.ws_url = self._browser_ws()
+        self._n = 0
+
+    def _browser_ws(self) -> str:
+        import threading
+        found: list[str] = []
+
+        def read():
+            for line in self.proc.stderr:
+                if "DevTools listening on ws://" in line:
+                    found.append(line.split("listening on ", 1)[1].strip())
+                    break
+            for _ in self.proc.stderr:      # keep draining, so chromium never blocks on a full pipe
+                pass
+        threading.Thread(target=read, daemon=True).start()
+        wait_for(lambda: found or self.proc.poll() is not None, 120, "chromium's DevTools address")
+        assert found, f"chromium exited ({self.proc.returncode}) without a DevTools address"
+        host = found[0].split("/")[2]
+        return wait_for(lambda: self._page_ws(host), 60, "chromium's page target")
+
+    @staticmethod
+    def _page_ws(host: str) -> str | None:
+        import json
+        import urllib.request
+        with urllib.request.urlopen(f"http://{host}/json/list", timeout=10) as resp:
+            pages = [t for t in json.load(resp) if t.get("type") == "page"]
+        return pages[0]["webSocketDebuggerUrl"] if pages else None
+
+    def eval(self, expression: str):
+        """The value of a JavaScript expression in the page."""
+        import asyncio
+        import aiohttp
+        self._n += 1
+        msg = {"id": self._n, "method": "Runtime.evaluate",
+               "params": {"expression": expression, "returnByValue": True}}
+
+        async def go():
+            async with aiohttp.ClientSession() as s, s.ws_connect(self.ws_url, max_msg_size=0) as ws:
+                await ws.send_json(msg)
+                async for m in ws:
+                    data = m.json()
+                    if data.get("id") == msg["id"]:
+                        return data
+        data = asyncio.run(asyncio.wait_for(go(), 60))
+        result = data["result"]
+        assert "exceptionDetails" not in result, result["exceptionDetails"]
+        return result["result"].get("value")
+
+    def rows(self) -> list[str]:
+        return self.eval("[...document.querySelectorAll('#rows tr')].map(tr => tr.dataset.run)")
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def live(tmp_path):
+    store = build_store(tmp_path)
+    server = Server(store, "--refresh", "0.3")
+    page = Page(server.url, str(tmp_path / "chromium-profile"))
+    yield server, page, store
+    page.close()
+    server.stop()
+
+
+def test_clicks_typing_and_a_run_that_appears(live):
+    server, page, store = live
+    wait_for(lambda: len(page.rows()) == len(EXPECTED), 60, "the table drawn")
+    page.eval("document.querySelector('th[data-key=seed]').click()")
+    page.eval("document.querySelector('th[data-key=seed]').click()")            # again: the other way
+    seeds = page.eval("[...document.querySelectorAll('#rows tr td:nth-child(6)')].map(td => td.textContent)")
+    seeds = [-1 if s == "?" else int(s) for s in seeds]
+    assert seeds == sorted(seeds, reverse=True) and seeds[0] > seeds[-1]
+    assert page.eval("location.hash") == "#sort=seed&dir=desc"
+    page.eval("const q = document.getElementById('q'); q.value = 'faults:kill'; "
+              "q.dispatchEvent(new Event('input'))")
+    kill = {k for k in EXPECTED if k.startswith("queue/kill-leader/")} | {NO_HISTORY, BAD_RESULTS}
+    assert set(page.rows()) == kill
+    new = "queue/kill/new/seed-42"
+    write_run(store, new, _meta(nemesis=("kill",), seed=42),
+              {"verdict": "invalid", "valid": False, "anomalies": {"duplicate": [{}]}})
+    wait_for(lambda: new in page.rows(), 30, "the new run in the page")
+    assert set(page.rows()) == kill | {new} and page.rows()[0] == new            # filter and sort kept
+    page.eval("document.querySelector(`tr[data-run='${CSS.escape(%r)}'] a[href='#']`).click()" % SHRUNK)
+    assert page.eval("document.getElementById('pair').hidden") is False
+    assert f"shrunk: {SHRUNK}" in page.eval("document.getElementById('pair').textContent")

@@ -1,8 +1,8 @@
 """`eoslab serve` in a real headless browser (Debian's chromium): the table the page's JavaScript
 draws, sorted and filtered through the URL's hash, a broken run shown as broken, and a shrunk run
 beside its original; then a live page driven over the DevTools protocol: a heading clicked, a
-filter typed, a run written to the store while the page is open appearing in it. The served HTML has an empty table body: every row checked here was drawn by
-the script. Skipped, with the reason, where chromium is not installed."""
+filter typed, a run written to the store while the page is open appearing in it. The served HTML
+has an empty table body: every row checked here was drawn by the script. Skipped, with the reason, where chromium is not installed."""
 from __future__ import annotations
 
 import os
@@ -222,7 +222,7 @@ def live(tmp_path):
 
 
 def test_clicks_typing_and_a_run_that_appears(live):
-    server, page, store = live
+    _server, page, store = live
     wait_for(lambda: len(page.rows()) == len(EXPECTED), 60, "the table drawn")
     page.eval("document.querySelector('th[data-key=seed]').click()")
     page.eval("document.querySelector('th[data-key=seed]').click()")            # again: the other way
@@ -239,6 +239,6 @@ def test_clicks_typing_and_a_run_that_appears(live):
               {"verdict": "invalid", "valid": False, "anomalies": {"duplicate": [{}]}})
     wait_for(lambda: new in page.rows(), 30, "the new run in the page")
     assert set(page.rows()) == kill | {new} and page.rows()[0] == new            # filter and sort kept
-    page.eval("document.querySelector(`tr[data-run='${CSS.escape(%r)}'] a[href='#']`).click()" % SHRUNK)
+    page.eval(f"document.querySelector(`tr[data-run='${{CSS.escape({SHRUNK!r})}}'] a[href='#']`).click()")
     assert page.eval("document.getElementById('pair').hidden") is False
     assert f"shrunk: {SHRUNK}" in page.eval("document.getElementById('pair').textContent")

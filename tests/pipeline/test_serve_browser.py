@@ -2,7 +2,8 @@
 draws, sorted and filtered through the URL's hash, a broken run shown as broken, and a shrunk run
 beside its original; then a live page driven over the DevTools protocol: a heading clicked, a
 filter typed, a run written to the store while the page is open appearing in it. The served HTML
-has an empty table body: every row checked here was drawn by the script. Skipped, with the reason, where chromium is not installed."""
+has an empty table body: every row checked here was drawn by the script. Skipped, with the reason,
+where chromium is not installed."""
 from __future__ import annotations
 
 import os

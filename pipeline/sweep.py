@@ -24,7 +24,8 @@ another with `cluster.run.run` (which starts and tears down its own cluster
 per run), skipping a run whose directory already holds a finished run
 (run.json without "error", history.jsonl, results.json): an interrupted
 sweep resumes where it stopped. It prints one progress line per run (done,
-skipped, failed, elapsed, estimated time left) and returns the counts and
+skipped, failed, elapsed, estimated time left; the run's workload, faults,
+settings, client and Kafka release, seed) and returns the counts and
 the failed runs; a run that fails does not stop the sweep.
 """
 from __future__ import annotations
@@ -195,7 +196,6 @@ def _clock(s: float) -> str:
 
 
 def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
-    from cluster.run import RunConfig
     if run_fn is None:
         from cluster.run import run as run_fn
     t0 = time.monotonic()
@@ -207,8 +207,8 @@ def sweep(runs: list, log=sys.stderr, run_fn=None) -> dict:
     executed = 0
     todo = sum(1 for r in runs if not finished(r.out))
     for i, cfg in enumerate(runs, 1):
-        client = "" if cfg.client == RunConfig.client else f" | client {cfg.client}"
-        what = f"{cfg.workload} | {fault_label(cfg.nemesis)} | {config_label(cfg.settings)}{client} | seed {cfg.seed}"
+        what = (f"{cfg.workload} | {fault_label(cfg.nemesis)} | {config_label(cfg.settings)} | "
+                f"{cfg.client}, Kafka {cfg.kafka_version} | seed {cfg.seed}")
         left = todo - executed
         eta = f", ~{_clock(executed_s / executed * left)} left" if executed and left else ""
         head = (f"[{i}/{len(runs)}] done {done}, skipped {skipped}, failed {len(failed)}, lab errors {len(lab)}; "

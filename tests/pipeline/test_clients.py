@@ -77,6 +77,20 @@ def test_a_client_the_workload_cannot_drive_is_refused_or_left_out(tmp_path):
         plan(["queue"], ["kill"], [{"client": "rdkafka"}], [0], str(tmp_path), 5.0)
 
 
+def test_sweep_progress_names_each_runs_client_and_release(tmp_path):
+    import io
+
+    from pipeline.sweep import plan, sweep
+    cells = [{"client": "confluent-kafka", "kafka.version": "3.6", "acks": "all"}, {"acks": "all"}]
+    runs = plan(["queue"], ["kill"], cells, [0], str(tmp_path), 5.0, kafka_version="4.0")
+    seen, log = [], io.StringIO()
+    got = sweep(runs, log=log, run_fn=lambda cfg, log=None: seen.append((cfg.client, cfg.kafka_version)) or 2)
+    assert seen == [("confluent-kafka", "3.6"), ("eoslab", "4.0")] and got["failed"] == 2
+    lines = [x.split(" | run: ")[1] for x in log.getvalue().splitlines() if " | run: " in x]
+    assert lines == ["queue | kill | acks=all | confluent-kafka, Kafka 3.6 | seed 0",
+                     "queue | kill | acks=all | eoslab, Kafka 4.0 | seed 0"]
+
+
 def test_sweep_cli_names_the_refused_client_cell_in_one_line(tmp_path, capsys):
     from eoslab.cli import main
     m = tmp_path / "m.json"

@@ -12,7 +12,8 @@ returns 0 with the socket closed. Routes, all GET:
                   from another host
   /api/runs       serve_scan.Scanner.scan() as JSON; the store is re-scanned
                   on every request, so runs a sweep adds appear without a
-                  restart
+                  restart. With ?since=GENERATION, when nothing changed
+                  since that scan: only {"generation", "unchanged": true}
   /static/NAME    a file of pipeline/static (only those)
   /store/PATH     a file under the store (reports, run.json, results.json,
                   histories, the matrix page): PATH resolved with symlinks
@@ -80,6 +81,8 @@ def _html(s: str) -> str:
 
 async def api_runs(request: web.Request) -> web.Response:
     data = await _scan(request)
+    if request.query.get("since") == data["generation"]:          # the page has these rows already
+        data = {"generation": data["generation"], "unchanged": True, "scanned": data["scanned"]}
     return web.json_response(data, dumps=lambda x: json.dumps(x, default=str),
                              headers={"Cache-Control": "no-store"})
 

@@ -235,10 +235,10 @@ function render() {
 async function poll() {
   const live = document.getElementById("live");
   try {
-    const resp = await fetch("/api/runs", { cache: "no-store" });
+    const resp = await fetch("/api/runs?since=" + encodeURIComponent(data.generation), { cache: "no-store" });
     if (!resp.ok) throw new Error("HTTP " + resp.status);
     const fresh = await resp.json();
-    if (fresh.generation !== data.generation) { data = fresh; render(); }
+    if (!fresh.unchanged && fresh.generation !== data.generation) { data = fresh; render(); }
     live.className = "live";
     live.textContent = "live: checked " + new Date().toLocaleTimeString();
   } catch (e) {

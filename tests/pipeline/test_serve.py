@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import urllib.request
+from unittest.mock import ANY
 from urllib.parse import quote
 
 import pytest
@@ -322,6 +323,10 @@ def test_page_and_api(shared):
     assert sorted(r["id"] for r in json.loads(embedded)["runs"]) == sorted(EXPECTED)
     runs = server.runs()
     assert {k: r["verdict"] for k, r in runs.items()} == {k: v[0] for k, v in EXPECTED.items()}
+    gen = json.loads(server.get("/api/runs")[2])["generation"]
+    assert json.loads(server.get(f"/api/runs?since={gen}")[2]) == {"generation": gen, "unchanged": True,
+                                                                    "scanned": ANY}
+    assert len(json.loads(server.get("/api/runs?since=0000")[2])["runs"]) == len(EXPECTED)
     for asset, kind in (("serve.js", "javascript"), ("serve.css", "text/css")):
         status, ctype, text = server.get(f"/static/{asset}")
         assert status == 200 and kind in ctype

@@ -65,6 +65,10 @@ class History:
         self._write("nemesis", "info", f, value, {})
         self._write("nemesis", "info", f, result if result is not None else value, {})
 
+    def lone(self, process, f: str, value) -> dict:
+        """A lone info op of a process that observes rather than acts (the offsets monitor's samples)."""
+        return self._write(process, "info", f, value, {})
+
     def note(self, f: str, value) -> dict:
         """What the lab did or suffered (not a client op, not a fault): a lone info op of process "lab"."""
         with self._lock:

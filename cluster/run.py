@@ -18,7 +18,13 @@ transactional workload gets a cluster with transaction coordinators.
 client (confluent-kafka, kafka-python) over the brokers' Kafka listeners,
 for the workloads that list it; run.json records the client and its
 version. Bad settings are a ValueError from `validate()` before anything
-starts.
+starts. A transactional workload's run also samples each partition's last
+stable offset and high watermark (cluster.offsets_monitor: process
+"monitor" ops in the history) from the start to the end, waits after the
+final reads until the LSO has caught up or "hang_threshold_s" (run.json:
+the producers' transaction timeout, the coordinator's abort interval and a
+margin) has passed, and the checker reports a `hanging-transaction` for an
+LSO that stood that long with no fault in force.
 
 Lab errors (cluster.lab_errors) are never reported as anomalies, nor as a
 valid run: a workload or client thread that died with an exception, a
@@ -57,10 +63,12 @@ import eoslab
 from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXIT_VALID
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
+from cluster.offsets_monitor import OffsetsMonitor
 from cluster.run_settings import RunSettings
 from cluster.workloads import WORKLOADS, workload_class
 from eoslab import kafka_version
 
+HANG_MARGIN_S = 5.0                     # the markers' round trip beyond timeout + abort interval
 EXIT_STATUS = EXIT_STATUS_HELP          # the table above, as `eoslab run --help` shows it
 
 
@@ -131,6 +139,18 @@ class RunConfig:
     def split_settings(self) -> RunSettings:
         """The settings split by who they configure (cluster.run_settings)."""
         return RunSettings.split(self.settings, self.kafka_version)
+
+
+def hang_threshold_s(s: RunSettings) -> float:
+    """How long a transaction may hold a partition's LSO before the checker calls it hanging: the
+    longest transaction timeout the run's producers may have (the workloads' 10 s, or the setting)
+    plus the coordinator's abort interval, plus a margin for the markers' round trip."""
+    from services.txn_coordinator.config import CoordinatorConfig
+    timeout_ms = max(10000, int(s.producer.get("transaction.timeout.ms", 0) or 0))
+    coord = CoordinatorConfig.DEF.check_flags(s.coordinator_args())
+    interval_ms = coord.get("transaction_check_interval_ms") or \
+        coord["transaction_abort_timed_out_transaction_cleanup_interval_ms"]
+    return (timeout_ms + interval_ms) / 1000 + HANG_MARGIN_S
 
 
 def progress(t0: float, time_limit: float, history, runner) -> str:
@@ -246,8 +266,14 @@ class _Run:
         t0 = time.monotonic()
         runner = self.runner = nem.NemesisRunner(ctx, self.events, t0)
         startup["end"] = time.time()
+        monitor = None
+        if self.wl_cls.transactional:            # the LSO and high watermarks, for hanging transactions
+            meta["hang_threshold_s"] = hang_threshold_s(s)
+            monitor = OffsetsMonitor(md, history, wl.topic, cfg.partitions)
         wl.start()
         runner.start()
+        if monitor is not None:
+            monitor.start()
         try:
             while time.monotonic() - t0 < cfg.time_limit:
                 print(progress(t0, cfg.time_limit, history, runner), end="", file=log, flush=True)
@@ -270,6 +296,11 @@ class _Run:
         print("healed; final reads...", file=log)
         n = wl.final_reads()
         print(f"final reads: {n} records; {history.size} ops recorded", file=log)
+        if monitor is not None:
+            monitor.stop()
+            if not monitor.settle(meta["hang_threshold_s"]):
+                print(f"the last stable offset of {wl.topic} stayed behind its high watermark for "
+                      f"{meta['hang_threshold_s']:.0f} s after the final heal", file=log)
         meta.update(ops=history.size, **wl.notes())
         md.close()
 

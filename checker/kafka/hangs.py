@@ -14,9 +14,13 @@ Guarantees: `OffsetSamples` keeps, per key, the samples in history order
 (a few ints each). `hanging_transactions(samples, keys, threshold_s)`
 reports one `hanging-transaction` finding for each stretch in which a key's
 LSO stood at one offset below its high watermark for at least
-`threshold_s` seconds of the history's clock: the key, the offset it stood
+`threshold_s` seconds of the history's clock with no fault in force: only
+the part of the stretch after the history's last nemesis op counts (a
+fault can hold markers back for as long as it lasts; Kafka must end the
+transaction once the faults are gone). It gives the key, the offset it stood
 at (the first offset of the oldest open transaction), when the stretch
-began and how long it lasted, the high watermark at its start and end,
+began, how long it lasted (all of it, and after the faults), the high
+watermark at its start and end,
 whether it was still standing at the last sample, and the op that wrote
 the record at that offset when the history has it (a witness). A run sets
 the threshold above its transaction timeout plus the coordinator's abort
@@ -41,10 +45,15 @@ DEFAULT_THRESHOLD_S = 900.0     # Kafka's transaction.max.timeout.ms (15 min): f
 class OffsetSamples:
     """Per key: [(time ns, lso, hw), ...] in history order."""
 
-    __slots__ = ("by_key",)
+    __slots__ = ("by_key", "last_fault")
 
     def __init__(self) -> None:
         self.by_key: dict[Any, list[tuple[int, int, int]]] = {}
+        self.last_fault: int | None = None       # time of the history's last nemesis op
+
+    def fault(self, tm: int | None) -> None:
+        if tm is not None and (self.last_fault is None or tm > self.last_fault):
+            self.last_fault = tm
 
     def add(self, value: Any, tm: int | None, key: Callable[[Any], Any]) -> None:
         if tm is None or type(value) is not list:
@@ -77,10 +86,11 @@ def hanging_transactions(samples: OffsetSamples, keys: dict, threshold_s: float,
     for k, ss in samples.by_key.items():
         for a, b in _stretches(ss):
             (ta, lso, hw_a), (tb, _, hw_b) = ss[a], ss[b]
-            stood = (tb - ta) / 1e9
-            if stood < threshold_s:
+            quiet = (tb - max(ta, samples.last_fault or ta)) / 1e9
+            if quiet < threshold_s:
                 continue
-            data = {"key": k, "offset": lso, "since_s": round((ta - t0) / 1e9, 3), "stood_s": round(stood, 3),
+            data = {"key": k, "offset": lso, "since_s": round((ta - t0) / 1e9, 3),
+                    "stood_s": round((tb - ta) / 1e9, 3), "stood_after_faults_s": round(quiet, 3),
                     "high_watermark": [hw_a, hw_b], "standing_at_end": b == len(ss) - 1,
                     "threshold_s": threshold_s}
             refs = []

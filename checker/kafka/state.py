@@ -182,6 +182,8 @@ class Collector(KafkaOps, Positions):
     def _other(self, d: dict, f: str, t: Any, p: Any, idx: int, tm: int | None, pv: tuple | None) -> None:
         """Any other op completes (nemesis, init-producer, ...): it reads and writes no
         record; an OK one that names its producer shows that producer epoch live."""
+        if p == "nemesis":
+            self.offsets.fault(tm)
         if t == "ok":
             pr = d.get("producer")
             if type(pr) is dict:

@@ -150,15 +150,16 @@ class ConfigDef:
                 out[k.dest] = k.convert(raw)
         return out
 
-    def check_flags(self, flags: list[str]) -> None:
-        """`eoslab run --set` and `--broker-arg`: behaviour flags only, checked in-process."""
+    def check_flags(self, flags: list[str]) -> dict[str, Any]:
+        """`eoslab run --set` and `--broker-arg`: behaviour flags only, checked in-process; the
+        settings they give (every other one at its default)."""
         process = {k.flag for k in self.keys if k.process}
         for f in flags:
             name = f.split("=", 1)[0]
             if name in process:
                 raise ConfigError(f"{name} is set by the runtime, not by hand")
         values = [(k.flag, "0" if k.type is int else "x") for k in self.keys if k.default is REQUIRED]
-        self.parse([f"{a}={b}" for a, b in values] + list(flags), env={})
+        return self.parse([f"{a}={b}" for a, b in values] + list(flags), env={})
 
     def markdown(self) -> str:
         rows = [f"### {self.role}", "",

@@ -80,3 +80,17 @@ def test_the_command_line_takes_the_threshold_from_run_json(tmp_path):
     code, res = verdict()
     assert code == 1 and res["anomalies"][HANGING][0]["stood_s"] == 30.0
     assert verdict("--hang-threshold-s", "60")[0] == 0                  # the flag wins
+
+
+def test_only_the_stand_after_the_last_fault_counts():
+    """A fault can hold the markers back while it lasts: 30 s of standing LSO of which the last 5
+    came after the last nemesis op is no hang at a 10 s threshold; 15 s after it is."""
+    def with_fault(at):
+        h = history([(t, [[0, 1, 5]]) for t in range(0, 31)])
+        h.append({"process": "nemesis", "type": "info", "f": "stop-partition", "value": None, "time": int(at * S)})
+        h.sort(key=lambda o: o["time"])
+        return [dict(o, index=i) for i, o in enumerate(h)]
+    assert check_kafka(with_fault(25), hang_threshold_s=10)["valid"] is True
+    r = check_kafka(with_fault(15), hang_threshold_s=10)
+    (w,) = r["anomalies"][HANGING]
+    assert w["stood_s"] == 30.0 and w["stood_after_faults_s"] == 15.0

@@ -6,33 +6,38 @@ directory, or that holds entries but no run folder. An empty directory is a
 store (one a sweep is about to fill). `Scanner(store).scan()` walks the
 store on every call (sorted, hidden directories skipped, symlinked
 directories not followed) and returns {"store", "runs", "matrix", "counts",
-"generation"}; it never raises for what one run holds. A run folder is one
-holding run.json, history.jsonl(.gz) or results.json (the store's root
-itself may be one, and a run folder may hold others, such as the shrunk run
-kept inside its original's folder, which `eoslab analyze` leaves out of the
-matrix since pipeline.store does not look inside run folders); a folder holding index.html beside matrix.csv or
-matrix.parquet is a matrix page (`eoslab analyze --out` inside the store)
-and neither. Each row has the run's id (its path under the store), workload,
-client (run.json's "client", "eoslab" when absent as in runs recorded
-before it existed; its version from run.json's "versions"), Kafka release, fault
-packages, seed, configuration, start time, verdict, anomaly classes with
-counts (for a lab error: what broke, instead), links, and "problems"
-(one line each). The verdict is results.json's
-"verdict" (valid | invalid, shown as "anomalies" | unknown | lab-error);
-a results.json without one (an older format) gets it from "lab_errors" and
+"generation", "scanned"}; it never raises for what one run holds.
+
+A run folder is one holding run.json, history.jsonl(.gz) or results.json.
+The store's root may itself be one, and a run folder may hold others (the
+shrunk run kept inside its original's folder, which `eoslab analyze` leaves
+out of the matrix: pipeline.store does not look inside run folders). A
+folder holding index.html beside matrix.csv or matrix.parquet is a matrix
+page (`eoslab analyze --out` inside the store), not a run.
+
+Each row has the run's id (its path under the store), workload, client
+(run.json's "client"; "eoslab", the lab's own, when absent, as in runs
+recorded before the field existed) and its version from run.json's
+"versions", Kafka release, fault packages, seed, configuration, start time,
+verdict, anomaly classes with counts (for a lab error: what broke), links,
+"problems" and "notes" (one line each). The verdict is results.json's
+"verdict" (valid | invalid, shown as "anomalies" | unknown | lab-error); a
+results.json without one (an older format) gets it from "lab_errors" and
 "valid" as checker.result does, with a note saying so. A run without
-results.json and without a problem is "pending" (running, or stopped before
-the checker ran). A run whose run.json is missing, unreadable or not an
-object, whose history is missing, or whose results.json is unreadable or
-says nothing about validity is "broken", its problems naming why. A
-folder `eoslab scenario run` wrote (no run.json; results.json's "scenario"
-names it) is a run: workload "scenario", the scenario's name as its faults.
+results.json and without a problem is "pending" (running, or stopped
+before the checker ran). A run whose run.json is missing, unreadable or not
+an object, whose history is missing, or whose results.json is unreadable or
+says nothing about validity is "broken", its problems naming why. A folder
+`eoslab scenario run` wrote (no run.json; results.json's "scenario" names
+it) is a run: workload "scenario", the scenario's name as its faults.
 
 Shrunk runs: run.json's "shrunk_from" names the run a shrunk run was cut
 down from: the original's folder, relative to the shrunk run's own folder
-(e.g. "../seed-3", or ".." for a shrunk run kept in RUN/shrunk/) or absolute. The original's row lists the shrunk runs
-("shrunk"); the shrunk run's row names the original ("shrunk_from") when it
-is a run of this store, else says where it points ("shrunk_from_missing").
+("../seed-3" beside it, ".." for one kept in RUN/shrunk/) or absolute. The
+original's row lists its shrunk runs ("shrunk"); the shrunk run's row names
+the original ("shrunk_from") when it is a run of this store, else says
+where it points ("shrunk_from_missing").
+
 Parsed files are cached by (mtime, size), so a re-scan reads only what changed.
 """
 from __future__ import annotations

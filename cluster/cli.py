@@ -17,6 +17,7 @@ import re
 
 from eoslab import kafka_version
 from eoslab import argtypes
+from cluster.txn_metrics import transaction_metrics
 from eoslab.cli import CliError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -194,32 +195,6 @@ def cmd_status(args) -> int:
                     (f" ({m['MaxActiveTransactionPartition']})" if m and m["MaxActiveTransactionPartition"] else "")
                 print(f"  {n.name:<18} {n.address:<22} {n.state:<8} pid {n.pid or '-'}{extra}")
     return 0
-
-
-def transaction_metrics(info, timeout_s: float = 3.0) -> dict[str, dict]:
-    """KIP-664's gauges of every running broker that answers (Kafka's ReplicaManager
-    PartitionsWithLateTransactionsCount, MaxActiveTransactionDuration in ms and the partition of that
-    transaction), by node name."""
-    import grpc
-
-    from eoslab.common import rpc
-    from eoslab.v1 import broker_pb2, broker_pb2_grpc
-    out = {}
-    for n in info.by_role("broker"):
-        if n.state not in ("running", "unknown"):
-            continue
-        ch = rpc.channel(n.address)
-        try:
-            r = broker_pb2_grpc.BrokerStub(ch).TransactionMetrics(broker_pb2.TransactionMetricsRequest(),
-                                                                  timeout=timeout_s)
-            out[n.name] = {"PartitionsWithLateTransactionsCount": r.partitions_with_late_transactions_count,
-                           "MaxActiveTransactionDuration": r.max_active_transaction_duration_ms,
-                           "MaxActiveTransactionPartition": r.max_active_transaction_partition}
-        except grpc.RpcError:
-            pass                                     # a broker that does not answer shows "-"
-        finally:
-            ch.close()
-    return out
 
 
 def cmd_down(args) -> int:

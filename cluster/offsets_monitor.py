@@ -56,8 +56,9 @@ class OffsetsMonitor(threading.Thread):
                 if leader is None:
                     continue
                 addr = leader[1]
-                hw = self._latest(addr, p, broker_pb2.READ_UNCOMMITTED)
+                # the LSO first: both only grow on one leader, so the pair never shows lso > hw
                 lso = self._latest(addr, p, broker_pb2.READ_COMMITTED)
+                hw = self._latest(addr, p, broker_pb2.READ_UNCOMMITTED)
             except (grpc.RpcError, OSError, ValueError):
                 self._stale = True
                 continue

@@ -24,7 +24,8 @@ stable offset and high watermark (cluster.offsets_monitor: process
 final reads until the LSO has caught up or "hang_threshold_s" (run.json:
 the producers' transaction timeout, the coordinator's abort interval and a
 margin) has passed, and the checker reports a `hanging-transaction` for an
-LSO that stood that long with no fault in force.
+LSO that stood that long with no fault in force; run.json's
+"transaction_metrics" holds each broker's KIP-664 gauges at the end.
 
 Lab errors (cluster.lab_errors) are never reported as anomalies, nor as a
 valid run: a workload or client thread that died with an exception, a
@@ -301,6 +302,8 @@ class _Run:
             if not monitor.settle(meta["hang_threshold_s"]):
                 print(f"the last stable offset of {wl.topic} stayed behind its high watermark for "
                       f"{meta['hang_threshold_s']:.0f} s after the final heal", file=log)
+            from cluster.txn_metrics import transaction_metrics
+            meta["transaction_metrics"] = transaction_metrics(rt.info())      # KIP-664's gauges at the end
         meta.update(ops=history.size, **wl.notes())
         md.close()
 

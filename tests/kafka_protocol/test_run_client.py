@@ -56,6 +56,13 @@ def test_a_txn_run_under_kill_leader_is_valid(tmp_path, eoslab_home, monkeypatch
     assert sum(o["type"] == "ok" for o in done) > 10
     assert any(o.get("error") == "aborted-by-client" for o in done)
     assert any(o["f"] == "poll" and o["type"] == "ok" and o["value"][0][1] for o in hist)
+    # the offsets monitor sampled the partitions through the run; KIP-664's gauges recorded at the end
+    samples = [o for o in hist if o["process"] == "monitor" and o["f"] == "offsets"]
+    assert len(samples) > 10 and all(lso <= hw for o in samples for _, lso, hw in o["value"])
+    meta = json.load(open(tmp_path / "run" / "run.json"))
+    assert meta["hang_threshold_s"] == 25.0
+    assert set(meta["transaction_metrics"]) == {"broker-1", "broker-2", "broker-3"}
+    assert all(m["PartitionsWithLateTransactionsCount"] == 0 for m in meta["transaction_metrics"].values())
 
 
 @pytest.mark.integration

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from cluster.lazyfs import LazyFs, LazyFsError, LazyFsUnavailable, cleanup_stale, lazyfs_mounts
 
@@ -169,9 +169,9 @@ def test_corrupt_flips_exactly_the_bytes_asked(lazy):
 
 _NAMES = ["a", "b"]
 _op = st.one_of(
-    st.tuples(st.just("write"), st.sampled_from(_NAMES), st.integers(0, 300), st.binary(min_size=1, max_size=120)),
-    st.tuples(st.just("append"), st.sampled_from(_NAMES), st.binary(min_size=1, max_size=120)),
-    st.tuples(st.just("truncate"), st.sampled_from(_NAMES), st.integers(0, 400)),
+    st.tuples(st.just("write"), st.sampled_from(_NAMES), st.integers(0, 60), st.binary(min_size=1, max_size=40)),
+    st.tuples(st.just("append"), st.sampled_from(_NAMES), st.binary(min_size=1, max_size=40)),
+    st.tuples(st.just("truncate"), st.sampled_from(_NAMES), st.integers(0, 80)),
     st.tuples(st.just("rename"), st.sampled_from(_NAMES), st.sampled_from(_NAMES)),
     st.tuples(st.just("unlink"), st.sampled_from(_NAMES)),
     st.tuples(st.just("fsync"), st.sampled_from(_NAMES)),
@@ -241,6 +241,9 @@ def test_the_mount_behaves_like_a_directory_and_loses_only_unsynced_data(lazy, s
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.lists(_op, max_size=25))
+    @example([("write", "a", 0, b"synced"), ("fsync", "a"), ("write", "a", 2, b"XY"), ("truncate", "a", 1)])
+    @example([("append", "a", b"x" * 30), ("fsync", "a"), ("rename", "a", "b"), ("write", "b", 5, b"y"),
+              ("append", "a", b"new"), ("rename", "a", "b")])
     def check(ops):
         for root in (plain, lazy.mountpoint):
             shutil.rmtree(root, ignore_errors=True) if root == plain else [

@@ -36,13 +36,15 @@ BAD_JSON = "broken/bad-run-json"
 NO_HISTORY = "broken/no-history"
 BAD_RESULTS = "broken/results-not-a-result"
 PENDING = "queue/pause/defaults/seed-9"
+MARKUP = "broken/<img src=x onerror=alert(1)>{{CONFIG}}"           # a folder name that is markup
 SCENARIO = "scenarios/lost-ack-6-in-flight-epoch-bump"           # `eoslab scenario run --out`: no run.json
 # id -> (verdict, anomaly types, seed)
 EXPECTED = {
     VALID: ("valid", [], 1), DUP: ("anomalies", ["duplicate", "lost-write"], 2),
     SHRUNK: ("anomalies", ["duplicate"], 2), NESTED: ("anomalies", ["duplicate"], 2), LAB: ("lab-error", [], 5),
     OLD: ("anomalies", ["g1a"], 6),
-    BAD_JSON: ("broken", [], None), NO_HISTORY: ("broken", [], 3), BAD_RESULTS: ("broken", [], 4),
+    BAD_JSON: ("broken", [], None), MARKUP: ("broken", [], None), NO_HISTORY: ("broken", [], 3),
+    BAD_RESULTS: ("broken", [], 4),
     PENDING: ("pending", [], 9), SCENARIO: ("anomalies", ["duplicate"], None),
 }
 
@@ -105,6 +107,7 @@ def build_store(root) -> str:
     write_run(store, NO_HISTORY, _meta(seed=3), {"verdict": "valid", "valid": True}, history=False)
     write_run(store, BAD_RESULTS, _meta(seed=4), results='["not", "a", "result"]')
     write_run(store, PENDING, _meta(nemesis=("pause",), seed=9), report=False)
+    write_run(store, MARKUP, report=False)                         # a history alone: broken, no run.json
     write_run(store, SCENARIO, None, {"verdict": "invalid", "valid": False, "anomalies": {"duplicate": [{}]},
                                       "scenario": {"name": "lost-ack-6-in-flight-epoch-bump", "match": True,
                                                    "expected": ["duplicate"], "observed": ["duplicate"],
@@ -139,7 +142,7 @@ def test_scan_reads_every_run_as_written(store):
     for rid, (verdict, anomalies, seed) in EXPECTED.items():
         r = rows[rid]
         assert (r["verdict"], [a["type"] for a in r["anomalies"]], r["seed"]) == (verdict, anomalies, seed), rid
-    assert data["counts"] == {"valid": 1, "anomalies": 5, "lab-error": 1, "broken": 3, "pending": 1}
+    assert data["counts"] == {"valid": 1, "anomalies": 5, "lab-error": 1, "broken": 4, "pending": 1}
     dup = rows[DUP]
     assert dup["anomalies"] == [{"type": "duplicate", "count": 7}, {"type": "lost-write", "count": 1}]
     assert (dup["workload"], dup["client"], dup["client_version"], dup["kafka"], dup["faults"], dup["config"]) == \
@@ -319,6 +322,8 @@ def test_page_and_api(shared):
     status, ctype, body = server.get("/")
     assert status == 200 and ctype.startswith("text/html")
     assert '<script src="/static/serve.js"></script>' in body and "http://" not in body.replace(server.url, "")
+    assert "<img" not in body                      # the folder named as markup went in as data (and its
+                                                   # "{{CONFIG}}" stayed its own: the ids below are exact)
     embedded = body.split('<script type="application/json" id="data">')[1].split("</script>")[0]
     assert sorted(r["id"] for r in json.loads(embedded)["runs"]) == sorted(EXPECTED)
     runs = server.runs()

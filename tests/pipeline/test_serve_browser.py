@@ -14,8 +14,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, NESTED, NO_HISTORY, OLD, SCENARIO,
-                                       SHRUNK, VALID, Server, _meta, build_store, wait_for, write_run)
+from tests.pipeline.test_serve import (BAD_JSON, BAD_RESULTS, DUP, EXPECTED, LAB, MARKUP, NESTED, NO_HISTORY, OLD,
+                                       SCENARIO, SHRUNK, VALID, Server, _meta, build_store, wait_for, write_run)
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on this machine (Debian: apt-get install "
@@ -89,6 +89,7 @@ def dom(server, fragment: str = "") -> Dom:
                         f"--user-data-dir={server.profile}", "--dump-dom", server.url + fragment],
                        capture_output=True, text=True, timeout=180, check=False)
     assert r.returncode == 0 and "<tbody" in r.stdout, r.stderr[-2000:]
+    assert "<img" not in r.stdout                          # the folder named as markup stayed text
     return Dom(r.stdout)
 
 
@@ -106,6 +107,7 @@ def test_the_script_draws_every_run(served):
     assert "g0 ×1 (unconfirmed)" in cells[LAB][9]
     assert cells[SHRUNK][0] == f"{SHRUNK}shrunk from {DUP} compare"
     assert cells[DUP][0] == f"{DUP}shrunk: {NESTED} compareshrunk: {SHRUNK} compare"
+    assert cells[MARKUP][0] == MARKUP and cells[MARKUP][8] == "broken"
     assert cells[VALID][0] == VALID and cells[VALID][10] == "report · results.json · run.json"
     assert cells[LAB][10] == "report · results.json · run.json"                  # analyze's report, linked
 
@@ -125,7 +127,7 @@ def test_sorting(served, fragment, key, direction):
 
 
 @pytest.mark.parametrize("fragment, ids", [
-    ("#v=broken", {BAD_JSON, NO_HISTORY, BAD_RESULTS}),
+    ("#v=broken", {BAD_JSON, NO_HISTORY, BAD_RESULTS, MARKUP}),
     ("#q=faults:lost-ack", {LAB, OLD, SCENARIO}),
     ("#q=" + quote("kill-leader confluent") + "&v=anomalies", {DUP, SHRUNK, NESTED}),
 ])

@@ -16,9 +16,9 @@ folder holding index.html beside matrix.csv or matrix.parquet is a matrix
 page (`eoslab analyze --out` inside the store), not a run.
 
 Each row has the run's id (its path under the store), workload, client
-(run.json's "client"; "eoslab", the lab's own, when absent, as in runs
-recorded before the field existed) and its version from run.json's
-"versions", Kafka release, fault packages, seed, configuration, start time,
+and client version (pipeline.store's client_label and client_version, as
+the matrix reads them: "eoslab", the lab's own, when run.json names none),
+Kafka release, fault packages, seed, configuration, start time,
 verdict, anomaly classes with counts (for a lab error: what broke), links,
 "problems" and "notes" (one line each). The verdict is results.json's
 "verdict" (valid | invalid, shown as "anomalies" | unknown | lab-error); a
@@ -49,7 +49,7 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from pipeline.store import HISTORY_NAMES, config_label, fault_label, kafka_version
+from pipeline.store import HISTORY_NAMES, client_label, client_version, config_label, fault_label, kafka_version
 
 RUN_FILES = ("run.json", "results.json", *HISTORY_NAMES)
 VERDICTS = {"valid": "valid", "invalid": "anomalies", "unknown": "unknown", "lab-error": "lab-error"}
@@ -206,14 +206,8 @@ def _from_scenario(row: dict, sc: dict, notes: list) -> None:
 
 def _from_meta(row: dict, meta: dict, d: str, notes: list) -> None:
     row["workload"] = str(meta.get("workload") or "?")
-    client = str(meta.get("client") or "").strip() or "eoslab"    # runs before --client: the lab's own
-    row["client"] = client
-    versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
-    if versions.get(client):
-        v = str(versions[client])
-        if client == "confluent-kafka" and versions.get("librdkafka"):
-            v += f" (librdkafka {versions['librdkafka']})"
-        row["client_version"] = v
+    row["client"] = client_label(meta.get("client"))                 # the matrix's rule, so both agree
+    row["client_version"] = client_version(meta)
     row["kafka"] = kafka_version(meta.get("kafka_version"))
     nemesis = meta.get("nemesis")
     row["faults"] = fault_label(nemesis) if isinstance(nemesis, (list, str)) or nemesis is None else "?"

@@ -1,9 +1,11 @@
 """The FUSE filesystem (through mfusepy) and its control socket, run by `python -m cluster.lazyfs mount`.
 
 Guarantees: the mount mirrors BACKING (a passthrough of every ordinary file and directory
-operation), with the kernel's page and attribute caches off (direct_io, zero timeouts) so
-every read and stat reaches this process and sees the current content, and a fault made
-underneath is seen by the next read. Data writes, truncates and file creation go through
+operation). Writes go through to this process at once (no writeback cache); attributes and
+names are never cached by the kernel (zero timeouts), and its page cache of a file is dropped
+at every open (no keep_cache), so a fault made underneath is seen by the next open and
+stat. A process that keeps a file open across a fault may still read cached pages: the lab
+kills the process first, as a power loss would. Data writes, truncates and file creation go through
 `LazyState`, which keeps what is needed to drop them until the file's fsync/fdatasync (or
 its directory's fsync, for a creation). The control socket answers one JSON request per
 line with one JSON line: {"op": "lose-unsynced" | "torn-write" (seed, ordered) |
@@ -46,7 +48,11 @@ class LazyOps(fuse.Operations):
         self.appends: set[int] = set()  # backing fds opened with O_APPEND
         self.on_ready = on_ready
 
-    def init(self, path):
+    def init_with_config(self, conn, config):
+        # The page cache may serve reads (a new open drops it: no keep_cache), but reads must
+        # not each cost a GETATTR round trip: no auto_inval_data (FUSE_CAP_AUTO_INVAL_DATA).
+        if conn is not None:
+            conn.want &= ~(1 << 12)
         if self.on_ready:
             self.on_ready()
 
@@ -237,7 +243,9 @@ def run(backing: str, mountpoint: str, control: str) -> int:
         sys.stdout.write("ready\n")
         sys.stdout.flush()
 
-    opts = dict(foreground=True, direct_io=True, attr_timeout=0, entry_timeout=0, negative_timeout=0,
+    # One request at a time (nothreads): every operation takes LazyState's lock anyway, and on
+    # two shared cores the single loop measured faster than libfuse's thread pool.
+    opts = dict(foreground=True, nothreads=True, attr_timeout=0, entry_timeout=0, negative_timeout=0,
                 fsname="lazyfs", subtype="lazyfs")
     if os.geteuid() == 0:
         opts["allow_other"] = True

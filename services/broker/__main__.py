@@ -7,7 +7,7 @@ from eoslab.v1 import common_pb2
 from eoslab.common.config import ConfigError
 from services.broker.config import BrokerConfig
 from services.broker.kafka_server import KafkaServer
-from services.broker.partition import LogConfig
+from services.broker.log_config import LogConfig
 from eoslab.common import rpc
 
 

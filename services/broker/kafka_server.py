@@ -21,7 +21,7 @@ from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
 from services.broker.faults import FaultInjectorService, FaultRegistry
 from services.broker.group_coordinator import GroupCoordinator
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig
+from services.broker.log_config import LogConfig
 from services.broker.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it

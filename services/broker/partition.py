@@ -36,54 +36,25 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from eoslab.v1 import common_pb2
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
+from services.broker.checkpoints import HW_CHECKPOINT, read_hw_checkpoint, write_hw_checkpoint
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
+from services.broker.log_config import LogConfig
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
 from services.broker.replica import Replica
-from services.broker.txn_index import AbortedTxn, TransactionIndex, control_record
+from eoslab.common.control_records import control_record
+from services.broker.txn_index import AbortedTxn, TransactionIndex
 from eoslab.common.errors import E
 
 log = logging.getLogger(__name__)
-HW_CHECKPOINT = "high-watermark-checkpoint"
-HW_CHECKPOINT_INTERVAL_S = 1.0      # the ReplicaManager writes the checkpoints this often
 # what moved, for `Partition.on_change`: a follower's fetch waits for the log end, a consumer's for the
 # high watermark (and so the LSO), both for a change of role
 LOG_MOVED, HW_MOVED, ROLE_MOVED = 1, 2, 3
-
-
-def read_hw_checkpoint(path: str) -> int:
-    """The checkpointed high watermark, or 0 when there is none (or it cannot be read)."""
-    try:
-        with open(path) as f:
-            return max(0, int(f.read().strip()))
-    except (OSError, ValueError):
-        return 0
-
-
-@dataclass
-class LogConfig:
-    max_message_bytes: int = 1048588           # Kafka's default max.message.bytes
-    segment_bytes: int = 16 * 1024 * 1024
-    producer_state_batches: int = 5            # batches remembered per producer
-    duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER
-    snapshot_interval_batches: int = 1000
-    min_insync_replicas: int = 1
-    replica_lag_time_max_ms: int = 3000
-    # KIP-890 part 1: before the first transactional batch of a producer's
-    # transaction, the leader asks the transaction coordinator whether this
-    # partition was added to it (verify(transactional_id, pid, epoch, tp) -> error code)
-    transaction_verification: bool = False
-    # a non-zero first sequence from a producer with no state here: an error name or "accept" (KIP-360)
-    unknown_producer: str = "accept"
-    txn_offset_commit_member_check: bool = True   # KIP-447 (2.5)
-    producer_id_expiration_ms: int = 86400000      # Kafka's producer.id.expiration.ms (KIP-854)
-    producer_id_expiration_check_ms: int = 600000  # Kafka's producer.id.expiration.check.interval.ms
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -433,11 +404,8 @@ class Partition:
         hw = self.high_watermark
         if hw == self._hw_checkpointed:
             return
-        tmp = self.hw_checkpoint_path + ".tmp"
         try:
-            with open(tmp, "w") as f:
-                f.write(f"{hw}\n")
-            os.replace(tmp, self.hw_checkpoint_path)
+            write_hw_checkpoint(self.hw_checkpoint_path, hw)
             self._hw_checkpointed = hw
         except OSError as e:
             log.warning("%s-%d: high watermark checkpoint failed: %s", self.topic, self.partition, e)

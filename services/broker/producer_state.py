@@ -48,6 +48,7 @@ from dataclasses import dataclass
 
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
+from eoslab.common import control_records
 from services.broker import txn_index
 from eoslab.common.errors import E
 
@@ -260,12 +261,12 @@ class ProducerStateManager:
     def _complete_txn(self, e: ProducerStateEntry, batch) -> "txn_index.CompletedTxn":
         try:
             key, value, _ = next(rb.iter_records(batch.records))
-            kind, coordinator_epoch = txn_index.parse_control_record(key, value)
+            kind, coordinator_epoch = control_records.parse_control_record(key, value)
         except (StopIteration, ValueError):
-            kind, coordinator_epoch = txn_index.ABORT, -1
+            kind, coordinator_epoch = control_records.ABORT, -1
         first = e.current_txn_first_offset
         done = txn_index.CompletedTxn(e.producer_id, -1 if first is None else first, batch.base_offset,
-                                      kind == txn_index.ABORT)
+                                      kind == control_records.ABORT)
         if batch.producer_epoch > e.producer_epoch:
             e.maybe_update_producer_epoch(batch.producer_epoch)
         e.coordinator_epoch = max(e.coordinator_epoch, coordinator_epoch)

@@ -30,7 +30,9 @@ import threading
 
 from eoslab.v1 import broker_pb2
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LOG_MOVED, ROLE_MOVED, LogConfig, Partition
+from services.broker.checkpoints import HW_CHECKPOINT_INTERVAL_S
+from services.broker.log_config import LogConfig
+from services.broker.partition import LOG_MOVED, ROLE_MOVED, Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E

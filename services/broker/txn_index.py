@@ -18,7 +18,7 @@ File layout: 32-byte big-endian entries: producer_id i64 | first_offset i64 |
 last_offset i64 | last_stable_offset i64.
 
 Control records (one per control batch, as in Kafka) are read and written by
-eoslab.common.control_records (re-exported here).
+eoslab.common.control_records.
 """
 from __future__ import annotations
 
@@ -26,8 +26,6 @@ import bisect
 import os
 import struct
 from dataclasses import dataclass
-
-from eoslab.common.control_records import ABORT, COMMIT, control_record, parse_control_record  # noqa: F401
 
 _ENTRY = struct.Struct(">qqqq")
 FILE_NAME = "aborted.txnindex"

@@ -84,7 +84,8 @@ def test_partitions_answered_with_errors_do_not_hold_up_the_others(make_cluster,
     batches are appended and the fetch returns at once; each failed partition sits out a backoff of
     its own (as Kafka's fetcher delays a partition with an error) instead of the fetcher sleeping
     50 ms per failed partition before it fetches again."""
-    from services.broker.partition import LogConfig, Partition
+    from services.broker.log_config import LogConfig
+    from services.broker.partition import Partition
     from services.broker.replica_fetcher import (PartitionFetchState, ReplicaFetcherManager, ReplicaFetcherThread,
                                                 ReplicaState)
     rt = make_cluster(brokers=3, controllers=1, txn_coordinators=0)

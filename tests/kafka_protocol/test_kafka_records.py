@@ -58,7 +58,7 @@ def test_the_labs_stored_batch_is_written_as_kafka_reads_it():
 
 
 def test_control_batches_keep_their_flag_and_records():
-    from services.broker.txn_index import control_record
+    from eoslab.common.control_records import control_record
     key, value = control_record(True, 4)
     lab = rb.build_batch([(key, value, 5)], producer_id=1, producer_epoch=0, base_sequence=-1, control=True,
                          transactional=True)

@@ -19,7 +19,7 @@ from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2
 from services.broker.log import StoredBatch
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig
+from services.broker.log_config import LogConfig
 from services.broker.replica_manager import LATE_TRANSACTION_BUFFER_MS, TRANSACTION_MAX_TIMEOUT_MS, ReplicaManager
 from services.kafka_protocol import codec, txn_admin_apis
 from services.kafka_protocol.apis import ApiHandlers

@@ -15,7 +15,8 @@ import pytest
 
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
-from services.broker.partition import LogConfig, Partition
+from services.broker.log_config import LogConfig
+from services.broker.partition import Partition
 from services.broker.replica_fetcher import (FETCH_TIMEOUT_S, PARTITION_BACKOFF_S, WATCHDOG_CHECK_S, FetchSession,
                                              ReplicaFetcherThread, ReplicaState, SessionClosed)
 from tests.unit.test_broker_clock_support import REAL_TIMEOUT_S, WatchedClock, start, until

@@ -16,7 +16,9 @@ from eoslab.common.errors import E
 from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import HW_CHECKPOINT_INTERVAL_S, LogConfig, Partition, read_hw_checkpoint
+from services.broker.checkpoints import HW_CHECKPOINT_INTERVAL_S, read_hw_checkpoint
+from services.broker.log_config import LogConfig
+from services.broker.partition import Partition
 from services.broker.replica_manager import ISR_CHECK_S, ReplicaManager
 from tests.unit.test_broker_clock_support import WatchedClock, until
 

@@ -16,10 +16,11 @@ from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig, Partition
+from services.broker.log_config import LogConfig
+from services.broker.partition import Partition
 from services.broker.producer_state import ProducerStateManager
 from services.broker.replica_manager import ReplicaManager
-from services.broker.txn_index import control_record
+from eoslab.common.control_records import control_record
 from tests.unit.test_broker_clock_support import WatchedClock
 
 pytestmark = pytest.mark.fast

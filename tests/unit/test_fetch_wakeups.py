@@ -9,7 +9,8 @@ import pytest
 from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common import record_batch as rb
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig, Partition
+from services.broker.log_config import LogConfig
+from services.broker.partition import Partition
 from services.broker.replica_manager import ReplicaManager
 
 pytestmark = pytest.mark.fast

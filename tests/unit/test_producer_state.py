@@ -78,7 +78,7 @@ def test_unknown_producer_by_generation(tmp_path, mode, code):
 
 
 def _marker(log, psm, pid, epoch, committed=True):
-    from services.broker.txn_index import control_record
+    from eoslab.common.control_records import control_record
     key, value = control_record(committed, 0)
     b = StoredBatch.from_proto(rb.build_batch([(key, value, 0)], producer_id=pid, producer_epoch=epoch,
                                               base_sequence=rb.NO_SEQUENCE, transactional=True, control=True))

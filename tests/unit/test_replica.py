@@ -5,7 +5,8 @@ import pytest
 
 from eoslab.common import record_batch as rb
 from eoslab.common.time import MockTime
-from services.broker.partition import LogConfig, Partition
+from services.broker.log_config import LogConfig
+from services.broker.partition import Partition
 from services.broker.replica import Replica
 
 pytestmark = pytest.mark.fast

@@ -3,7 +3,8 @@ import pytest
 
 from eoslab.common import record_batch as rb
 from services.broker.log import StoredBatch
-from services.broker.partition import LogConfig, Partition
+from services.broker.log_config import LogConfig
+from services.broker.partition import Partition
 from services.broker.replica_fetcher import truncation_target
 
 pytestmark = pytest.mark.fast
@@ -59,7 +60,7 @@ def test_same_epoch_cuts_at_the_smaller_end(tmp_path):
 def test_a_restarted_leaders_lso_does_not_pass_an_unreplicated_marker(tmp_path):
     """A transaction at 0..1 and its COMMIT marker at 2, replicated to the followers up to 2 only
     (the marker not yet): after a restart the LSO stays at 0 until the high watermark passes 2."""
-    from services.broker.txn_index import control_record
+    from eoslab.common.control_records import control_record
     cfg = LogConfig(snapshot_interval_batches=1)           # a snapshot after every batch, marker included
     p = Partition("t", 0, str(tmp_path), broker_id=1, config=cfg)
     p.make_leader(0, [1, 2], [1, 2], 0)

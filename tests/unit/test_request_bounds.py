@@ -9,7 +9,7 @@ from eoslab.v1 import broker_pb2, common_pb2
 from services.broker import replica_manager as rm_mod
 from services.broker.membership import GroupMembership
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig
+from services.broker.log_config import LogConfig
 from services.broker.replica_manager import ReplicaManager
 from services.controller.context import validate_configs
 

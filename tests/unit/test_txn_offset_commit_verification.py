@@ -13,7 +13,7 @@ from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker.group_coordinator import GroupCoordinator
 from services.broker.metadata_cache import MetadataCache
-from services.broker.partition import LogConfig
+from services.broker.log_config import LogConfig
 from services.broker.replica_manager import ReplicaManager
 
 pytestmark = pytest.mark.fast

@@ -5,7 +5,8 @@ import pytest
 from eoslab.common import record_batch as rb
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateManager
-from services.broker.txn_index import AbortedTxn, TransactionIndex, control_record
+from eoslab.common.control_records import control_record
+from services.broker.txn_index import AbortedTxn, TransactionIndex
 from services.controller.txn_coordinator_assignment import plan
 from services.txn_coordinator.transaction_metadata import (VALID_PREVIOUS_STATES, IllegalTransition,
                                                            TransactionMetadata, TransactionState)

@@ -1,0 +1,32 @@
+"""LogConfig: the per-partition settings a broker gives each of its partitions (Kafka's LogConfig).
+
+Guarantees: one place for every log-level setting a Partition reads, with Kafka's defaults where
+Kafka has the setting (max.message.bytes, producer.id.expiration.ms, ...); the broker's typed
+config (services/broker/config.py) fills it from its flags.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eoslab.common.errors import E
+
+
+@dataclass
+class LogConfig:
+    max_message_bytes: int = 1048588           # Kafka's default max.message.bytes
+    segment_bytes: int = 16 * 1024 * 1024
+    producer_state_batches: int = 5            # batches remembered per producer
+    duplicate_beyond_cache_error: int = E.DUPLICATE_SEQUENCE_NUMBER
+    snapshot_interval_batches: int = 1000
+    min_insync_replicas: int = 1
+    replica_lag_time_max_ms: int = 3000
+    # KIP-890 part 1: before the first transactional batch of a producer's
+    # transaction, the leader asks the transaction coordinator whether this
+    # partition was added to it (verify(transactional_id, pid, epoch, tp) -> error code)
+    transaction_verification: bool = False
+    # a non-zero first sequence from a producer with no state here: an error name or "accept" (KIP-360)
+    unknown_producer: str = "accept"
+    txn_offset_commit_member_check: bool = True   # KIP-447 (2.5)
+    producer_id_expiration_ms: int = 86400000      # Kafka's producer.id.expiration.ms (KIP-854)
+    producer_id_expiration_check_ms: int = 600000  # Kafka's producer.id.expiration.check.interval.ms
+    extra: dict = field(default_factory=dict)

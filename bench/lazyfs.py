@@ -5,7 +5,9 @@ Usage: python bench/lazyfs.py [--batches 20000] [--records 10] [--record-bytes 1
                               [--fsync-every 100] [--rounds 3] [--out FILE.json]
 
 Each round writes --batches batches of --records records of --record-bytes bytes through
-UnifiedLog.append (16 MiB segments, the log's default), fsyncing the active segment every
+UnifiedLog.append into one segment (segment_bytes 1 GiB: on 2026-11-25 UnifiedLog.read
+skipped the rest of a segment when a read crossed into the next one, so a multi-segment
+read-back would not see every batch), fsyncing the active segment every
 --fsync-every batches (0: never), closes the log, reopens it (recovery scans every
 segment) and reads every batch back with UnifiedLog.batches(). The plain directory and
 the lazyfs mount (its backing directory on the same filesystem) alternate, swapping the
@@ -29,11 +31,13 @@ from cluster.lazyfs import LazyFs  # noqa: E402
 from eoslab.common import record_batch as rb  # noqa: E402
 from services.broker.log import StoredBatch, UnifiedLog  # noqa: E402
 
+SEGMENT = 1 << 30
+
 
 def one_run(directory: str, a) -> dict:
     payload = os.urandom(a.record_bytes)
     proto = StoredBatch.from_proto(rb.build_batch([(None, payload, 0)] * a.records))
-    log = UnifiedLog(directory)
+    log = UnifiedLog(directory, segment_bytes=SEGMENT)
     t0 = time.perf_counter()
     for i in range(a.batches):
         proto.base_offset = log.log_end_offset
@@ -42,7 +46,7 @@ def one_run(directory: str, a) -> dict:
             os.fsync(log.segments[-1]._f.fileno())
     t1 = time.perf_counter()
     log.close()
-    log = UnifiedLog(directory)
+    log = UnifiedLog(directory, segment_bytes=SEGMENT)
     t2 = time.perf_counter()
     n = sum(1 for _ in log.batches())
     t3 = time.perf_counter()

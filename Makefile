@@ -27,7 +27,7 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[dev,docker,k8s,spark,clients,lazyfs]'
+	$(BIN)/pip install -q -e '.[dev,docker,k8s,spark,clients,lazyfs,serve]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -24,6 +24,8 @@ import json
 import os
 from typing import Any
 
+from eoslab.common.files import replace_text
+
 EXIT_VALID, EXIT_INVALID, EXIT_BAD_INPUT, EXIT_UNKNOWN, EXIT_LAB_ERROR = 0, 1, 2, 3, 4
 VALID, INVALID, UNKNOWN, LAB_ERROR = "valid", "invalid", "unknown", "lab-error"
 # `eoslab run`'s exit status (cluster.run documents it; `eoslab run --help` shows it): light to import
@@ -93,8 +95,7 @@ def exit_code(result: dict) -> int:
 
 def write_results(out_dir: str, result: dict) -> str:
     path = os.path.join(out_dir, "results.json")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(to_json(result, indent=1) + "\n")
+    replace_text(path, to_json(result, indent=1) + "\n")     # whole: `eoslab serve` may read it meanwhile
     return path
 
 

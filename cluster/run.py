@@ -65,6 +65,7 @@ from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXI
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.offsets_monitor import OffsetsMonitor
+from eoslab.common.files import replace_json
 from cluster.run_settings import RunSettings
 from cluster.workloads import WORKLOADS, workload_class
 from eoslab import kafka_version
@@ -349,8 +350,7 @@ class _Run:
 
 
 def _write_meta(out: str, meta: dict) -> None:
-    with open(os.path.join(out, "run.json"), "w") as f:
-        json.dump(meta, f, indent=1)
+    replace_json(os.path.join(out, "run.json"), meta, indent=1)     # whole: `eoslab serve` may read it meanwhile
 
 
 def save_logs(rt, out: str, lines: int = 5000) -> None:

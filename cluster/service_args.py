@@ -7,7 +7,7 @@ service does not know, a value it refuses, or a flag the runtime sets itself
 (ids, addresses, data directory) raises ValueError with one line naming the
 role and the problem, so `eoslab cluster up --broker-arg ...` and `eoslab run
 --set broker.x=...` fail at once rather than when the service exits at start.
-`check_topic_configs` applies the controller's own rules to topic configs.
+`check_topic_configs` applies the topic-config rules (eoslab.common.topics) to topic configs.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def check(role: str, flags) -> None:
 
 
 def check_topic_configs(configs: dict[str, str]) -> None:
-    from services.controller.context import validate_configs
+    from eoslab.common.topics import validate_configs
     msg = validate_configs(dict(configs))
     if msg is not None:
         raise ValueError(f"topic config: {msg}")

@@ -18,11 +18,11 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
-from services.broker.faults import FaultInjectorService, FaultRegistry
+from services.common.faults import FaultInjectorService, FaultRegistry
 from services.broker.group_coordinator import GroupCoordinator
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
-from services.broker.producer_id_manager import ProducerIdManager
+from services.common.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import auth, rpc

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import zk_paths
-from services.controller.context import LeaderIsr, validate_configs, validate_topic_name
+from eoslab.common.topics import validate_configs, validate_topic_name
+from services.controller.context import LeaderIsr
 
 MAX_PARTITIONS = 10000
 

@@ -31,7 +31,7 @@ from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
-from services.controller.context import validate_topic_name
+from eoslab.common.topics import validate_topic_name
 
 E = apis.E
 log = logging.getLogger(__name__)

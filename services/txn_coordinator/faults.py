@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from eoslab.common.errors import name as error_name
 from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import faults_pb2
-from services.broker.faults import FaultInjectorService
+from services.common.faults import FaultInjectorService
 
 log = logging.getLogger(__name__)
 NEXT_TRANSACTION_WAIT_S = 5.0

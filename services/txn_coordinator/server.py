@@ -30,7 +30,7 @@ from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E, KafkaError
 from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
-from services.broker.producer_id_manager import ProducerIdManager
+from services.common.producer_id_manager import ProducerIdManager
 from services.common import internal_topics as it
 from eoslab.common import auth, rpc
 from services.common import zk_paths

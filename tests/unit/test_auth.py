@@ -3,7 +3,7 @@ import grpc
 import pytest
 
 from eoslab.v1 import faults_pb2, faults_pb2_grpc
-from services.broker.faults import FaultInjectorService, FaultRegistry
+from services.common.faults import FaultInjectorService, FaultRegistry
 from eoslab.common import auth, rpc
 
 pytestmark = pytest.mark.fast

@@ -16,7 +16,7 @@ from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
-from services.broker.producer_id_manager import ProducerIdManager
+from services.common.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import MAX_FETCH_WAIT_MS, MAX_PRODUCE_WAIT_MS, ReplicaManager
 from tests.unit.test_broker_clock_support import REAL_TIMEOUT_S, WatchedClock, start
 

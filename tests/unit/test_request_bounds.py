@@ -11,7 +11,7 @@ from services.broker.membership import GroupMembership
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
 from services.broker.replica_manager import ReplicaManager
-from services.controller.context import validate_configs
+from eoslab.common.topics import validate_configs
 
 pytestmark = pytest.mark.fast
 E = common_pb2.ErrorCode

@@ -1,4 +1,4 @@
-"""ProducerIdManager (broker side, Kafka's RPCProducerIdManager): ids from controller blocks.
+"""ProducerIdManager (brokers and transaction coordinators, Kafka's RPCProducerIdManager): ids from controller blocks.
 
 Guarantees: every id handed out lies in a block the active controller
 claimed in ZooKeeper for this broker, and each is handed out once; when the

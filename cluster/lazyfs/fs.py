@@ -252,8 +252,7 @@ def run(backing: str, mountpoint: str, control: str) -> int:
     try:
         fuse.FUSE(LazyOps(state, ready), mountpoint, **opts)
     finally:
-        server.shutdown()
-        server.server_close()
+        server.server_close()  # its thread is a daemon: no shutdown(), which waits out a 0.5 s poll
         try:
             os.unlink(control)
         except FileNotFoundError:

@@ -121,3 +121,18 @@ def test_a_mount_outlives_a_sigkilled_harness_and_cleanup_stale_removes_it(scrat
         os.close(pidfd)
         cleanup_stale(scratch)
     assert cleanup_stale(scratch) == []
+
+
+def test_cleanup_stale_also_removes_a_mount_whose_filesystem_process_died(scratch):
+    reason = LazyFs.available()
+    if reason:
+        pytest.skip(reason)
+    fs = LazyFs(os.path.join(scratch, "b"), os.path.join(scratch, "m")).mount()
+    fs.proc.send_signal(signal.SIGKILL)
+    fs.proc.wait()
+    fs.proc.stdout.close()
+    with pytest.raises(OSError):  # ENOTCONN: the kernel still holds the mount
+        os.listdir(fs.mountpoint)
+    assert fs.mounted
+    assert cleanup_stale(scratch) == [fs.mountpoint]
+    assert not fs.mounted

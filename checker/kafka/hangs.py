@@ -14,10 +14,11 @@ Guarantees: `OffsetSamples` keeps, per key, the samples in history order
 (a few ints each). `hanging_transactions(samples, keys, threshold_s)`
 reports one `hanging-transaction` finding for each stretch in which a key's
 LSO stood at one offset below its high watermark for at least
-`threshold_s` seconds of the history's clock with no fault in force: only
-the part of the stretch after the history's last nemesis op counts (a
-fault can hold markers back for as long as it lasts; Kafka must end the
-transaction once the faults are gone). It gives the key, the offset it stood
+`threshold_s` seconds of the history's clock with no fault in force: the
+longest part of the stretch outside every fault (a nemesis `start-X` op to
+its `stop-X`; a fault never stopped lasts to the end) counts, since a fault
+can hold markers back while it lasts but Kafka must end the transaction
+once the faults are gone). It gives the key, the offset it stood
 at (the first offset of the oldest open transaction), when the stretch
 began, how long it lasted (all of it, and after the faults), the high
 watermark at its start and end,
@@ -43,17 +44,15 @@ DEFAULT_THRESHOLD_S = 900.0     # Kafka's transaction.max.timeout.ms (15 min): f
 
 
 class OffsetSamples:
-    """Per key: [(time ns, lso, hw), ...] in history order."""
+    """Per key: [(time ns, lso, hw), ...] in history order; and the faults' time intervals."""
 
-    __slots__ = ("by_key", "last_fault")
+    __slots__ = ("by_key", "_open", "_closed", "faults")
 
     def __init__(self) -> None:
         self.by_key: dict[Any, list[tuple[int, int, int]]] = {}
-        self.last_fault: int | None = None       # time of the history's last nemesis op
-
-    def fault(self, tm: int | None) -> None:
-        if tm is not None and (self.last_fault is None or tm > self.last_fault):
-            self.last_fault = tm
+        self._open: dict[str, int] = {}                # fault name -> time its start-* op began
+        self._closed: dict[str, int] = {}              # fault name -> its last interval in `faults`
+        self.faults: list[tuple[int, float]] = []      # (start, end) ns; a fault never stopped ends at inf
 
     def add(self, value: Any, tm: int | None, key: Callable[[Any], Any]) -> None:
         if tm is None or type(value) is not list:
@@ -61,6 +60,45 @@ class OffsetSamples:
         for item in value:
             if type(item) is list and len(item) == 3 and type(item[1]) is int and type(item[2]) is int:
                 self.by_key.setdefault(key(item[0]), []).append((tm, item[1], item[2]))
+
+    def nemesis(self, f: str, tm: int | None) -> None:
+        """A nemesis op: `start-X` opens fault X (the first op of its pair), `stop-X` closes it at
+        the last op of its pair; any other (heal, a leader change seen) is an instant, not a fault in
+        force."""
+        if tm is None:
+            return
+        if f.startswith("start-"):
+            self._open.setdefault(f[6:], tm)
+        elif f.startswith("stop-"):
+            name = f[5:]
+            start = self._open.pop(name, None)
+            if start is not None:
+                self._closed[name] = len(self.faults)
+                self.faults.append((start, tm))
+            elif name in self._closed:                 # the pair's second op: the fault ends there
+                i = self._closed[name]
+                self.faults[i] = (self.faults[i][0], max(self.faults[i][1], tm))
+
+    def fault_intervals(self) -> list[tuple[int, float]]:
+        """Every fault's interval; a stop-X op's pair ends at its second op (later ones extend it)."""
+        return sorted(self.faults + [(t, float("inf")) for t in self._open.values()])
+
+    def quiet(self, ta: int, tb: int) -> float:
+        """The longest stretch of [ta, tb] with no fault in force, in seconds."""
+        best, cur = 0.0, ta
+        for s, e in self.fault_intervals():
+            if e <= cur:
+                continue
+            if s >= tb:
+                break
+            if s > cur:
+                best = max(best, s - cur)
+            cur = max(cur, e)
+            if cur >= tb:
+                break
+        if cur < tb:
+            best = max(best, tb - cur)
+        return best / 1e9
 
     def __bool__(self) -> bool:
         return bool(self.by_key)
@@ -86,7 +124,7 @@ def hanging_transactions(samples: OffsetSamples, keys: dict, threshold_s: float,
     for k, ss in samples.by_key.items():
         for a, b in _stretches(ss):
             (ta, lso, hw_a), (tb, _, hw_b) = ss[a], ss[b]
-            quiet = (tb - max(ta, samples.last_fault or ta)) / 1e9
+            quiet = samples.quiet(ta, tb)
             if quiet < threshold_s:
                 continue
             data = {"key": k, "offset": lso, "since_s": round((ta - t0) / 1e9, 3),

@@ -183,7 +183,7 @@ class Collector(KafkaOps, Positions):
         """Any other op completes (nemesis, init-producer, ...): it reads and writes no
         record; an OK one that names its producer shows that producer epoch live."""
         if p == "nemesis":
-            self.offsets.fault(tm)
+            self.offsets.nemesis(f, tm)
         if t == "ok":
             pr = d.get("producer")
             if type(pr) is dict:

@@ -82,15 +82,23 @@ def test_the_command_line_takes_the_threshold_from_run_json(tmp_path):
     assert verdict("--hang-threshold-s", "60")[0] == 0                  # the flag wins
 
 
-def test_only_the_stand_after_the_last_fault_counts():
-    """A fault can hold the markers back while it lasts: 30 s of standing LSO of which the last 5
-    came after the last nemesis op is no hang at a 10 s threshold; 15 s after it is."""
-    def with_fault(at):
+def test_only_the_stand_outside_the_faults_counts():
+    """A fault can hold the markers back while it lasts: 30 s of standing LSO of which only 5 s were
+    outside a fault is no hang at a 10 s threshold; 15 s outside one is, wherever they lie; a fault
+    that never stopped lasts to the end; a heal (an instant) is no fault."""
+    def with_faults(*ops):
         h = history([(t, [[0, 1, 5]]) for t in range(0, 31)])
-        h.append({"process": "nemesis", "type": "info", "f": "stop-partition", "value": None, "time": int(at * S)})
+        for f, at in ops:               # each nemesis op as Jepsen writes it: an info pair
+            h += [{"process": "nemesis", "type": "info", "f": f, "value": None, "time": int(at * S)}] * 2
         h.sort(key=lambda o: o["time"])
         return [dict(o, index=i) for i, o in enumerate(h)]
-    assert check_kafka(with_fault(25), hang_threshold_s=10)["valid"] is True
-    r = check_kafka(with_fault(15), hang_threshold_s=10)
+    assert check_kafka(with_faults(("start-partition", 0), ("stop-partition", 25)), hang_threshold_s=10)["valid"]
+    r = check_kafka(with_faults(("start-partition", 0), ("stop-partition", 15)), hang_threshold_s=10)
     (w,) = r["anomalies"][HANGING]
     assert w["stood_s"] == 30.0 and w["stood_after_faults_s"] == 15.0
+    r = check_kafka(with_faults(("start-kill", 8), ("stop-kill", 14), ("start-pause", 27), ("stop-pause", 40)),
+                    hang_threshold_s=10)
+    assert r["anomalies"][HANGING][0]["stood_after_faults_s"] == 13.0       # 14..27, the longest quiet part
+    assert check_kafka(with_faults(("start-kill", 12)), hang_threshold_s=15)["valid"] is True    # 0..12 only
+    r = check_kafka(with_faults(("heal", 10)), hang_threshold_s=10)
+    assert r["anomalies"][HANGING][0]["stood_after_faults_s"] == 30.0

@@ -149,8 +149,9 @@ class LogSegment:
         self.positions.append(self.size)
         self.size += len(frame)
 
-    def read_from(self, offset: int, max_bytes: int, max_offset: int) -> list[StoredBatch]:
-        """Whole batches holding offsets >= offset, below max_offset, about max_bytes (at least one)."""
+    def read_from(self, offset: int, max_bytes: int, max_offset: int) -> tuple[list[StoredBatch], int]:
+        """Whole batches holding offsets >= offset, below max_offset, about max_bytes (at least one),
+        and the bytes they take in the file (what max_bytes is counted against)."""
         i = bisect.bisect_right(self.bases, offset) - 1
         if i < 0:
             i = 0
@@ -169,7 +170,7 @@ class LogSegment:
             i += 1
             if total >= max_bytes:
                 break
-        return out
+        return out, total
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch whose last offset is >= offset (whole batches only)."""
@@ -244,10 +245,12 @@ class UnifiedLog:
         out: list[StoredBatch] = []
         i = max(0, bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1)
         for seg in self.segments[i:]:
-            got = seg.read_from(offset, max_bytes, limit)
+            got, used = seg.read_from(offset, max_bytes, limit)
             out.extend(got)
-            max_bytes -= sum(len(b.records) for b in got)
-            if max_bytes <= 0 or (got and got[-1].last_offset + 1 >= limit):
+            max_bytes -= used              # as read_from counts it: a segment cut short leaves none over
+            if got:
+                offset = got[-1].last_offset + 1
+            if max_bytes <= 0 or offset >= limit:
                 break
         return out
 

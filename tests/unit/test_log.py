@@ -76,3 +76,19 @@ def test_closing_a_log_twice_leaves_other_files_alone(tmp_path):
                 os.close(fd)
             except OSError:
                 pass
+
+
+def test_a_read_that_fills_up_inside_a_segment_skips_nothing(tmp_path):
+    """A read whose byte budget runs out partway through a segment that is not the last one stops
+    there; it must not go on with the next segment and leave a hole in the offsets it returns."""
+    log = UnifiedLog(str(tmp_path), segment_bytes=1000)
+    for _ in range(60):
+        _append(log, 3)
+    assert len(log.segments) > 3
+    for start in range(0, log.log_end_offset, 7):
+        for budget in (1, 150, 500, 1500, 5000):
+            got = log.read(start, budget)
+            offsets = [b.base_offset for b in got]
+            assert offsets and offsets[0] <= start <= got[0].last_offset
+            assert all(a.last_offset + 1 == b.base_offset for a, b in zip(got, got[1:])), (start, budget, offsets)
+    assert [b.base_offset for b in log.batches()] == list(range(0, 180, 3))

@@ -5,9 +5,8 @@ Usage: python bench/lazyfs.py [--batches 20000] [--records 10] [--record-bytes 1
                               [--fsync-every 100] [--rounds 3] [--out FILE.json]
 
 Each round writes --batches batches of --records records of --record-bytes bytes through
-UnifiedLog.append into one segment (segment_bytes 1 GiB: on 2026-11-25 UnifiedLog.read
-skipped the rest of a segment when a read crossed into the next one, so a multi-segment
-read-back would not see every batch), fsyncing the active segment every
+UnifiedLog.append into one segment (segment_bytes 1 GiB, so every round measures the same
+file layout; the figures in docs/benchmarks.md were taken so), fsyncing the active segment every
 --fsync-every batches (0: never), closes the log, reopens it (recovery scans every
 segment) and reads every batch back with UnifiedLog.batches(). The plain directory and
 the lazyfs mount (its backing directory on the same filesystem) alternate, swapping the

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what eoslab needs from Debian's packages when it is missing:
-# ZooKeeper (the `zookeeper` package), Java 17 and iptables. Idempotent.
+# ZooKeeper (the `zookeeper` package), Java 17, iptables and fuse3 (fusermount3 and libfuse3:
+# the lazy filesystem of cluster/lazyfs). Idempotent.
 set -euo pipefail
 need=()
 [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 command -v iptables >/dev/null 2>&1 || need+=(iptables)
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -10,7 +10,8 @@ from the recorded ops) holds. Families: idempotence (lost ACKs and the
 in-flight window), restarts (producer restart with and without a
 transactional.id), replication (acks, min.insync.replicas, unclean election,
 leader re-election), transactions (id expiry, KAFKA-17754 with and without
-KIP-890).
+KIP-890), hanging transactions (KAFKA-12671's late produce, found and aborted
+with KIP-664's tools).
 
 Guarantees: `scenarios()` returns every registered scenario in a stable
 order; `get(name)` raises KeyError naming the known scenarios.
@@ -22,7 +23,7 @@ import importlib
 from cluster.scenarios.base import REGISTRY, ClusterSpec, Fact, Scenario
 
 FAMILIES = ("cluster.scenarios.idempotence", "cluster.scenarios.restarts", "cluster.scenarios.replication",
-            "cluster.scenarios.transactions")
+            "cluster.scenarios.transactions", "cluster.scenarios.hanging")
 
 __all__ = ["ClusterSpec", "Fact", "Scenario", "get", "scenarios"]
 

@@ -61,6 +61,7 @@ class Scenario:
     notes: str = ""                    # longer explanation (docs, list --verbose)
     # Kafka version -> anomalies expected there, where they differ from `expected`
     expected_by_version: tuple[tuple[str, frozenset[str]], ...] = ()
+    hang_threshold_s: float | None = None   # the checker's hanging-transaction threshold (None: its default)
 
     def expected_for(self, version: str | None = None) -> frozenset[str]:
         return dict(self.expected_by_version).get(version or kafka_version.DEFAULT, self.expected)
@@ -81,7 +82,7 @@ REGISTRY: dict[str, Scenario] = {}
 
 def register(name: str, *, seed: str, description: str, cluster: ClusterSpec, expected: Iterable[str] = (),
              facts: Iterable[Fact] = (), slow: bool = False, notes: str = "",
-             expected_by_version: dict[str, Iterable[str]] | None = None):
+             expected_by_version: dict[str, Iterable[str]] | None = None, hang_threshold_s: float | None = None):
     """Decorator: register drive(ctx) as scenario `name`; `expected_by_version` names the Kafka
     versions on which the checker must report other anomalies than `expected`."""
     byv = tuple(sorted((kafka_version.get(v).name, frozenset(a)) for v, a in (expected_by_version or {}).items()))
@@ -90,7 +91,7 @@ def register(name: str, *, seed: str, description: str, cluster: ClusterSpec, ex
             raise ValueError(f"scenario {name!r} registered twice")
         REGISTRY[name] = Scenario(name=name, seed=seed, description=description, cluster=cluster,
                                   expected=frozenset(expected), drive=drive, facts=tuple(facts), slow=slow,
-                                  notes=notes, expected_by_version=byv)
+                                  notes=notes, expected_by_version=byv, hang_threshold_s=hang_threshold_s)
         return drive
     return wrap
 

@@ -112,7 +112,7 @@ def judge(sc: Scenario, out: str, kafka_version: str | None = None) -> tuple[dic
     from checker.report_series import SeriesCollector
     path = os.path.join(out, "history.jsonl")
     series = SeriesCollector()
-    result = check_kafka(path, series=series)
+    result = check_kafka(path, series=series, hang_threshold_s=sc.hang_threshold_s)
     ops = _read_ops(path)
     facts = {}
     for f in sc.facts:

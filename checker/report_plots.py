@@ -192,6 +192,15 @@ def charts(s: SeriesCollector | None, result: dict) -> list[tuple[str, str, str]
                                                  x_label=unit, y_label="records", x_max=x_max,
                                                  shading=shade, markers=marks),
                     "A count that stays up at the end means records no consumer ever saw."))
+    offs = _lso_hw(s)
+    if offs:
+        out.append(("Last stable offset and high watermark",
+                    line_chart(offs, title="per partition: high watermark (dashed) and last stable offset "
+                               "(solid), as the run's monitor sampled them", x_label=unit, y_label="offset",
+                               x_max=x_max, shading=shade, markers=marks),
+                    "read_committed consumers read only below the LSO: a solid line that stays flat under "
+                    "a rising dashed one is a transaction holding the partition (hanging-transaction when "
+                    "it stands past the threshold with no fault in force)."))
     lag = _realtime_lag(result)
     if lag:
         out.append(("Realtime lag", line_chart(lag, title="largest realtime lag of a poll (Jepsen's)",
@@ -199,6 +208,29 @@ def charts(s: SeriesCollector | None, result: dict) -> list[tuple[str, str, str]
                                                shading=shade, markers=marks),
                     "How long before a poll began the newest record its consumer had seen had "
                     "already been superseded in the partition (a lower bound; per key in results.json)."))
+    return out
+
+
+OFFSET_PARTITIONS = 6       # partitions drawn in the LSO / high-watermark chart (the first by name)
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+
+
+def _thin(points: list, n: int) -> list:
+    if len(points) <= n:
+        return points
+    step = len(points) / n
+    return [points[int(i * step)] for i in range(n)] + [points[-1]]
+
+
+def _lso_hw(s: SeriesCollector) -> list:
+    out = []
+    keys = sorted(s.offsets, key=lambda k: (len(k), k))[:OFFSET_PARTITIONS]
+    for i, k in enumerate(keys):
+        pts = _thin(s.offsets[k], LINE_BINS)
+        color = PALETTE[i % len(PALETTE)]
+        out.append({"name": f"{k} hw", "color": color, "dash": True,
+                    "points": [(s.seconds(t), hw) for t, _, hw in pts]})
+        out.append({"name": f"{k} lso", "color": color, "points": [(s.seconds(t), lso) for t, lso, _ in pts]})
     return out
 
 

@@ -13,6 +13,8 @@ when its completion (info/ok) arrives:
   `start` closes an open `kill`), start/stop (Jepsen's generic nemesis);
 - any other nemesis op is a fault lasting from its invoke to its completion.
 A fault still open at the end lasts to the end of the history.
+The offsets monitor's samples (process "monitor", f "offsets": each
+partition's last stable offset and high watermark) are kept per partition.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Any, Iterable, Iterator
 from checker.history import Op
 
 NEMESIS = "nemesis"
+MONITOR = "monitor"          # the run's offsets monitor: LSO and high watermark samples
 TYPE_CODE = {"ok": 0, "fail": 1, "info": 2}
 CLOSES = {"heal": ("partition",), "resume": ("pause",), "restart": ("kill",),
           "start": ("kill",), "stop": ("start",), "recover": ("crash",)}
@@ -58,6 +61,7 @@ class SeriesCollector:
         self._no_time = False
         self.unseen_t = array("d")
         self.unseen_n = array("q")
+        self.offsets: dict[str, list[tuple[int, int, int]]] = {}   # key -> [(time, lso, hw)] (monitor)
         self.n = 0
 
     # ------------------------------------------------------------------ input
@@ -87,6 +91,9 @@ class SeriesCollector:
         if p == NEMESIS:
             self._nemesis(t, str(f), tm)
             return
+        if p == MONITOR and f == "offsets":
+            self._offsets(d.value if isinstance(d, Op) else d.get("value"), tm)
+            return
         if t == "invoke":
             self.pending[p] = (tm, idx)
             return
@@ -106,6 +113,14 @@ class SeriesCollector:
         self.fcode.append(fc)
         self.cidx.append(idx)
         self.iidx.append(inv[1])
+
+    def _offsets(self, value: Any, tm: int) -> None:
+        """A sample of the run's offsets monitor: [[key, lso, hw], ...]."""
+        if type(value) is not list:
+            return
+        for item in value:
+            if type(item) is list and len(item) == 3 and type(item[1]) is int and type(item[2]) is int:
+                self.offsets.setdefault(str(item[0]), []).append((tm, item[1], item[2]))
 
     def tee(self, ops: Iterable[Any]) -> Iterator[Any]:
         """Pass ops through, feeding each to the collector."""

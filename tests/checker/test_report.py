@@ -84,3 +84,26 @@ def test_a_big_history_gives_a_small_report():
     small = SeriesCollector()
     r2 = check_kafka(ops[:2000], series=small)
     assert len(html) < 4 * len(render_report(r2, small))
+
+
+def test_the_offsets_monitor_samples_are_drawn_per_partition(tmp_path):
+    """A run's LSO and high-watermark samples become one chart, a dashed high watermark and a solid
+    LSO per partition; a history without samples has no such chart, and the monitor is no lane."""
+    import json
+    ops = [{"process": 0, "type": "invoke", "f": "send", "value": [["send", 0, 1]], "time": 0},
+           {"process": 0, "type": "ok", "f": "send", "value": [["send", 0, [0, 1]]], "time": 10},
+           {"process": 1, "type": "invoke", "f": "poll", "value": [["poll"]], "time": 20},
+           {"process": 1, "type": "ok", "f": "poll", "value": [["poll", {"0": [[0, 1]]}]], "time": 30}]
+    h = tmp_path / "h.jsonl"
+    h.write_text("".join(json.dumps(dict(o, index=i)) + "\n" for i, o in enumerate(ops)))
+    _, plain = report_for(h)
+    assert "Last stable offset and high watermark" not in plain
+    samples = [{"process": "monitor", "type": "info", "f": "offsets", "time": 40 + i * 10 ** 9,
+                "value": [[0, 1, 1 + i], [1, i, i]]} for i in range(5)]
+    h.write_text("".join(json.dumps(dict(o, index=i)) + "\n" for i, o in enumerate(ops + samples)))
+    _, html = report_for(h)
+    chart = html[html.index("Last stable offset and high watermark"):]
+    chart = chart[:chart.index("</svg>")]
+    assert chart.count("<polyline") == 4 and chart.count('stroke-dasharray="5 3"') >= 2
+    assert ">0 hw<" in chart and ">1 lso<" in chart
+    assert "monitor" not in html[html.index("Operations by process"):html.index("Latency")]

@@ -59,7 +59,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 table{border-collapse:collapse;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f6f6f6}code,pre{font:12px/1.35 ui-monospace,Menlo,Consolas,monospace}
 pre{background:#f8f8f8;border:1px solid #eee;padding:6px;overflow:auto;max-height:420px}
-details{margin:2px 0}summary{cursor:pointer}.muted{color:#777}.t{font:600 12px sans-serif}
+details{margin:2px 0}summary{cursor:pointer}.muted{color:#777}.warn{background:#fff4e0;border-left:4px solid #f0ad4e;padding:6px 10px}.t{font:600 12px sans-serif}
 .l{font:12px sans-serif;fill:#444}.k{font:10px sans-serif;fill:#555}svg{display:block;margin:6px 0}
 """
 
@@ -195,6 +195,12 @@ def render_report(result: dict, series: SeriesCollector | None = None, title: st
         + (f"&nbsp;<span class='muted'>{_e(stats.get('reason', ''))}</span>" if valid == "unknown" else "")
         + "</p>",
     ]
+    behind = stats.get("lso_behind_at_end") or []
+    if behind:                         # consumers held back at the end: never a plain "valid" without it
+        parts.append("<p class='warn'>At the end, read_committed consumers were held back: "
+                     + "; ".join(f"partition {_e(b.get('key'))} LSO {_e(b.get('lso'))} under high watermark "
+                                 f"{_e(b.get('high_watermark'))} for {_e(b.get('stood_s'))} s" for b in behind)
+                     + ".</p>")
     if cls == "laberror":
         parts.append(_lab_errors(lab))
         unconfirmed = result.get("unconfirmed") or {}

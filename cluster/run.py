@@ -379,6 +379,9 @@ def check(out: str, log=sys.stderr, strict_unseen: bool = False) -> tuple[int, s
     print(f"verdict: {result.get('verdict')} (valid={result.get('valid')}) "
           f"anomalies={sorted(result.get('anomalies', {}))}"
           + (f" unconfirmed={sorted(result.get('unconfirmed', {}))}" if result.get("unconfirmed") else ""), file=log)
+    for b in (result.get("stats") or {}).get("lso_behind_at_end") or []:
+        print(f"at the end, partition {b['key']}'s LSO {b['lso']} stood under its high watermark "
+              f"{b['high_watermark']} for {b['stood_s']} s: read_committed consumers were held back", file=log)
     return r.returncode, None
 
 

@@ -107,3 +107,18 @@ def test_the_offsets_monitor_samples_are_drawn_per_partition(tmp_path):
     assert chart.count("<polyline") == 4 and chart.count('stroke-dasharray="5 3"') >= 2
     assert ">0 hw<" in chart and ">1 lso<" in chart
     assert "monitor" not in html[html.index("Operations by process"):html.index("Latency")]
+
+
+def test_a_report_says_when_consumers_were_held_back_at_the_end(tmp_path):
+    import json
+    ops = [{"process": 0, "type": "invoke", "f": "send", "value": [["send", 0, 1]], "time": 0},
+           {"process": 0, "type": "ok", "f": "send", "value": [["send", 0, [0, 1]]], "time": 10},
+           {"process": 1, "type": "invoke", "f": "poll", "value": [["poll"]], "time": 20},
+           {"process": 1, "type": "ok", "f": "poll", "value": [["poll", {"0": [[0, 1]]}]], "time": 30},
+           {"process": "monitor", "type": "info", "f": "offsets", "value": [[0, 1, 3]], "time": 40},
+           {"process": "monitor", "type": "info", "f": "offsets", "value": [[0, 1, 3]], "time": 2 * 10 ** 9}]
+    h = tmp_path / "h.jsonl"
+    h.write_text("".join(json.dumps(dict(o, index=i)) + "\n" for i, o in enumerate(ops)))
+    r, html = report_for(h)
+    assert r["valid"] is True                       # 2 s is no hang at the default threshold ...
+    assert "read_committed consumers were held back" in html and "LSO 1 under high watermark 3" in html

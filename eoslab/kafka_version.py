@@ -28,6 +28,7 @@ class KafkaVersion:
     unknown_producer: str                  # non-zero first sequence from a producer with no state:
     #                                        "OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID" or "accept"
     transaction_verification: bool         # KIP-890 part 1: verify before a transaction's first batch
+    transactional_produce_needs_id: bool   # (2.2) a transactional batch without the request's transactional.id is refused
     # -- transaction coordinator -----------------------------------------------------------------
     init_with_producer_id: bool            # KIP-360: InitProducerId may carry (producer id, epoch)
     epoch_bump_per_transaction: bool       # KIP-890 part 2: EndTxn bumps the epoch
@@ -61,14 +62,14 @@ class KafkaVersion:
 _V011 = KafkaVersion(
     name="0.11", producer_state_batches=1, duplicate_beyond_cache_error="DUPLICATE_SEQUENCE_NUMBER",
     unknown_producer="OUT_OF_ORDER_SEQUENCE_NUMBER", transaction_verification=False,
-    init_with_producer_id=False, epoch_bump_per_transaction=False, txn_offset_commit_member_check=False,
+    transactional_produce_needs_id=False, init_with_producer_id=False, epoch_bump_per_transaction=False, txn_offset_commit_member_check=False,
     txn_offset_commit_verification=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=1, idempotence_conflict="error",
     on_out_of_order="fatal", abortable_epoch_bump=False)
 _V25 = KafkaVersion(
     name="2.5", producer_state_batches=5, duplicate_beyond_cache_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     unknown_producer="accept", transaction_verification=False,
-    init_with_producer_id=True, epoch_bump_per_transaction=False, txn_offset_commit_member_check=True,
+    transactional_produce_needs_id=True, init_with_producer_id=True, epoch_bump_per_transaction=False, txn_offset_commit_member_check=True,
     txn_offset_commit_verification=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=5, idempotence_conflict="error",
     on_out_of_order="bump-epoch", abortable_epoch_bump=True)
@@ -91,6 +92,10 @@ BEHAVIOURS: dict[str, tuple[str, str]] = {
                          "ProducerAppendInfo.checkSequence"),
     "transaction_verification": ("leader verifies with the coordinator before a transaction's first batch",
                                  "KIP-890 part 1 (3.6): transaction.partition.verification.enable"),
+    "transactional_produce_needs_id": ("a Produce of transactional batches without a transactional.id is "
+                                       "refused (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), not appended",
+                                       "2.2: KafkaApis.handleProduceRequest, transactionalId != null && "
+                                       "authorize(...); before, with no authorizer, it was appended"),
     "init_with_producer_id": ("InitProducerId may carry the producer's (id, epoch) to bump it",
                               "KIP-360 (2.5); TransactionCoordinator.prepareInitProducerIdTransit"),
     "epoch_bump_per_transaction": ("EndTxn bumps the producer epoch; markers carry the new epoch",

@@ -26,6 +26,7 @@ from services.common.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import auth, rpc
+from eoslab.common import record_batch as rb
 from services.common import zk_paths
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
@@ -37,8 +38,11 @@ class KafkaServer:
     def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
                  session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False,
                  kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM,
-                 auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False):
+                 auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False,
+                 transactional_produce_needs_id: bool = True):
         self.time = time
+        # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
+        self.transactional_produce_needs_id = transactional_produce_needs_id
         self.auto_create_topics_enable = auto_create_topics_enable   # Kafka Metadata creates unknown topics
         self.broker_id = broker_id
         self.listen = listen
@@ -278,6 +282,14 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 for t in request.topics])
 
     def _produce(self, request):
+        if self.s.transactional_produce_needs_id and not request.transactional_id and \
+                any(pd.batch.attributes & rb.TRANSACTIONAL_FLAG for pd in request.partitions):
+            resp = broker_pb2.ProduceResponse(correlation_id=request.correlation_id)
+            for pd in request.partitions:         # Kafka answers the whole request so, appending nothing
+                resp.partitions.add(topic=pd.topic, partition=pd.partition, base_offset=-1,
+                                    error=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                    error_message="transactional batches need the request's transactional.id")
+            return resp
         try:
             return self.rm.append_records(request)
         except Exception as e:  # noqa: BLE001 - a bug must not take the broker down

@@ -74,20 +74,29 @@ def test_down_twice_leaves_the_next_cluster_in_the_slot_alone(make_cluster, eosl
 
 
 def test_up_moves_to_another_slot_when_zookeepers_address_is_taken(eoslab_home, monkeypatch, capsys):
+    """The first slot `up` gets has its ZooKeeper address taken right after the slot was acquired (as
+    a ZooKeeper still shutting down would hold it): ZooKeeper exits at start and `up` starts again in
+    another slot, saying so. The squatter binds to whichever slot `up` is given, so another test
+    worker taking slots meanwhile changes nothing."""
     import socket
 
     from cluster import slots
-    probe = slots.acquire(os.path.join(eoslab_home, "probe"))     # the slot `up` will be given next
-    slots.release(probe)
     squatter = socket.socket()
     squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    squatter.bind((slots.address(probe, 1), 12181))              # as a ZooKeeper still shutting down would
-    squatter.listen()
-    monkeypatch.setattr(slots, "_listening", lambda slot: False)   # the probe at acquire missed it
+    real_acquire, squatted = slots.acquire, []
+
+    def acquire(cluster_dir, avoid=()):
+        slot = real_acquire(cluster_dir, avoid)
+        if not squatted:
+            squatter.bind((slots.address(slot, 1), 12181))
+            squatter.listen()
+            squatted.append(slot)
+        return slot
+    monkeypatch.setattr(slots, "acquire", acquire)
     rt = LocalRuntime(f"squat-{os.getpid()}", home=eoslab_home, brokers=1, controllers=1, txn_coordinators=0)
     try:
         rt.up()
-        assert rt.slot != probe
+        assert squatted and rt.slot != squatted[0]
         assert all(n.state == "running" for n in rt.info().nodes)
         assert "starting again in another slot" in capsys.readouterr().err
     finally:

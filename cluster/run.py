@@ -70,6 +70,7 @@ from cluster.run_settings import RunSettings
 from cluster.workloads import WORKLOADS, workload_class
 from eoslab import kafka_version
 
+READY_TIMEOUT_S = 60.0                  # a cluster the run uses must serve within this (cluster.readiness)
 HANG_MARGIN_S = 5.0                     # the markers' round trip beyond timeout + abort interval
 EXIT_STATUS = EXIT_STATUS_HELP          # the table above, as `eoslab run --help` shows it
 
@@ -246,6 +247,8 @@ class _Run:
         if own:
             print(f"starting a {rt.name} cluster for the run...", file=log)
             rt.up()
+        else:       # a cluster someone else's run may just have healed (its brokers re-registering)
+            rt.wait_ready(READY_TIMEOUT_S)
         boot = rt.bootstrap_all()
         topic = f"{cfg.workload}-{cfg.seed}" + (f"-{uuid.uuid4().hex[:6]}" if not own else "")
         meta["topic"] = topic
@@ -293,6 +296,12 @@ class _Run:
             heal = {"package": "heal", "start": time.time(), "end": None, "target": None}
             self.windows.append(heal)
             nem.final_heal(ctx)
+            try:                     # the final reads, and the next run on this cluster, need it serving
+                rt.wait_ready(READY_TIMEOUT_S)
+            except Exception as e:  # noqa: BLE001 - a cluster that does not come back is the lab's failure
+                self.errors.append({"kind": "heal", "message": f"the cluster did not serve again within "
+                                    f"{READY_TIMEOUT_S:.0f} s of the final heal: {str(e).splitlines()[0]}",
+                                    "log": []})
             heal["end"] = time.time()
             self.healed = True
         print("healed; final reads...", file=log)

@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from unittest.mock import ANY
 from urllib.parse import quote
@@ -21,6 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from pipeline.serve import confine
+from tests.helpers import wait_for
 from pipeline.serve_scan import NotAStore, Scanner, check_store
 
 SECRET = "the-secret-beside-the-store"
@@ -289,17 +289,6 @@ def _readline(proc, timeout):
     t.start()
     t.join(timeout)
     return got[0] if got else ""
-
-
-def wait_for(cond, timeout=20.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

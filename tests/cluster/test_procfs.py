@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from cluster import procfs
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.fast
 
@@ -33,10 +34,13 @@ def test_a_process_name_with_parentheses_and_spaces_is_read_right(tmp_path):
     """/proc/PID/stat puts the name in parentheses; a name holding ") R (" must not fool the reader."""
     odd = tmp_path / "x) R (y"
     odd.symlink_to("/bin/sleep")
-    child = subprocess.Popen([str(odd), "30"])          # returns once the exec has happened
+    child = subprocess.Popen([str(odd), "30"])
     try:
-        with open(f"/proc/{child.pid}/comm") as f:
-            assert f.read().strip() == "x) R (y"
+        def comm():
+            with open(f"/proc/{child.pid}/comm") as f:
+                return f.read().strip() == "x) R (y"
+        # Popen may return (vfork) a moment before the exec renames the process
+        wait_for(comm, timeout=10, what="the exec to name the process")
         os.kill(child.pid, signal.SIGSTOP)
         os.waitpid(child.pid, os.WUNTRACED)
         assert procfs.state(child.pid) == "T"

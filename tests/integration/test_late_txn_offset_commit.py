@@ -42,10 +42,16 @@ def test_a_late_txn_offset_commit_per_release(make_cluster, version, late_error)
         return h.wait_for(found, timeout=60, what=f"the coordinator of {key}")
     txn, groups = coordinator(1, tid), coordinator(0, group)
 
+    errors = []
+
     def init():
         r = send(txn, 22, 4, transactional_id=tid, transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
+        errors.append(r.error_code.name)
         return (r.producer_id, r.producer_epoch) if r.error_code.value == 0 else None
-    pid, epoch = h.wait_for(init, timeout=30, what="InitProducerId")
+    try:
+        pid, epoch = h.wait_for(init, timeout=30, what="InitProducerId")
+    except AssertionError:
+        raise AssertionError(f"InitProducerId never succeeded: its answers {sorted(set(errors))}") from None
 
     def transaction(offset) -> None:
         assert send(txn, 25, 3, transactional_id=tid, producer_id=pid, producer_epoch=epoch,

@@ -23,8 +23,11 @@ def shared(eoslab_home):
     if missing:
         pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    # the copiers' transactions time out after 10 s; the coordinators look for them every second, not at
+    # Kafka's 10 s, so a 15 s run under faults drains within its minute (a cluster setting of the test's)
     rt = LocalRuntime(f"t-{worker}-rcp-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=2,
-                      txn_coordinators=2)
+                      txn_coordinators=2,
+                      txn_coordinator_args=["--transaction-abort-timed-out-transaction-cleanup-interval-ms=1000"])
     rt.up()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EOSLAB_HOME", eoslab_home)

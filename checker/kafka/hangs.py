@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from checker.kafka.codes import CODE_BITS
 from checker.kafka.witness import Finding, ref
+from checker.report_series import _fault_action as fault_action
 
 HANGING = "hanging-transaction"
 MONITOR_F = "offsets"
@@ -65,12 +66,13 @@ class OffsetSamples:
         """A nemesis op: `start-X` opens fault X (the first op of its pair), `stop-X` closes it at
         the last op of its pair; any other (heal, a leader change seen) is an instant, not a fault in
         force."""
-        if tm is None:
+        action = fault_action(f) if tm is not None else None
+        if action is None:
             return
-        if f.startswith("start-"):
-            self._open.setdefault(f[6:], tm)
-        elif f.startswith("stop-"):
-            name = f[5:]
+        what, name = action
+        if what == "open":
+            self._open.setdefault(name, tm)
+        else:
             start = self._open.pop(name, None)
             if start is not None:
                 self._closed[name] = len(self.faults)

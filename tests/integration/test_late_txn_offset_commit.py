@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from eoslab.common.errors import RETRIABLE, name
 from tests import helpers as h
 from tests.kafka_protocol.test_hanging_toolkit import send
 
@@ -14,6 +15,21 @@ pytestmark = pytest.mark.integration
 
 
 def commit(group_coordinator, tid, group, pid, epoch, offset) -> int:
+    """The commit's final answer: a retriable one (the group coordinator could not reach the transaction
+    coordinator to verify, say) is retried, as Kafka's TxnOffsetCommitHandler does."""
+    seen = []
+
+    def answered():
+        code = commit_once(group_coordinator, tid, group, pid, epoch, offset)
+        seen.append(name(code))
+        return None if code in RETRIABLE else (code,)
+    try:
+        return h.wait_for(answered, timeout=30, what="TxnOffsetCommit")[0]
+    except AssertionError:
+        raise AssertionError(f"TxnOffsetCommit answered only retriable errors: {sorted(set(seen))}") from None
+
+
+def commit_once(group_coordinator, tid, group, pid, epoch, offset) -> int:
     r = send(group_coordinator, 28, 3, transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
              generation_id=-1, member_id="", group_instance_id=None, topics=[
                  {"name": "in", "partitions": [{"partition_index": 0, "committed_offset": offset,

@@ -1,18 +1,17 @@
 """WRONG ON PURPOSE: at-least-once, not exactly-once. The lab should find DUPLICATES after kill-app.
 
 What is wrong: the producer is idempotent (no duplicates from its own retries) but not transactional,
-and the input offsets are committed by the consumer, asynchronously, AFTER the copies were written.
-A process killed (SIGKILL) between writing a batch and its offset commit reaching the group
-coordinator leaves the copies in the output and the old offsets in the group: whoever takes the
-partitions next copies the batch again. A rebalance in that window does the same (the commit of a
-member that lost its partitions is refused). Expected verdict: every input present, some twice
-(duplicates), none lost.
+and the input offsets are committed by the consumer's auto-commit, every 5 s in the background,
+AFTER the copies were written (an offset is stored for auto-commit only once its copy is flushed,
+so nothing is lost). A process killed (SIGKILL) leaves up to 5 s of copies in the output whose
+offsets the group never got: whoever takes the partitions next copies them again. Expected verdict:
+every input present, some twice (duplicates), none lost.
 """
 import os
 import signal
 import sys
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 env = os.environ
 BOOTSTRAP, IN, OUT = env["EOSLAB_BOOTSTRAP"], env["EOSLAB_INPUT_TOPIC"], env["EOSLAB_OUTPUT_TOPIC"]
@@ -33,8 +32,9 @@ def on_sigterm(signum, frame):
 
 signal.signal(signal.SIGTERM, on_sigterm)
 consumer = Consumer({"bootstrap.servers": BOOTSTRAP, "group.id": GROUP, "isolation.level": "read_committed",
-                     "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                     "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
+                     "enable.auto.commit": True, "auto.commit.interval.ms": 5000,   # commits in the background
+                     "enable.auto.offset.store": False,      # ... only the offsets stored below, after the copy
+                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 1000})
 producer = Producer({"bootstrap.servers": BOOTSTRAP, "enable.idempotence": True})   # idempotent, NOT transactional
 consumer.subscribe([IN], on_assign=lambda c, ps: log(f"rebalanced: assigned {[p.partition for p in ps]}"),
                    on_revoke=lambda c, ps: log(f"rebalanced: revoked {[p.partition for p in ps]}"))
@@ -47,7 +47,9 @@ while not stopping:
     for m in msgs:
         producer.produce(OUT, key=m.key(), value=m.value())
     producer.flush(30)                          # the copies are durable now ...
-    consumer.commit(asynchronous=True)          # ... the offsets only later: a kill in between copies them again
+    offsets = {m.partition(): m.offset() + 1 for m in msgs}
+    consumer.store_offsets(offsets=[TopicPartition(IN, p, o) for p, o in offsets.items()])
+    # ... their offsets reach the group at the next auto-commit, up to 5 s later: a kill before it copies them again
 
 consumer.close()
 producer.flush(30)

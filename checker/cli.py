@@ -25,8 +25,8 @@ import sys
 
 from checker.history import HistoryError
 from eoslab import argtypes
-from checker.result import (EXIT_BAD_INPUT, exit_code, hang_threshold_of, lab_errors_of, run_of, to_json, with_verdict,
-                            write_results)
+from checker.result import (EXIT_BAD_INPUT, app_run_of, exit_code, hang_threshold_of, lab_errors_of, run_of, to_json,
+                            with_verdict, write_results)
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
 EXIT_STATUS = """exit status:
@@ -36,7 +36,7 @@ EXIT_STATUS = """exit status:
   3  unknown    the time limit was reached
   4  lab-error  run.json beside the history lists lab errors: the lab broke that run, no verdict about Kafka"""
 LINEAR_MODELS = ("register", "cas-register", "multi-register", "kv", "set", "queue", "log")
-MODELS = ("kafka",) + LINEAR_MODELS
+MODELS = ("kafka", "app") + LINEAR_MODELS
 
 
 def register(subparsers) -> None:
@@ -45,7 +45,9 @@ def register(subparsers) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("history", help="history file (JSONL, Jepsen EDN or Jepsen log; .gz ok)")
     p.add_argument("--format", default="auto", choices=FORMATS, help="history format (default: auto)")
-    p.add_argument("--model", default="kafka", choices=MODELS, help="what to check against (default: kafka)")
+    p.add_argument("--model", default="kafka", choices=MODELS,
+                   help="what to check against (default: kafka; app for an `eoslab app run` history, chosen "
+                        "by itself when run.json beside the history is an app run's)")
     p.add_argument("--initial", metavar="VALUE", help="initial state as a JSON literal (linearizability models)")
     p.add_argument("--out", metavar="DIR", help="also write DIR/results.json and DIR/report.html")
     p.add_argument("--time-limit", type=argtypes.nonnegative_float, metavar="S",
@@ -106,6 +108,9 @@ def run(args) -> int:
     if args.out:
         from checker.report_series import SeriesCollector
         series = SeriesCollector()
+    app = app_run_of(args.history) if args.model in ("kafka", "app") else None
+    if args.model == "app" or app is not None:
+        return _app(args, app or {})
     try:
         if args.model == "kafka":
             from checker.kafka import check_kafka
@@ -133,6 +138,35 @@ def run(args) -> int:
     note = _lab_errors(result) or _nothing_to_check(result)
     if note:
         print(f"eoslab check: {note}", file=sys.stderr, flush=True)
+    print(to_json(result), flush=True)
+    return exit_code(result)
+
+
+def _app(args, meta: dict) -> int:
+    """An app run's history (checker.kafka.app): the output against the input, from outside the app."""
+    from checker.kafka.app import check_app
+    hang = args.hang_threshold_s if args.hang_threshold_s is not None else hang_threshold_of(args.history)
+    try:
+        result = check_app(args.history, ordered=bool(meta.get("ordered")), hang_threshold_s=hang)
+    except HistoryError as e:
+        raise _error(e) from None
+    if meta.get("app_errors"):
+        result["app_errors"] = list(meta["app_errors"])
+    run = run_of(args.history)
+    if run:
+        result["run"] = run
+    result = with_verdict(result, lab_errors_of(args.history))
+    if args.out:
+        from checker.report_app import write_app_report
+        os.makedirs(args.out, exist_ok=True)
+        write_results(args.out, result)
+        write_app_report(os.path.join(args.out, "report.html"), result, args.history,
+                         title=f"app run: {meta.get('cmd', os.path.basename(args.history))}")
+    note = _lab_errors(result)
+    if note:
+        print(f"eoslab check: {note}", file=sys.stderr, flush=True)
+    for e in result.get("app_errors", []):
+        print(f"eoslab check: application: {e}", file=sys.stderr, flush=True)
     print(to_json(result), flush=True)
     return exit_code(result)
 

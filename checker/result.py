@@ -110,7 +110,18 @@ def run_of(history: str) -> dict:
         return {}
     if not isinstance(meta, dict):
         return {}
-    return {k: meta[k] for k in ("kafka_version", "workload", "client") if isinstance(meta.get(k), (str, int))}
+    return {k: meta[k] for k in ("kafka_version", "workload", "client", "kind", "cmd")
+            if isinstance(meta.get(k), (str, int))}
+
+
+def app_run_of(history: str) -> dict | None:
+    """run.json beside the history when it is an app run's (`eoslab app run`: "kind": "app"), else None."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("kind") == "app" else None
 
 
 def hang_threshold_of(history: str) -> float | None:

@@ -90,9 +90,10 @@ class Context:
 class NemesisRunner(threading.Thread):
     """Plays a schedule against the cluster, recording each start and stop."""
 
-    def __init__(self, ctx: Context, events: list[Event], t0: float):
+    def __init__(self, ctx: Context, events: list[Event], t0: float, packages: dict | None = None):
         super().__init__(name="nemesis", daemon=True)
         self.ctx, self.events, self.t0 = ctx, events, t0
+        self.packages = PACKAGES if packages is None else packages
         self.stopping = threading.Event()
         self.current: str | None = None
         self.errors: list[str] = []
@@ -102,7 +103,7 @@ class NemesisRunner(threading.Thread):
         for ev in self.events:
             if self.stopping.wait(max(0.0, self.t0 + ev.at - time.monotonic())):
                 return
-            pkg = PACKAGES[ev.package]
+            pkg = self.packages[ev.package]
             self.current = ev.package
             record = {"package": ev.package, "start": time.time(), "end": None, "target": None}
             self.faults.append(record)

@@ -183,10 +183,10 @@ class Workload:
         return {"unstable_at_final_read": self.unstable} if self.unstable else {}
 
 
-def by_key(records, key_of=lambda r: r.partition) -> dict:
+def by_key(records, key_of=lambda r: r.partition, value_of=int) -> dict:
     out: dict = {}
     for r in records:
-        out.setdefault(key_of(r), []).append([r.offset, int(r.value)])
+        out.setdefault(key_of(r), []).append([r.offset, value_of(r.value)])
     return out
 
 
@@ -213,9 +213,11 @@ def wait_stable(bootstrap: str, tps: list[tuple[str, int]], timeout: float) -> l
 
 
 def final_read(bootstrap: str, history, keys: dict, isolation: str = "read_uncommitted",
-               timeout: float = 60.0, process="final", stable_timeout: float = 30.0) -> tuple[int, list[str]]:
+               timeout: float = 60.0, process="final", stable_timeout: float = 30.0,
+               value_of=int) -> tuple[int, list[str]]:
     """Read every partition in keys ({(topic, partition): history key}) from the beginning to its
-    end offset, recorded as ok polls; returns (records read, partitions never stable)."""
+    end offset, recorded as ok polls (each value as `value_of` makes it); returns (records read,
+    partitions never stable)."""
     tps = list(keys)
     unstable = []
     if isolation == "read_committed":
@@ -240,7 +242,7 @@ def final_read(bootstrap: str, history, keys: dict, isolation: str = "read_uncom
             history.invoke(process, "poll", [["poll"]])
             records = consumer.poll(timeout_ms=500)
             history.complete(process, "ok", "poll",
-                             [["poll", by_key(records, lambda r: keys[(r.topic, r.partition)])]],
+                             [["poll", by_key(records, lambda r: keys[(r.topic, r.partition)], value_of)]],
                              final=True, isolation=isolation)
             n += len(records)
     finally:

@@ -1,0 +1,109 @@
+"""App faults: what the nemesis does to the user's application instances, beside the cluster's faults.
+
+Guarantees: each package has the nemesis interface (cluster.nemesis_packages:
+`start(ctx)` returns what it hit, `stop(ctx, started)` undoes it) and acts on
+`ctx.apps` (cluster.apps.instances.AppInstances); the instance is drawn from
+the run's seeded RNG. `kill-app` SIGKILLs an instance and starts a new
+incarnation at the stop (a pod restarted). `pause-app` SIGSTOPs one for the
+fault's duration (past the app's session and transaction timeouts when the
+fault is long enough). `partition-app` cuts one off every node (local
+runtime, root). `zombie-app` is what a StatefulSet does when a node goes
+silent: the instance is cut off (paused where cutting is not possible), a
+replacement with the same identity (the same EOSLAB_TRANSACTIONAL_ID) is
+started at once, and at the stop the old one is let back; if the app uses
+its transactional.id, Kafka fences the old one's writes. `APP_PACKAGES`
+names them, `ALL_PACKAGES` is them and the cluster's packages together.
+"""
+from __future__ import annotations
+
+from cluster.nemesis_packages import PACKAGES, FaultPackage
+
+
+class _AppFault(FaultPackage):
+    def _instance(self, ctx) -> int:
+        return ctx.rng.randrange(ctx.apps.count)
+
+
+class KillApp(_AppFault):
+    name = "kill-app"
+
+    def start(self, ctx):
+        i = self._instance(ctx)
+        inc = ctx.apps.kill(i)
+        return {"instance": i, "incarnation": inc.number} if inc is not None else None
+
+    def stop(self, ctx, started):
+        if started is not None:
+            new = ctx.apps.start(started["instance"])
+            return {**started, "restarted_as": new.number}
+        return started
+
+
+class PauseApp(_AppFault):
+    name = "pause-app"
+
+    def start(self, ctx):
+        i = self._instance(ctx)
+        inc = ctx.apps.current.get(i)
+        if inc is None or inc.exited.is_set():
+            return None
+        ctx.apps.pause(inc)
+        ctx.paused_app = inc
+        return {"instance": i, "incarnation": inc.number}
+
+    def stop(self, ctx, started):
+        inc = getattr(ctx, "paused_app", None)
+        if inc is not None:
+            ctx.apps.resume(inc)
+            ctx.paused_app = None
+        return started
+
+
+class PartitionApp(_AppFault):
+    name = "partition-app"
+
+    def start(self, ctx):
+        i = self._instance(ctx)
+        inc = ctx.apps.current.get(i)
+        if inc is None or inc.exited.is_set():
+            return None
+        ctx.apps.cut(inc)
+        ctx.cut_app = inc
+        return {"instance": i, "incarnation": inc.number}
+
+    def stop(self, ctx, started):
+        inc = getattr(ctx, "cut_app", None)
+        if inc is not None:
+            ctx.apps.uncut(inc)
+            ctx.cut_app = None
+        return started
+
+
+class ZombieApp(_AppFault):
+    name = "zombie-app"
+
+    def start(self, ctx):
+        i = self._instance(ctx)
+        apps = ctx.apps
+        old = apps.current.get(i)
+        if old is None or old.exited.is_set():
+            return None
+        mode = "cut" if apps.can_cut() else "pause"
+        apps.cut(old) if mode == "cut" else apps.pause(old)
+        replaced = apps.replace(i)
+        if replaced is None:             # it died meanwhile: nothing to replace
+            apps.uncut(old) if mode == "cut" else apps.resume(old)
+            return None
+        ctx.zombie = (old, mode)
+        return {"instance": i, "old": old.number, "new": replaced[1].number, "mode": mode}
+
+    def stop(self, ctx, started):
+        old, mode = getattr(ctx, "zombie", (None, None))
+        if old is not None:
+            ctx.apps.uncut(old) if mode == "cut" else ctx.apps.resume(old)
+            ctx.zombie = None
+        return started
+
+
+APP_PACKAGES = {p.name: p for p in (KillApp(), PauseApp(), PartitionApp(), ZombieApp())}
+ALL_PACKAGES = {**PACKAGES, **APP_PACKAGES}

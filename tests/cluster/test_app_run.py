@@ -1,0 +1,152 @@
+"""`eoslab app run` against a real local cluster with real application processes (examples/apps/).
+
+Each test runs the harness whole: instances started from a command, app faults, the heal, the drain,
+the final read, the log audit and `eoslab check`'s verdict. One cluster serves the module (app faults
+touch only the application's processes; every run has topics of its own).
+"""
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.integration
+pytest.importorskip("confluent_kafka")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PY = sys.executable
+
+
+def example(name: str) -> str:
+    return f"{PY} {os.path.join(ROOT, 'examples', 'apps', name)}"
+
+
+@pytest.fixture(scope="module")
+def app_cluster(eoslab_home):
+    from cluster.local import LocalRuntime
+    from tests.conftest import _zookeeper_missing
+    missing = _zookeeper_missing()
+    if missing:
+        pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    rt = LocalRuntime(f"t-{worker}-app-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1,
+                      txn_coordinators=2)
+    rt.up()
+    yield rt
+    rt.down()
+
+
+def run(tmp_path, monkeypatch, eoslab_home, cluster, cmd, **kw):
+    from cluster.apps.run import AppRunConfig, app_run
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    out = str(tmp_path / "run")
+    cfg = AppRunConfig(cmd=cmd, out=out, cluster=cluster.cluster_name, **kw)
+    code = app_run(cfg)
+    meta = json.load(open(os.path.join(out, "run.json")))
+    results = json.load(open(os.path.join(out, "results.json")))
+    hist = [json.loads(line) for line in open(os.path.join(out, "history.jsonl"))]
+    return code, meta, results, hist
+
+
+def started_pids(hist) -> list[int]:
+    return [o["value"]["pid"] for o in hist if o["process"] == "app" and o["f"] == "app-start"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:          # a zombie process (not reaped) is not running
+        return f.read().split(") ")[-1][0] != "Z"
+
+
+def test_a_correct_transactional_copier_is_valid_under_kill_pause_and_zombie_faults(
+        tmp_path, monkeypatch, eoslab_home, app_cluster):
+    code, meta, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster, example("confluent_copier.py"),
+                                    instances=2, records=1500, time_limit=40, seed=3,
+                                    nemesis=["kill-app", "pause-app", "zombie-app"], fault_duration=(4.0, 8.0))
+    assert (code, results["verdict"]) == (0, "valid"), results.get("anomalies") or results.get("lab_errors")
+    assert results["stats"]["input_acknowledged"] == 1500
+    faults = {o["f"] for o in hist if o["process"] == "nemesis"}
+    assert faults & {"start-kill-app", "start-pause-app", "start-zombie-app"}
+    assert meta["kind"] == "app" and meta["incarnations"] >= 2
+    assert not [p for p in started_pids(hist) if alive(p)]          # nothing outlives the run
+    assert os.path.exists(tmp_path / "run" / "report.html")
+
+
+def test_a_copier_without_transactions_is_caught_duplicating_after_kills(
+        tmp_path, monkeypatch, eoslab_home, app_cluster):
+    code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,
+                                 example("confluent_no_transactions.py"), instances=2, records=3000,
+                                 time_limit=30, seed=1, nemesis=["kill-app"], fault_duration=(1.0, 2.0))
+    assert code == 1 and results["verdict"] == "invalid"
+    assert "duplicate" in results["anomalies"]
+    assert "lost-write" not in results["anomalies"]
+    assert not [p for p in started_pids(hist) if alive(p)]
+
+
+def test_a_command_that_exits_at_once_gets_a_clear_verdict_and_no_wait(tmp_path, monkeypatch, eoslab_home,
+                                                                       app_cluster):
+    code, meta, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster, "echo cannot start >&2; exit 3",
+                                    instances=2, records=100, time_limit=120)
+    assert code == 2
+    assert results["verdict"] == "app-error"
+    assert "exited with code 3 at start" in results["app_errors"][0]
+    assert "cannot start" in results["app_errors"][0]
+    assert [o["value"]["by"] for o in hist if o["f"] == "app-exit"] == ["self", "self"]
+    assert hist[-1]["time"] < 60e9                     # ended at once, not after the 120 s time limit
+
+
+def test_an_app_that_never_writes_is_named_and_every_input_is_lost(tmp_path, monkeypatch, eoslab_home,
+                                                                  app_cluster):
+    code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster, "exec sleep 600",
+                                 instances=1, records=50, time_limit=8, first_output_s=3, quiet_s=2)
+    assert code == 1
+    assert any("no output" in e for e in results["app_errors"])
+    assert results["stats"]["anomaly_counts"]["lost-write"] == 50
+    assert not [p for p in started_pids(hist) if alive(p)]          # the sleeping app was stopped
+
+
+def test_garbage_in_the_output_is_an_unexpected_value(tmp_path, monkeypatch, eoslab_home, app_cluster):
+    writer = (f"{PY} -c \"import os; from confluent_kafka import Producer; "
+              "p = Producer({'bootstrap.servers': os.environ['EOSLAB_BOOTSTRAP']}); "
+              "p.produce(os.environ['EOSLAB_OUTPUT_TOPIC'], b'\\xff not an input'); p.flush(30); "
+              "import time; time.sleep(600)\"")
+    code, _, results, _ = run(tmp_path, monkeypatch, eoslab_home, app_cluster, writer, instances=1, records=20,
+                              time_limit=6, first_output_s=30, quiet_s=2)
+    assert code == 1
+    assert "unexpected-value" in results["anomalies"]
+
+
+def test_the_instances_get_the_documented_environment(tmp_path, monkeypatch, eoslab_home, app_cluster):
+    from cluster.apps.contract import ENV_VARS
+    dump = f"{PY} -c \"import json, os; print(json.dumps({{k: v for k, v in os.environ.items() if k.startswith('EOSLAB_')}}))\"; exec sleep 600"
+    run(tmp_path, monkeypatch, eoslab_home, app_cluster, dump, instances=2, records=10, time_limit=3,
+        first_output_s=1, quiet_s=1)
+    envs = [json.loads(open(tmp_path / "run" / "instances" / f"{i}.0.log").readline()) for i in range(2)]
+    assert {k for k in envs[0] if k != "EOSLAB_HOME"} == set(ENV_VARS)
+    assert [e["EOSLAB_INSTANCE"] for e in envs] == ["0", "1"]
+    assert envs[0]["EOSLAB_GROUP_ID"] == envs[1]["EOSLAB_GROUP_ID"]
+    assert envs[0]["EOSLAB_TRANSACTIONAL_ID"] != envs[1]["EOSLAB_TRANSACTIONAL_ID"]
+    assert envs[0]["EOSLAB_BOOTSTRAP"] == app_cluster.info().kafka_bootstrap
+
+
+def test_bad_arguments_are_one_line_and_start_nothing(tmp_path):
+    r = subprocess.run([PY, "-m", "eoslab", "app", "run", "--cmd", "true", "--nemesis", "kill-app,bogus",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "bogus" in r.stderr
+    assert not os.path.exists(tmp_path / "o")
+
+
+def test_signals_reach_the_whole_process_group(tmp_path, monkeypatch, eoslab_home, app_cluster):
+    """A command that forks (a shell running a child) is stopped whole: the child does not outlive the run."""
+    code, _, _, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,
+                           "sleep 600 & echo child $! ; wait", instances=1, records=5, time_limit=2,
+                           first_output_s=1, quiet_s=1)
+    child = int(open(tmp_path / "run" / "instances" / "0.0.log").read().split()[1])
+    assert not alive(child)
+    assert code == 1

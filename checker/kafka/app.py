@@ -22,7 +22,14 @@ valid iff `anomalies` is empty; at most `cap` witnesses per type
 final read (read_committed):
 - lost-write: a value the seeder got ok for is absent from the output. A
   value whose send was info (or never completed) may be absent
-  (stats.indefinite_absent counts those) or present once.
+  (stats.indefinite_absent counts those) or present once. When the history
+  has the app group's committed offsets at the end (process "audit", f
+  "group-offsets": {"in-<p>": offset}), an absent value at or past its
+  partition's committed offset is not lost but
+- unprocessed: the application never committed past it (it stalled, or
+  gave up, before the run's drain ended): a liveness failure, where a
+  lost-write (the group committed past a record that is not in the output)
+  breaks exactly-once.
 - duplicate: a value at two or more output offsets.
 - unexpected-value: an output value no seeder op sent, or whose every send
   failed (a fail is certain: it was not written); the reader's polls count too.
@@ -60,7 +67,8 @@ from checker.kafka.source import HistorySource, op_dict
 from checker.kafka.source import ordered as in_order
 
 LOST, DUPLICATE, UNEXPECTED, REORDERED, G1A = "lost-write", "duplicate", "unexpected-value", "reordered", "G1a"
-TYPES_ORDER = (LOST, DUPLICATE, UNEXPECTED, REORDERED, G1A, HANGING)
+UNPROCESSED = "unprocessed"
+TYPES_ORDER = (LOST, UNPROCESSED, DUPLICATE, UNEXPECTED, REORDERED, G1A, HANGING)
 MAX_WITNESSES = 32
 _VALUE = re.compile(r"^(k\d+):(\d+)$")
 
@@ -92,9 +100,19 @@ def output_positions(h: AppHistory) -> dict[Any, list]:
     return out
 
 
-def lost_writes(h: AppHistory, out: dict) -> list[dict]:
-    return [{"value": v, "in-p": ip, "offset": off, "op": idx, "seen_by_reader": v in h.seen}
-            for v, (ip, off, idx, _) in h.acked.items() if v not in out]
+def lost_writes(h: AppHistory, out: dict) -> tuple[list[dict], list[dict]]:
+    """(lost, unprocessed): absent acknowledged values, split by the group's committed offsets when known."""
+    lost, unprocessed = [], []
+    committed = h.group_offsets
+    for v, (ip, off, idx, _) in h.acked.items():
+        if v in out:
+            continue
+        w = {"value": v, "in-p": ip, "offset": off, "op": idx, "seen_by_reader": v in h.seen}
+        if committed is not None and off >= committed.get(ip, -1) >= -1 and not w["seen_by_reader"]:
+            unprocessed.append({**w, "group_committed": committed.get(ip, -1)})
+        else:
+            lost.append(w)
+    return lost, unprocessed
 
 
 def duplicates(out: dict) -> list[dict]:
@@ -231,7 +249,8 @@ def check_app(history: Any, *, ordered: bool = False, hang_threshold_s: float | 
     out = output_positions(h)
     reordered, split = reorderings(h, out)
     threshold = DEFAULT_THRESHOLD_S if hang_threshold_s is None else hang_threshold_s
-    found = {LOST: lost_writes(h, out), DUPLICATE: duplicates(out), UNEXPECTED: unexpected_values(h, out),
+    lost, unprocessed = lost_writes(h, out)
+    found = {LOST: lost, UNPROCESSED: unprocessed, DUPLICATE: duplicates(out), UNEXPECTED: unexpected_values(h, out),
              REORDERED: reordered if ordered else [], G1A: aborted_reads(h), HANGING: hangs(h, threshold)}
     anomalies = {t: ws[:cap] for t in TYPES_ORDER if (ws := found[t])}
     counts = {t: len(found[t]) for t in anomalies}

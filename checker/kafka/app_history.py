@@ -72,6 +72,7 @@ class AppHistory:
         self.final_ops = 0                         # final ops of any type
         self.final_ok = 0
         self.audit: dict | None = None             # out-p -> {"aborted": {off: v}, "open": {off: v}}
+        self.group_offsets: dict | None = None     # in-p -> the app group's committed offset at the end
         self.samples = OffsetSamples()
         self.acks: list[tuple[int, int]] = []      # (time ns, values newly acknowledged) per seeder ok op
         self.sights: list[tuple[int, int]] = []    # (time ns, values newly visible) per reader ok poll
@@ -107,6 +108,10 @@ class AppHistory:
                         self.final.setdefault(key[:2], (key[2], d["index"]))
             elif p == AUDIT and f == "log-audit":
                 self._audit(d.get("value"))
+            elif p == AUDIT and f == "group-offsets":
+                v = d.get("value")
+                if isinstance(v, dict) and v:
+                    self.group_offsets = {str(k): o for k, o in v.items() if type(o) is int}
             elif p == MONITOR and f == MONITOR_F:
                 self.samples.add(d.get("value"), tm, str)
             elif p == "nemesis":

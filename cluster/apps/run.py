@@ -266,6 +266,7 @@ class _AppRun:
             history.complete("final", "ok", "poll", [["poll", {}]], final=True, isolation="read_committed")
         meta["unstable_at_final_read"] = unstable
         history.lone("audit", "log-audit", audit(boot, out_topic, cfg.partitions))
+        history.lone("audit", "group-offsets", group_offsets(boot, group, in_topic, cfg.partitions))
         meta.update(seeded=seeder.sent, acknowledged=seeder.acknowledged, output_read=n,
                     incarnations=len(apps.all), app_errors=self.app_errors)
         print(f"final read: {n} output records; {seeder.acknowledged} of {cfg.records} inputs acknowledged",
@@ -359,6 +360,23 @@ class _AppRun:
         _write_meta(self.cfg.out, self.meta)
         write_unjudged(self.cfg.out, errors, why)
         return EXIT_LAB_ERROR
+
+
+def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict:
+    """{"in-<p>": offset} the app's group committed on the input, when it committed anything there ({}
+    when it never did: an app with a group of its own), so the checker can tell a record the app
+    committed past (lost) from one it never got to (unprocessed)."""
+    from clients.consumer import KafkaConsumer
+    tps = [(topic, p) for p in range(partitions)]
+    c = KafkaConsumer(bootstrap, group_id=group)
+    try:
+        got = c.group.committed(tps, timeout=10)
+    except Exception:  # noqa: BLE001 - not known: the checker does not split lost from unprocessed
+        return {}
+    finally:
+        c.metadata.close()
+    out = {f"in-{p}": got.get((topic, p), -1) for _, p in tps}
+    return out if any(o >= 0 for o in out.values()) else {}
 
 
 def _last_line(path: str) -> str:

@@ -112,6 +112,38 @@ def test_an_acknowledged_value_missing_from_the_final_read_is_a_lost_write():
     assert res["valid"] is False and res["stats"]["anomaly_counts"] == {"lost-write": 1}
 
 
+def test_an_absent_value_the_group_never_committed_past_is_unprocessed_not_lost():
+    r = copier()
+    r.send([20, 22])                                   # in-0 offsets 10 and 11
+    r.final()
+    r.op("audit", "info", "group-offsets", {"in-0": 11, "in-1": 10})
+    res = check_app(r.ops)
+    (lost,) = res["anomalies"]["lost-write"]           # the group committed past offset 10: consumed, not copied
+    (stalled,) = res["anomalies"]["unprocessed"]       # offset 11: the app never got to it
+    assert (lost["value"], stalled["value"], stalled["group_committed"]) == ("k0:20", "k2:22", 11)
+    assert res["valid"] is False
+
+
+def test_without_the_groups_offsets_every_absent_value_is_lost():
+    r = copier()
+    r.send([20])
+    r.final()
+    r.op("audit", "info", "group-offsets", {})         # the app used a group of its own: nothing known
+    res = check_app(r.ops)
+    assert set(res["anomalies"]) == {"lost-write"}
+
+
+def test_a_value_the_reader_saw_that_vanished_is_lost_whatever_the_group_committed():
+    r = copier()
+    r.send([20])
+    recs = r.write(["k0:20"])
+    r.poll(recs)
+    r.out["out-0"].pop()                               # gone from the log by the final read
+    r.final()
+    r.op("audit", "info", "group-offsets", {"in-0": 0})
+    assert set(check_app(r.ops)["anomalies"]) == {"lost-write"}
+
+
 def test_a_value_at_two_offsets_is_a_duplicate():
     r = copier()
     r.copy([3])                                     # copied again, after a restart that lost its offsets

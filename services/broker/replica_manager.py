@@ -32,7 +32,8 @@ from eoslab.v1 import broker_pb2
 from services.broker.metadata_cache import MetadataCache
 from services.broker.checkpoints import HW_CHECKPOINT_INTERVAL_S
 from services.broker.log_config import LogConfig
-from services.broker.partition import LOG_MOVED, ROLE_MOVED, Partition
+from services.broker.delayed_fetch import MAX_PARKED_CLIENT_FETCHES, DelayedFetchPurgatory  # noqa: F401 - re-exported
+from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E
@@ -42,26 +43,13 @@ log = logging.getLogger(__name__)
 # A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
 # already given the request up.
 MAX_FETCH_WAIT_MS = 30000
-MAX_PARKED_CLIENT_FETCHES = 16      # of the server's 128 threads; replicas' fetches are not counted
 MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
 ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the periodic tasks their intervals)
 TRANSACTION_MAX_TIMEOUT_MS = 900000  # Kafka's transaction.max.timeout.ms default, the late-transaction bound
 LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000   # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
 
 
-class _ParkedFetch:
-    """One long poll waiting for its partitions: a replica's (woken when a log end moves) or a
-    consumer's (woken when a high watermark moves)."""
-    __slots__ = ("replica", "keys", "cancelled", "event")
-
-    def __init__(self, replica: bool, keys: set[tuple[str, int]], cancelled: threading.Event | None):
-        self.replica = replica
-        self.keys = keys
-        self.cancelled = cancelled
-        self.event = threading.Event()
-
-
-class ReplicaManager:
+class ReplicaManager(DelayedFetchPurgatory):
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
                  producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM):
         self.time = time
@@ -78,10 +66,7 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.controller_epoch = -1
         self.on_marker = None   # (partition, producer id, committed) -> None: the group coordinator's hook
-        self._parked_lock = threading.Lock()
-        self._parked: dict[tuple[str, int], set[_ParkedFetch]] = {}   # partition -> long polls waiting on it
-        self._all_parked: set[_ParkedFetch] = set()
-        self.parked_client_fetches = 0
+        self._init_fetch_purgatory()
         self._started = self.time.monotonic()  # the periodic tasks' intervals count from here
         self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
         self._isr_thread.start()                 # last: the loop reads the attributes above
@@ -252,50 +237,6 @@ class ReplicaManager:
         return resp
 
     # -- fetch ---------------------------------------------------------------------------------
-    def _partition_changed(self, p: Partition, what: int) -> None:
-        """Wake the long polls that wait on this partition for what moved: a follower's fetch reads up to
-        the log end, a consumer's up to the high watermark (the LSO only moves with it)."""
-        with self._parked_lock:
-            parked = self._parked.get((p.topic, p.partition))
-            if not parked:
-                return
-            for w in parked:
-                if what == ROLE_MOVED or w.replica == (what == LOG_MOVED):
-                    w.event.set()
-
-    def wake_fetches(self) -> None:
-        """Wake the parked long polls whose caller went away (their `cancelled` is set): they return."""
-        with self._parked_lock:
-            for w in self._all_parked:
-                if w.cancelled is not None and w.cancelled.is_set():
-                    w.event.set()
-
-    def _park(self, req: broker_pb2.FetchRequest, cancelled: threading.Event | None) -> "_ParkedFetch | None":
-        """Register a long poll on its partitions before it reads, so no change after the read is missed;
-        None when MAX_PARKED_CLIENT_FETCHES client polls already wait."""
-        w = _ParkedFetch(req.replica_id >= 0, {(fp.topic, fp.partition) for fp in req.partitions}, cancelled)
-        with self._parked_lock:
-            if not w.replica:
-                if self.parked_client_fetches >= MAX_PARKED_CLIENT_FETCHES:
-                    return None
-                self.parked_client_fetches += 1
-            for key in w.keys:
-                self._parked.setdefault(key, set()).add(w)
-            self._all_parked.add(w)
-        return w
-
-    def _unpark(self, w: "_ParkedFetch") -> None:
-        with self._parked_lock:
-            if not w.replica:
-                self.parked_client_fetches -= 1
-            for key in w.keys:
-                s = self._parked.get(key)
-                if s is not None:
-                    s.discard(w)
-                    if not s:
-                        del self._parked[key]
-            self._all_parked.discard(w)
-
     def fetch(self, req: broker_pb2.FetchRequest, cancelled: threading.Event | None = None
               ) -> broker_pb2.FetchResponse:
         """Long poll: answer at once when there is data, else when one of its partitions gets some,

@@ -42,6 +42,7 @@ from eoslab.v1 import common_pb2
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
 from services.broker.checkpoints import HW_CHECKPOINT, read_hw_checkpoint, write_hw_checkpoint
+from services.broker.isr_maintenance import IsrMaintenance
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log_config import LogConfig
 from services.broker.log import StoredBatch, UnifiedLog
@@ -66,7 +67,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-class Partition:
+class Partition(IsrMaintenance):
     def __init__(self, topic: str, partition: int, data_dir: str, broker_id: int, config: LogConfig,
                  producer_id_known=None, time: Time = SYSTEM):
         self.time = time
@@ -145,16 +146,6 @@ class Partition:
             self.followers = {}
             self.changed.notify_all()
             self._notify(ROLE_MOVED)
-
-    def update_isr(self, isr: list[int], partition_epoch: int) -> None:
-        with self.lock:
-            if partition_epoch <= self.partition_epoch:
-                return
-            self.isr = list(isr)
-            self.partition_epoch = partition_epoch
-            if self.is_leader:
-                self._maybe_increment_hw()
-            self.changed.notify_all()
 
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
@@ -317,35 +308,6 @@ class Partition:
             self.high_watermark = hw
             self.changed.notify_all()
             self._notify(HW_MOVED)
-
-    # -- follower fetches, seen by the leader -------------------------------------------------------
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
-        with self.lock:
-            st = self.followers.get(replica_id)
-            if st is None:
-                return
-            st.update_fetch_state(fetch_offset, self.time.monotonic(), self.log.log_end_offset)
-            self._maybe_increment_hw()
-
-    def isr_change_wanted(self) -> list[int] | None:
-        """The ISR this leader should ask the controller for, or None if it is right. Shrink: a follower
-        not caught up (Replica.is_caught_up) leaves. Expand, Kafka's rule: a follower outside the ISR
-        (never one just found out of sync: an ISR member holds the high watermark down, so it is always at
-        it, as Kafka's canAddReplicaToIsr) whose log end reached the high watermark and this epoch's start
-        joins; Kafka checks that on each fetch, so here the follower must have fetched within the lag time
-        (a dead one that once caught up does not rejoin)."""
-        with self.lock:
-            if not self.is_leader or self.isr_change_in_flight:
-                return None
-            now, lag, leo = self.time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0, self.log.log_end_offset
-            new = [r for r in self.isr if r == self.broker_id or
-                   (r in self.followers and self.followers[r].is_caught_up(leo, now, lag))]
-            for r, st in self.followers.items():
-                if r not in self.isr and st.log_end_offset >= max(self.high_watermark, self.leader_epoch_start) \
-                        and now - st.last_fetch_time <= lag:
-                    new.append(r)
-            new = [r for r in self.replicas if r in new]
-            return None if sorted(new) == sorted(self.isr) else new
 
     # -- follower side ----------------------------------------------------------------------------------
     def append_as_follower(self, batches, leader_hw: int) -> None:

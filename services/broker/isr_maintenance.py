@@ -1,0 +1,55 @@
+"""IsrMaintenance: a leader partition's in-sync replica set, kept by the follower fetches it sees.
+
+Guarantees: a follower's fetch moves its position (and so, through the ISR,
+the high watermark) only while this replica leads; an ISR from the
+controller is taken only with a newer partition epoch (zk version) than the
+one held; `isr_change_wanted` proposes, never applies: a follower not caught
+up (Replica.is_caught_up) leaves, one outside the ISR joins once its log end
+reached the high watermark and this epoch's start and it fetched within
+replica.lag.time.max.ms, and nothing is proposed while a change is in flight
+or when not the leader. Every rule reads the partition's `Time`. Mixed into
+Partition, whose lock guards all of it.
+"""
+from __future__ import annotations
+
+
+class IsrMaintenance:
+    """Partition's ISR rules (Kafka's Partition.updateFollowerFetchState, maybeShrinkIsr, maybeExpandIsr)."""
+
+    def update_isr(self, isr: list[int], partition_epoch: int) -> None:
+        with self.lock:
+            if partition_epoch <= self.partition_epoch:
+                return
+            self.isr = list(isr)
+            self.partition_epoch = partition_epoch
+            if self.is_leader:
+                self._maybe_increment_hw()
+            self.changed.notify_all()
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        with self.lock:
+            st = self.followers.get(replica_id)
+            if st is None:
+                return
+            st.update_fetch_state(fetch_offset, self.time.monotonic(), self.log.log_end_offset)
+            self._maybe_increment_hw()
+
+    def isr_change_wanted(self) -> list[int] | None:
+        """The ISR this leader should ask the controller for, or None if it is right. Shrink: a follower
+        not caught up (Replica.is_caught_up) leaves. Expand, Kafka's rule: a follower outside the ISR
+        (never one just found out of sync: an ISR member holds the high watermark down, so it is always at
+        it, as Kafka's canAddReplicaToIsr) whose log end reached the high watermark and this epoch's start
+        joins; Kafka checks that on each fetch, so here the follower must have fetched within the lag time
+        (a dead one that once caught up does not rejoin)."""
+        with self.lock:
+            if not self.is_leader or self.isr_change_in_flight:
+                return None
+            now, lag, leo = self.time.monotonic(), self.config.replica_lag_time_max_ms / 1000.0, self.log.log_end_offset
+            new = [r for r in self.isr if r == self.broker_id or
+                   (r in self.followers and self.followers[r].is_caught_up(leo, now, lag))]
+            for r, st in self.followers.items():
+                if r not in self.isr and st.log_end_offset >= max(self.high_watermark, self.leader_epoch_start) \
+                        and now - st.last_fetch_time <= lag:
+                    new.append(r)
+            new = [r for r in self.replicas if r in new]
+            return None if sorted(new) == sorted(self.isr) else new

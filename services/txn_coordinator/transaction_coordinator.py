@@ -51,6 +51,7 @@ from services.common import internal_topics as it
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from services.txn_coordinator.transaction_metadata import (IllegalTransition, ProducerFenced,
                                                            TransactionMetadata, TransactionState)
+from services.txn_coordinator.transaction_timeouts import TransactionTimeouts
 
 S = TransactionState
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ ABORT_INTERVAL_MS = 10000                  # transaction.abort.timed.out.transac
 EXPIRATION_CHECK_INTERVAL_MS = 3600000     # transaction.remove.expired.transaction.cleanup.interval.ms
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(TransactionTimeouts):
     def __init__(self, state_manager, marker_manager, pid_manager, max_timeout_ms: int = 900000,
                  expiration_ms: int = 604800000, check_interval_ms: int | None = None,
                  epoch_bump_per_txn: bool = False, offsets_partitions=None, init_with_producer_id: bool = True,
@@ -325,75 +326,6 @@ class TransactionCoordinator:
             if md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
                 log.info("%s: resuming %s after load", md.transactional_id, md.state.value)
                 threading.Thread(target=self._complete, args=(op, md), daemon=True).start()
-
-    # -- timeouts and expiry -------------------------------------------------------------------
-    def _scheduler(self) -> None:
-        """Each periodic rule on its own interval of the monotonic clock, as Kafka schedules them."""
-        tasks = [[self.abort_interval, self.abort_timed_out_transactions],
-                 [self.expiration_check_interval, self.expire_transactional_ids]]
-        start = self.time.monotonic()
-        due = [start + interval for interval, _ in tasks]
-        while not self.time.wait_event(self._stopping, max(0.0, min(due) - self.time.monotonic())):
-            now = self.time.monotonic()
-            for i, (interval, fn) in enumerate(tasks):
-                if now >= due[i]:
-                    due[i] = now + interval
-                    try:
-                        fn()
-                    except Exception:  # noqa: BLE001 - keep checking
-                        log.exception("transaction %s check failed", fn.__name__)
-
-    def run_periodic_checks(self) -> None:
-        """One pass of the periodic rules at the current clock: abort what timed out, forget idle ids."""
-        try:
-            self.abort_timed_out_transactions()
-            self.expire_transactional_ids()
-        except Exception:  # noqa: BLE001 - keep checking
-            log.exception("transaction timeout check failed")
-
-    @staticmethod
-    def timed_out(md: TransactionMetadata, now: int) -> bool:
-        """Kafka's timedOutTransactions: an Ongoing transaction, no transition pending, begun more
-        than its timeout before `now` (wall-clock milliseconds; at exactly its timeout it is not)."""
-        return md.state == S.ONGOING and md.pending_state is None and md.txn_start_ms + md.txn_timeout_ms < now
-
-    def should_expire(self, md: TransactionMetadata, now: int) -> bool:
-        """Kafka's shouldExpire: Empty/Complete*, no transition pending, last updated at least
-        transactional.id.expiration.ms before `now` (wall-clock milliseconds)."""
-        return md.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and md.pending_state is None \
-            and md.txn_last_update_ms <= now - self.expiration_ms
-
-    def abort_timed_out_transactions(self) -> None:
-        """Kafka's abortTimedOutTransactions: fence (epoch + 1) and abort every timed-out transaction."""
-        now = self.time.milliseconds()
-        for op in self.tsm.all_owned():
-            for md in list(op.cache.values()):
-                with md.lock:
-                    if not self.timed_out(md, now):
-                        continue
-                    md.prepare_fence_producer_epoch()
-                log.info("%s: transaction open for more than %d ms: fencing epoch %d and aborting",
-                         md.transactional_id, md.txn_timeout_ms, md.producer_epoch)
-                self._end_transaction(op, md, committed=False, fence=True)
-
-    def expire_transactional_ids(self) -> None:
-        """Kafka's removeExpiredTransactionalIds: a tombstone for every idle id, then it is forgotten."""
-        now = self.time.milliseconds()
-        for op in self.tsm.all_owned():
-            for tid, md in list(op.cache.items()):
-                with md.lock:
-                    if not self.should_expire(md, now):
-                        continue
-                    md.prepare_dead()
-                err = self.tsm.append(op, tid, None)
-                with md.lock:
-                    if err == E.NONE:
-                        md.state, md.pending_state = S.DEAD, None
-                        if op.cache.get(tid) is md:
-                            del op.cache[tid]
-                        log.info("%s: expired after %d ms idle", tid, self.expiration_ms)
-                    else:
-                        md.abort_transition()
 
     def transaction_open(self, tid: str) -> bool:
         """Whether this coordinator holds an open transaction (Ongoing, with partitions) of `tid`: one

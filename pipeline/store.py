@@ -120,7 +120,8 @@ def read_run(store: str, d: str) -> RunInfo:
     seed = meta.get("seed")
     report = os.path.join(d, "report.html")
     return RunInfo(run=run, dir=os.path.abspath(d), history=os.path.abspath(hist),
-                   workload=str(meta.get("workload") or "?"), fault=fault_label(meta.get("nemesis")),
+                   workload=str(meta.get("workload") or ("app" if meta.get("kind") == "app" else "?")),
+                   fault=fault_label(meta.get("nemesis")),
                    config=config_label(settings), seed=seed if isinstance(seed, int) else None,
                    settings=settings, report=os.path.abspath(report) if os.path.isfile(report) else None,
                    size=os.path.getsize(hist), kafka_version=kafka_version(meta.get("kafka_version")),

@@ -510,3 +510,31 @@ def test_ops_parquet_is_snappy_with_min_max_of_the_number_columns_only(tmp_path)
         assert {c.compression for c in cols.values()} == {"SNAPPY"}
         with_stats = {name for name, c in cols.items() if c.is_stats_set and c.statistics.has_min_max}
         assert with_stats == {"pos", "index", "time"}
+
+
+@pytest.mark.fast
+def test_an_app_run_in_a_store_is_judged_by_the_app_checker(tmp_path):
+    """`eoslab analyze` over a store holding an `eoslab app run`: its row carries check_app's verdict and
+    counts (the Kafka checker would misread the copier's history), and its store label is "app"."""
+    pytest.importorskip("pyarrow")
+    from pipeline.executors import analyze_run
+    from pipeline.store import find_runs
+    from tests.checker.test_app_check import copier
+    d = tmp_path / "store" / "app-1"
+    d.mkdir(parents=True)
+    r = copier(n=20)
+    r.send([20])                                             # acknowledged, never copied: lost
+    r.final()
+    (d / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in r.ops))
+    (d / "run.json").write_text(json.dumps({"kind": "app", "cmd": "python copier.py", "instances": 1,
+                                            "nemesis": ["kill-app"], "kafka_version": "3.6"}))
+    (info,) = find_runs(str(tmp_path / "store"))
+    assert info.workload == "app"
+    meta = {"run": "app-1", "history": str(d / "history.jsonl"), "workload": "app", "fault": "kill-app",
+            "config": "(defaults)", "kafka_version": "3.6", "seed": None, "settings": "{}", "dir": str(d),
+            "report": None}
+    row = analyze_run(meta, str(tmp_path / "ops"), str(tmp_path / "report.html"))
+    assert row["problem"] is None and row["verdict"] == "invalid"
+    assert row["anomaly_counts"] == [["lost-write", 1]] or row["anomaly_counts"] == [("lost-write", 1)]
+    assert row["acked"] == 21
+    assert "lane" in (tmp_path / "report.html").read_text().lower()

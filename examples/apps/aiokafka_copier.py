@@ -47,18 +47,24 @@ class Copier(ConsumerRebalanceListener):
             auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=1000)
         self.producers = {}                     # TopicPartition -> its transactional producer
         self.lock = asyncio.Lock()              # held while a transaction is open
-        self.generation = 0                     # bumped by every rebalance: a batch polled before it is dropped
+        self.generation = 0                     # bumped by every rebalance: a batch polled across one is dropped
+        self.start = {}                         # TopicPartition -> the committed offset read when it was assigned
 
     async def producer_for(self, tp) -> None:
         p = AIOKafkaProducer(bootstrap_servers=BOOTSTRAP, transactional_id=f"{GROUP}-{tp.topic}-{tp.partition}",
                              transaction_timeout_ms=10000)   # an abandoned transaction is aborted after 10 s
         await p.start()             # InitProducerId: fences the partition's previous producer, ends its transaction
         self.producers[tp] = p
-        committed = await self.consumer.committed(tp)       # stable now: no transaction of the old owner is open
-        if committed is None:
+        self.start[tp] = await self.consumer.committed(tp)  # stable now: no transaction of the old owner is open
+        await self.rewind(tp)
+
+    async def rewind(self, tp) -> None:
+        """Back to the offset the partition was assigned at (nothing is committed in a generation before
+        its first batch is kept, so that offset is still the committed one)."""
+        if self.start[tp] is None:
             await self.consumer.seek_to_beginning(tp)
         else:
-            self.consumer.seek(tp, committed)
+            self.consumer.seek(tp, self.start[tp])
 
     async def drop(self, tp) -> None:
         p = self.producers.pop(tp, None)
@@ -117,7 +123,12 @@ class Copier(ConsumerRebalanceListener):
             batches = await self.consumer.getmany(timeout_ms=1000, max_records=500)
             async with self.lock:
                 if generation != self.generation:
-                    continue                    # polled across a rebalance: read again from the committed offsets
+                    # polled across a rebalance: getmany waited for the new assignment and returned records
+                    # read from its positions, which moved past them; dropping the batch without going back
+                    # would commit past records never copied
+                    for tp in self.producers:
+                        await self.rewind(tp)
+                    continue
                 for tp, records in batches.items():
                     if records and tp in self.producers:
                         await self.copy(tp, records)

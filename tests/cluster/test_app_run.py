@@ -77,7 +77,7 @@ def test_a_correct_transactional_copier_is_valid_under_kill_pause_and_zombie_fau
     assert os.path.exists(tmp_path / "run" / "report.html")
 
 
-@pytest.mark.parametrize("app", ["confluent_copier.py", "kafka_python_copier.py"])
+@pytest.mark.parametrize("app", ["confluent_copier.py", "kafka_python_copier.py", "aiokafka_copier.py"])
 def test_a_correct_copier_is_valid_under_every_app_fault_and_broker_and_coordinator_kills(
         tmp_path, monkeypatch, eoslab_home, app):
     """Its own cluster (cluster faults), every app fault, a leader and a coordinator killed."""

@@ -1,5 +1,10 @@
-"""Hanging transactions: a produce that arrives after its transaction's ABORT marker (KAFKA-12671),
-found and fixed the Kafka way (KIP-664's find-hanging and abort).
+"""Hanging transactions, made, found and fixed the Kafka way (KIP-664's find-hanging and abort).
+
+`hanging-late-produce`: a produce that arrives after its transaction's ABORT marker (KAFKA-12671).
+`hanging-no-id-batch`: a transactional batch sent without a transactional.id, by a producer no
+transaction coordinator knows: before 2.2 the leader appends it and the transaction it opens can
+never be ended by a coordinator; from 2.2 the leader refuses the request
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and appends nothing.
 
 Guarantees: one broker, one controller, one transaction coordinator. The application's
 transaction writes one record and aborts (a `txn` op, fail). Then the scenario plays the late
@@ -86,6 +91,14 @@ def late_produce(ctx) -> None:
     pr = r.partitions[0]
     ctx.nemesis("stop-late-produce", {"error": error_name(pr.error), "base_offset": pr.base_offset})
 
+    _stand_then_fix(ctx, monitor)
+    monitor.sample()
+    ctx.read_all(TOPIC, isolation="read_committed")
+
+
+def _stand_then_fix(ctx, monitor) -> None:
+    """Wait, on the monitor's samples, until the LSO has stood past the threshold (or stayed caught up as
+    long); if it stood, fix it as an operator does: find-hanging, then abort at the LSO."""
     start = time.monotonic()
     stood = []
 
@@ -107,5 +120,35 @@ def late_produce(ctx) -> None:
         ctx.wait(lambda: (lambda s: bool(s) and s[0][1] >= s[0][2])(monitor.sample()), "the LSO to catch up",
                  timeout=30, every=SAMPLE_S)
         ctx.nemesis("stop-abort-hanging", {"abort": done.splitlines()})
+
+
+@register("hanging-no-id-batch", seed="KIP-664 (a transactional batch no coordinator knows of); Kafka 2.2's "
+          "check of the request's transactional.id",
+          description="a transactional batch without a transactional.id hangs the partition's LSO before "
+                      "2.2 (refused from 2.2); found and aborted with eoslab transactions",
+          cluster=ClusterSpec(brokers=1, controllers=1, txn_coordinators=1),
+          expected=(), expected_by_version={"0.11": ("hanging-transaction",)},
+          facts=(Fact("the LSO caught up", lso_caught_up),), hang_threshold_s=THRESHOLD_S,
+          notes="A client bug or a hand-made request: the producer id is an idempotent producer's, so no "
+                "transaction coordinator will ever write its marker. Only an operator's abort "
+                "(WriteTxnMarkers from an admin client) ends it.")
+def no_id_batch(ctx) -> None:
+    ctx.create_topic(TOPIC)
+    monitor = OffsetsMonitor(ctx.md, ctx.history, TOPIC, 1, interval=SAMPLE_S)
+    p = ctx.producer(enable_idempotence=True, linger_ms=0, request_timeout_ms=3000)
+    [v1, v2] = ctx.values(2)
+    if ctx.send(0, p, "app", TOPIC, [(0, v1)]).complete()["type"] != "ok":
+        raise RuntimeError("the idempotent send failed")
+    ctx.wait(lambda: (monitor.sample() or [[0, -1, 0]])[0][2] >= 1, "the idempotent record (high watermark 1)")
+    ctx.nemesis("start-no-id-batch", {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch})
+    _, leader = ctx.leader(TOPIC)
+    batch = rb.build_batch([(None, str(v2).encode(), int(time.time() * 1000))], producer_id=p.producer_id,
+                           producer_epoch=p.producer_epoch, base_sequence=1, transactional=True)
+    r = ctx.md.stub(leader).Produce(broker_pb2.ProduceRequest(
+        acks=-1, timeout_ms=10000,
+        partitions=[broker_pb2.PartitionProduceData(topic=TOPIC, partition=0, batch=batch)]), timeout=15)
+    pr = r.partitions[0]
+    ctx.nemesis("stop-no-id-batch", {"error": error_name(pr.error), "base_offset": pr.base_offset})
+    _stand_then_fix(ctx, monitor)
     monitor.sample()
     ctx.read_all(TOPIC, isolation="read_committed")

@@ -1,4 +1,5 @@
-"""Transactions: an expired transactional.id (*Idempotent producers and sequence numbers*) and a delayed EndTxn (KAFKA-17754, KIP-890).
+"""Transactions: an expired transactional.id (*Idempotent producers and sequence numbers*), a delayed EndTxn
+(KAFKA-17754, KIP-890) and a transaction timeout that fences a live, slow producer.
 
 Guarantees: one broker, one controller, one transaction coordinator (its
 __transaction_state has one replica). Every init_transactions is an
@@ -104,3 +105,56 @@ register("delayed-end-txn-kip890", seed="KIP-890 parts 1 and 2; KAFKA-17754",
          cluster=ClusterSpec(brokers=1, controllers=1, txn_coordinators=1, broker_args=("--transaction-verification",),
                              txn_coordinator_args=("--epoch-bump-per-transaction",)),
          expected=())(delayed_end_txn)
+
+
+def slow_commit_refused(ops: list[dict]) -> str | None:
+    txns = completions(ops, "txn")
+    if not txns:
+        return "the slow producer's transaction has no completion"
+    t = txns[-1]
+    if t["type"] == "ok":
+        return "the slow producer committed after the coordinator had aborted its transaction"
+    return None if t.get("error") in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE") else \
+        f"the slow producer's commit failed with {t.get('error')!r}, not with a fencing error"
+
+
+def aborted_on_timeout(ops: list[dict]) -> str | None:
+    stops = [o for o in ops if o.get("process") == "nemesis" and o.get("f") == "stop-slow-producer"
+             and isinstance(o.get("value"), dict)]
+    if not stops:
+        return "no stop-slow-producer op"
+    v = stops[-1]["value"]
+    if v.get("state") != "CompleteAbort" or not v.get("epoch", -1) > v.get("epoch_before", 0):
+        return f"the coordinator's state after the timeout: {v}"
+    return None
+
+
+@register("txn-timeout-fences-slow-producer", seed="KIP-98 (transaction.timeout.ms); KIP-664",
+          description="a live producer that outlasts transaction.timeout.ms is aborted by its coordinator "
+                      "(epoch bumped) and fenced when it finally commits: its record is never visible",
+          cluster=ClusterSpec(brokers=1, controllers=1, txn_coordinators=1,
+                              txn_coordinator_args=("--transaction-check-interval-ms=200",)),
+          expected=(), facts=(Fact("the coordinator aborted it on its timeout", aborted_on_timeout),
+                              Fact("the slow producer's commit was refused", slow_commit_refused)),
+          notes="The slow producer is live (not crashed, not cut off): a GC pause, a slow downstream call. "
+                "Kafka's coordinator aborts its transaction once transaction.timeout.ms has passed and "
+                "bumps the epoch, so the LSO never waits for it longer than the timeout plus the abort "
+                "interval, and the late commit is refused with a fencing error.")
+def slow_producer(ctx) -> None:
+    tid = "slow-batch"
+    ctx.create_topic(TOPIC)
+    p = ctx.producer(transactional_id=tid, linger_ms=0, transaction_timeout_ms=1000)
+    ctx.init_producer(0, p, "app")
+    t = ctx.txn(0, p, "app", TOPIC, [(0, v) for v in ctx.values(1)])
+    if not t.begin_and_send():
+        raise RuntimeError("the transaction could not start")
+    t.wait_sent()
+    before = ctx.transaction_state(tid)
+    ctx.nemesis("start-slow-producer", {"transactional_id": tid, "epoch": before.producer_epoch,
+                                        "transaction_timeout_ms": 1000})
+    after = ctx.wait(lambda: (s := ctx.transaction_state(tid)) is not None and s.state == "CompleteAbort" and s,
+                     "the coordinator to abort the timed-out transaction", timeout=30, every=0.1)
+    ctx.nemesis("stop-slow-producer", {"transactional_id": tid, "state": after.state,
+                                       "epoch_before": before.producer_epoch, "epoch": after.producer_epoch})
+    t.commit()                                    # the producer wakes up and commits
+    ctx.read_all(TOPIC, isolation="read_committed")

@@ -124,19 +124,26 @@ def run(args) -> int:
         raise _error(e) from None
     except ValueError as e:          # unknown model / initial value the model rejects
         raise _error(e) from None
+    def report(path: str, result: dict, run: dict) -> None:
+        from checker.report import write_report
+        what = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in run.items())
+        write_report(path, result, series,
+                     title=f"{os.path.basename(args.history)} ({args.model})" + (f" — {what}" if what else ""))
+    return _finish(args, result, report, lambda r: [n for n in (_lab_errors(r) or _nothing_to_check(r),) if n])
+
+
+def _finish(args, result: dict, report, notes) -> int:
+    """The steps every model shares: run.json's run and lab errors into the result, DIR/results.json and
+    the report (`report(path, result, run)`) with --out, the stderr notes, the JSON line, the exit code."""
     run = run_of(args.history)
     if run:
         result["run"] = run
     result = with_verdict(result, lab_errors_of(args.history))
     if args.out:
-        from checker.report import write_report
         os.makedirs(args.out, exist_ok=True)
         write_results(args.out, result)
-        what = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in run.items())
-        write_report(os.path.join(args.out, "report.html"), result, series,
-                     title=f"{os.path.basename(args.history)} ({args.model})" + (f" — {what}" if what else ""))
-    note = _lab_errors(result) or _nothing_to_check(result)
-    if note:
+        report(os.path.join(args.out, "report.html"), result, run)
+    for note in notes(result):
         print(f"eoslab check: {note}", file=sys.stderr, flush=True)
     print(to_json(result), flush=True)
     return exit_code(result)
@@ -152,23 +159,13 @@ def _app(args, meta: dict) -> int:
         raise _error(e) from None
     if meta.get("app_errors"):
         result["app_errors"] = list(meta["app_errors"])
-    run = run_of(args.history)
-    if run:
-        result["run"] = run
-    result = with_verdict(result, lab_errors_of(args.history))
-    if args.out:
+
+    def report(path: str, result: dict, run: dict) -> None:
         from checker.report_app import write_app_report
-        os.makedirs(args.out, exist_ok=True)
-        write_results(args.out, result)
-        write_app_report(os.path.join(args.out, "report.html"), result, args.history,
+        write_app_report(path, result, args.history,
                          title=f"app run: {meta.get('cmd', os.path.basename(args.history))}")
-    note = _lab_errors(result)
-    if note:
-        print(f"eoslab check: {note}", file=sys.stderr, flush=True)
-    for e in result.get("app_errors", []):
-        print(f"eoslab check: application: {e}", file=sys.stderr, flush=True)
-    print(to_json(result), flush=True)
-    return exit_code(result)
+    return _finish(args, result, report, lambda r: [n for n in (_lab_errors(r),) if n]
+                   + [f"application: {e}" for e in r.get("app_errors", [])])
 
 
 def _lab_errors(result: dict) -> str | None:

@@ -39,44 +39,48 @@ class KillApp(_AppFault):
         return started
 
 
-class PauseApp(_AppFault):
+class _HoldApp(_AppFault):
+    """A fault held on one instance's current incarnation for its duration, undone at the stop."""
+    def hold(self, ctx, inc) -> None:
+        raise NotImplementedError
+
+    def release(self, ctx, inc) -> None:
+        raise NotImplementedError
+
+    def start(self, ctx):
+        i = self._instance(ctx)
+        inc = ctx.apps.current.get(i)
+        if inc is None or inc.exited.is_set():
+            return None
+        self.hold(ctx, inc)
+        ctx.held_apps = {**getattr(ctx, "held_apps", {}), self.name: inc}
+        return {"instance": i, "incarnation": inc.number}
+
+    def stop(self, ctx, started):
+        inc = getattr(ctx, "held_apps", {}).pop(self.name, None)
+        if inc is not None:
+            self.release(ctx, inc)
+        return started
+
+
+class PauseApp(_HoldApp):
     name = "pause-app"
 
-    def start(self, ctx):
-        i = self._instance(ctx)
-        inc = ctx.apps.current.get(i)
-        if inc is None or inc.exited.is_set():
-            return None
+    def hold(self, ctx, inc) -> None:
         ctx.apps.pause(inc)
-        ctx.paused_app = inc
-        return {"instance": i, "incarnation": inc.number}
 
-    def stop(self, ctx, started):
-        inc = getattr(ctx, "paused_app", None)
-        if inc is not None:
-            ctx.apps.resume(inc)
-            ctx.paused_app = None
-        return started
+    def release(self, ctx, inc) -> None:
+        ctx.apps.resume(inc)
 
 
-class PartitionApp(_AppFault):
+class PartitionApp(_HoldApp):
     name = "partition-app"
 
-    def start(self, ctx):
-        i = self._instance(ctx)
-        inc = ctx.apps.current.get(i)
-        if inc is None or inc.exited.is_set():
-            return None
+    def hold(self, ctx, inc) -> None:
         ctx.apps.cut(inc)
-        ctx.cut_app = inc
-        return {"instance": i, "incarnation": inc.number}
 
-    def stop(self, ctx, started):
-        inc = getattr(ctx, "cut_app", None)
-        if inc is not None:
-            ctx.apps.uncut(inc)
-            ctx.cut_app = None
-        return started
+    def release(self, ctx, inc) -> None:
+        ctx.apps.uncut(inc)
 
 
 class ZombieApp(_AppFault):

@@ -16,17 +16,19 @@ Guarantees:
   fresh CRC-32C, so `to_lab(decode(to_kafka(b)))` gives back `b`'s records.
 - Record headers are refused (INVALID_RECORD): the lab's log keeps key, value
   and timestamp only, and a header silently dropped would be a lie.
-- Compression: none and gzip are read; snappy, lz4 and zstd are refused with
-  UNSUPPORTED_COMPRESSION_TYPE; batches are always written uncompressed.
+- Compression: all of Kafka's codecs are read (gzip, snappy, lz4, zstd:
+  eoslab.common.compression); a codec id beyond them is refused with
+  UNSUPPORTED_COMPRESSION_TYPE, a body that does not decompress is
+  CORRUPT_MESSAGE; batches are always written uncompressed.
 """
 from __future__ import annotations
 
 import struct
-import zlib
 from dataclasses import dataclass
 
 import crc32c as _crc32c
 
+from eoslab.common import compression
 from eoslab.common import record_batch as rb
 from eoslab.v1 import common_pb2
 from eoslab.common.errors import E
@@ -125,14 +127,14 @@ def decode_batches(data: bytes) -> list[KafkaBatch]:
                                    f"record count {count} and last offset delta {last_delta} disagree")
         body = memoryview(data)[pos + HEADER_SIZE:batch_end]
         codec = attributes & COMPRESSION_MASK
-        if codec == 1:
-            try:
-                body = zlib.decompress(bytes(body), wbits=31)
-            except zlib.error as e:
-                raise BatchFormatError(E.CORRUPT_MESSAGE, f"gzip: {e}") from None
-        elif codec != 0:
+        if codec > compression.ZSTD:
             raise BatchFormatError(UNSUPPORTED_COMPRESSION_TYPE,
-                                   f"compression codec {codec} is not served (none and gzip are)")
+                                   f"compression codec {codec} is not one of Kafka's (1 to 4)")
+        if codec:
+            try:
+                body = compression.decompress(codec, body)
+            except compression.CodecError as e:
+                raise BatchFormatError(E.CORRUPT_MESSAGE, str(e)) from None
         records = _decode_records(body, count, base_ts)
         out.append(KafkaBatch(base_offset, leader_epoch, attributes, base_ts, max_ts, pid, epoch, base_seq,
                               records))

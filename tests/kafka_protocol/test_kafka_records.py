@@ -82,25 +82,61 @@ def test_headers_are_refused_not_dropped():
     assert e.value.code == E.INVALID_RECORD and "headers" in str(e.value)
 
 
-def _recompress(data: bytes, codec: int) -> bytes:
-    """The same batch with its records section compressed (gzip) or merely flagged (other codecs)."""
+def _xerial(raw_blocks: list[bytes]) -> bytes:
+    """Snappy framed as Kafka's Java producer frames it (xerial's SnappyOutputStream)."""
+    out = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+    for b in raw_blocks:
+        out += struct.pack(">i", len(b)) + b
+    return out
+
+
+def _compress(body: bytes, codec: str) -> tuple[int, bytes]:
+    import cramjam
+    if codec == "gzip":
+        return 1, gzip.compress(body)
+    if codec == "snappy-raw":                       # librdkafka
+        return 2, bytes(cramjam.snappy.compress_raw(body))
+    if codec == "snappy-xerial":                    # Kafka's Java producer: length-prefixed raw blocks
+        half = len(body) // 2
+        return 2, _xerial([bytes(cramjam.snappy.compress_raw(body[:half])),
+                           bytes(cramjam.snappy.compress_raw(body[half:]))])
+    if codec == "lz4":
+        return 3, bytes(cramjam.lz4.compress(body))
+    if codec == "zstd":
+        return 4, bytes(cramjam.zstd.compress(body))
+    return int(codec), body                         # a codec id flagged over an uncompressed body
+
+
+def _recompress(data: bytes, codec) -> bytes:
+    """The same batch with its records section compressed by `codec` (a name, or an id merely flagged)."""
     head = bytearray(data[:kr.HEADER_SIZE])
-    body = data[kr.HEADER_SIZE:]
-    body = gzip.compress(body) if codec == 1 else body
-    struct.pack_into(">h", head, 21, struct.unpack_from(">h", head, 21)[0] | codec)
+    flag, body = _compress(data[kr.HEADER_SIZE:], str(codec))
+    struct.pack_into(">h", head, 21, struct.unpack_from(">h", head, 21)[0] | flag)
     struct.pack_into(">i", head, 8, kr.HEADER_SIZE - 12 + len(body))
     out = bytes(head) + body
     crc = crc32c.crc32c(out[21:])
     return out[:17] + struct.pack(">I", crc) + out[21:]
 
 
-def test_gzip_batches_are_read_and_other_codecs_refused():
-    data = _kio_batch([(b"k", b"v" * 100, 1), (b"l", b"w", 2)])
-    [kb] = kr.decode_batches(_recompress(data, 1))
-    assert [r[1] for r in kb.records] == [b"v" * 100, b"w"]
+@pytest.mark.parametrize("codec", ["gzip", "snappy-raw", "snappy-xerial", "lz4", "zstd"])
+def test_every_kafka_codec_is_read(codec):
+    pytest.importorskip("cramjam")
+    data = _kio_batch([(b"k", b"v" * 100, 1), (b"l", b"w", 2), (None, b"x" * 3000, 3)])
+    [kb] = kr.decode_batches(_recompress(data, codec))
+    assert [r[1] for r in kb.records] == [b"v" * 100, b"w", b"x" * 3000]
+    lab = kr.to_lab(kb)                              # stored uncompressed
+    assert lab.attributes & kr.COMPRESSION_MASK == 0
+
+
+def test_a_codec_id_beyond_kafkas_is_unsupported_and_a_body_that_does_not_decompress_is_corrupt():
+    data = _kio_batch([(b"k", b"v" * 100, 1)])
     with pytest.raises(kr.BatchFormatError) as e:
-        kr.decode_batches(_recompress(data, 4))
+        kr.decode_batches(_recompress(data, 5))
     assert e.value.code == kr.UNSUPPORTED_COMPRESSION_TYPE
+    for flagged in (1, 2, 3, 4):                     # flagged, but the body is not compressed
+        with pytest.raises(kr.BatchFormatError) as e:
+            kr.decode_batches(_recompress(data, flagged))
+        assert e.value.code == E.CORRUPT_MESSAGE, flagged
 
 
 @pytest.mark.parametrize("cut", [1, 10, 60, 70])

@@ -48,7 +48,12 @@ def register(subparsers) -> None:
     r.add_argument("--seed", type=argtypes.nonnegative_int, default=0)
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
                    help=f"the cluster behaves as this Kafka release: {', '.join(kafka_version.names())}")
-    r.add_argument("--cluster", help="use this running local cluster instead of starting one")
+    r.add_argument("--runtime", choices=("local", "docker"), default="local",
+                   help="local: the cluster and the instances are processes here (default); docker: a compose "
+                        "cluster and one container per instance on its network")
+    r.add_argument("--image", help="docker: the image the instances run in (default: the cluster's eoslab image; "
+                                   "it must have your command's interpreter and Kafka client)")
+    r.add_argument("--cluster", help="use this running cluster (of --runtime) instead of starting one")
     r.add_argument("--ordered", action="store_true", help="also judge per-key order in the output")
     r.add_argument("--cwd", help="directory the command runs in (default: the current one)")
     r.add_argument("--quiet-s", type=argtypes.positive_float, default=30.0,
@@ -83,7 +88,8 @@ def cmd_app_run(args) -> int:
                        cluster=args.cluster, ordered=args.ordered, input_topic=args.input, output_topic=args.output,
                        cwd=os.path.abspath(args.cwd) if args.cwd else None, quiet_s=args.quiet_s,
                        drain_timeout_s=args.drain_timeout, first_output_s=args.first_output_s,
-                       hang_threshold_s=args.hang_threshold_s, fault_duration=_duration(args.fault_duration))
+                       hang_threshold_s=args.hang_threshold_s, fault_duration=_duration(args.fault_duration),
+                       runtime=args.runtime, image=args.image)
     try:
         cfg.validate()
     except (ValueError, KeyError) as e:

@@ -59,6 +59,7 @@ STARTUP_S = 5.0            # an instance that exits by itself this soon after st
 RESTART_BACKOFF_S = (1.0, 10.0)    # a self-exited instance is restarted after 1 s, doubling to 10 s
 READY_TIMEOUT_S = 60.0
 NEEDS_CUT = ("partition-app",)
+RUNTIMES = ("local", "docker")
 
 
 @dataclass
@@ -84,6 +85,8 @@ class AppRunConfig:
     first_output_s: float = 60.0
     hang_threshold_s: float = 75.0
     fault_duration: tuple[float, float] = (5.0, 15.0)
+    runtime: str = "local"             # where the cluster and the instances run: local processes or docker
+    image: str | None = None           # docker: the instances' image (default: the cluster's eoslab image)
 
     def validate(self) -> None:
         if not self.cmd.strip():
@@ -98,6 +101,10 @@ class AppRunConfig:
                              f"{', '.join(APP_PACKAGES)}; cluster faults: {', '.join(sorted(nem.PACKAGES))}")
         if self.time_limit <= 0:
             raise ValueError("--time-limit must be positive")
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}")
+        if self.image is not None and self.runtime != "docker":
+            raise ValueError("--image is for --runtime docker (the instances' container image)")
         if any(n in NEEDS_CUT for n in self.nemesis) and os.geteuid() != 0:
             raise ValueError("partition-app cuts an instance off with iptables: run as root (or leave it out)")
         if self.input_topic == self.output_topic:
@@ -176,12 +183,16 @@ class _AppRun:
     def _runtime(self):
         from cluster.local import LocalRuntime
         from cluster.runtimes import open_runtime
+        docker = self.cfg.runtime == "docker"
         if self.cfg.cluster:
-            rt = LocalRuntime.load(self.cfg.cluster)
+            rt = open_runtime("docker", self.cfg.cluster) if docker else LocalRuntime.load(self.cfg.cluster)
+            if docker and not rt.exists():
+                raise ValueError(f"no docker cluster {self.cfg.cluster!r} (project {rt.project}) runs")
             if not rt.info().by_role("txn-coordinator"):
                 raise ValueError(f"cluster {self.cfg.cluster!r} has no transaction coordinators")
             return rt, False
-        return open_runtime("local", f"app-{uuid.uuid4().hex[:8]}", brokers=3, controllers=2, txn_coordinators=2,
+        name = f"{'apprun' if docker else 'app'}-{uuid.uuid4().hex[:8]}"    # apprun: not eoslab-app-* containers
+        return open_runtime(self.cfg.runtime, name, brokers=3, controllers=2, txn_coordinators=2,
                             kafka_version=self.cfg.kafka_version), True
 
     def play(self) -> None:
@@ -194,7 +205,7 @@ class _AppRun:
         meta["runtime_used"] = rt.name
         self.mark = lab.LogMark(rt, whole=own)
         if own:
-            print("starting a local cluster for the app run...", file=log)
+            print(f"starting a {rt.name} cluster for the app run...", file=log)
             rt.up()
         else:
             rt.wait_ready(READY_TIMEOUT_S)
@@ -209,9 +220,13 @@ class _AppRun:
         group = f"eoslab-app-{run_id}"
         meta["group"] = group
         _write_meta(cfg.out, meta)
-        self.apps = apps = AppInstances(cfg.cmd, cfg.instances, history, cfg.out, bootstrap=info.kafka_bootstrap,
-                                        input_topic=in_topic, output_topic=out_topic, group=group, run_id=run_id,
-                                        runtime=rt, cwd=cfg.cwd)
+        kind, extra = AppInstances, {}
+        if rt.name == "docker":        # containers on the cluster's network: kafka_bootstrap is as they see it
+            from cluster.apps.docker_instances import DockerAppInstances
+            kind, extra = DockerAppInstances, {"image": cfg.image}
+        self.apps = apps = kind(cfg.cmd, cfg.instances, history, cfg.out, bootstrap=info.kafka_bootstrap,
+                                input_topic=in_topic, output_topic=out_topic, group=group, run_id=run_id,
+                                runtime=rt, cwd=cfg.cwd, **extra)
         ctx = nem.Context(rt, history, out_topic, cfg.partitions, md, random.Random(cfg.seed),
                           transactional_ids=lambda: [f"{group}-{i}" for i in range(cfg.instances)])
         ctx.apps = apps
@@ -282,7 +297,7 @@ class _AppRun:
             firsts = [inc for inc in apps.all if inc.number == 0]
             if (len(firsts) == apps.count and all(inc.exited.is_set() and not inc.ended_by_lab for inc in firsts)
                     and len(apps.all) == apps.count
-                    and all(inc.proc.returncode is not None for inc in firsts)):
+                    and all(inc.exit_code is not None for inc in firsts)):
                 inc = firsts[0]
                 lived = time.monotonic() - inc.started
                 if lived <= STARTUP_S + 1.0:

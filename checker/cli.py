@@ -23,10 +23,11 @@ import json
 import os
 import sys
 
+from checker.explain import explain
 from checker.history import HistoryError
 from eoslab import argtypes
-from checker.result import (EXIT_BAD_INPUT, app_run_of, exit_code, hang_threshold_of, lab_errors_of, run_of, to_json,
-                            with_verdict, write_results)
+from checker.result import (EXIT_BAD_INPUT, app_run_of, exit_code, hang_threshold_of, lab_errors_of, run_json_of, run_of,
+                            to_json, with_verdict, write_results)
 
 FORMATS = ("auto", "jsonl", "edn", "jepsen-log")
 EXIT_STATUS = """exit status:
@@ -138,6 +139,9 @@ def _finish(args, result: dict, report, notes) -> int:
     run = run_of(args.history)
     if run:
         result["run"] = run
+    why = explain(result.get("anomalies") or {}, run_json_of(args.history))
+    if why:
+        result["why"] = why
     result = with_verdict(result, lab_errors_of(args.history))
     if args.out:
         os.makedirs(args.out, exist_ok=True)

@@ -175,6 +175,18 @@ def _lab_errors(errors: list) -> str:
             "is listed below as unconfirmed.<ul>" + "".join(items) + "</ul></div>")
 
 
+def why_section(why: dict) -> str:
+    """The settings in force that permit each anomaly (checker.explain), with the scenario that shows it."""
+    if not why:
+        return ""
+    rows = "".join(f"<tr><td>{_e(t)}</td><td><code>{_e(r['setting'])}={_e(r['value'])}</code> "
+                   f"<span class='muted'>({_e(r['source'])})</span></td><td>{_e(r['why'])}</td>"
+                   f"<td>{'<code>eoslab scenario run ' + _e(r['scenario']) + '</code>' if r.get('scenario') else ''}"
+                   f"</td></tr>" for t, rs in why.items() for r in rs)
+    return ("<h2>Why these settings permit it</h2><table><tr><th>anomaly</th><th>setting in force</th>"
+            f"<th>why</th><th>shown by</th></tr>{rows}</table>")
+
+
 def render_report(result: dict, series: SeriesCollector | None = None, title: str = "history") -> str:
     valid = result.get("valid")
     lab = result.get("lab_errors") or []
@@ -212,6 +224,7 @@ def render_report(result: dict, series: SeriesCollector | None = None, title: st
         parts.append("<p>Found: " + ", ".join(f"{_e(k)} × {_e(v)}" for k, v in counts.items()) + "</p>")
     if cls != "laberror" or anomalies:
         parts.append("<h2>Anomalies</h2>" + _witness_table(anomalies, counts))
+    parts.append(why_section(result.get("why") or {}))
     parts.append(_nonlinearizable(result))
     for heading, svg, caption in charts(series, result):
         parts.append(f"<h2>{_e(heading)}</h2>{svg}<p class='muted'>{_e(caption)}</p>")

@@ -114,14 +114,20 @@ def run_of(history: str) -> dict:
             if isinstance(meta.get(k), (str, int))}
 
 
-def app_run_of(history: str) -> dict | None:
-    """run.json beside the history when it is an app run's (`eoslab app run`: "kind": "app"), else None."""
+def run_json_of(history: str) -> dict | None:
+    """run.json beside the history, whole; None when there is none or it is not a JSON object."""
     try:
         with open(os.path.join(os.path.dirname(os.path.abspath(history)), "run.json"), encoding="utf-8") as f:
             meta = json.load(f)
     except (OSError, ValueError):
         return None
-    return meta if isinstance(meta, dict) and meta.get("kind") == "app" else None
+    return meta if isinstance(meta, dict) else None
+
+
+def app_run_of(history: str) -> dict | None:
+    """run.json beside the history when it is an app run's (`eoslab app run`: "kind": "app"), else None."""
+    meta = run_json_of(history)
+    return meta if meta is not None and meta.get("kind") == "app" else None
 
 
 def hang_threshold_of(history: str) -> float | None:

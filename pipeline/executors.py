@@ -147,7 +147,8 @@ def _checked_app(meta: dict, app: dict, report_path: str | None) -> dict:
 
 def _checked(meta: dict, src, report_path: str | None) -> dict:
     from checker.kafka import check_kafka
-    from checker.result import app_run_of, lab_errors_of, run_of, to_json, with_verdict
+    from checker.explain import explain
+    from checker.result import app_run_of, lab_errors_of, run_json_of, run_of, to_json, with_verdict
 
     app = app_run_of(meta["history"])
     if app is not None:
@@ -161,6 +162,9 @@ def _checked(meta: dict, src, report_path: str | None) -> dict:
     run = run_of(meta["history"])
     if run:                                     # as `eoslab check` adds it from run.json
         result["run"] = run
+    why = explain(result.get("anomalies") or {}, run_json_of(meta["history"]))
+    if why:
+        result["why"] = why
     result = with_verdict(result, lab_errors_of(meta["history"]))
     stats = result["stats"]
     if report_path:

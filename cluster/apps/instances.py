@@ -13,8 +13,9 @@ hit whole. Cutting off needs the local runtime as root with cgroup v2: each
 incarnation runs in its own cgroup (placed before the command executes) and
 iptables rules tagged with it drop what it sends to every node; `can_cut`
 says whether that is possible. `stop_all` ends every process the harness
-started (SIGTERM, SIGKILL after `grace_s`) and removes their rules and
-cgroups: none outlives the run.
+started: SIGTERM to each process group, `grace_s` for the whole group (not
+just the shell) to exit, then SIGKILL to what is left; their rules and
+cgroups go too: none outlives the run.
 """
 from __future__ import annotations
 
@@ -233,11 +234,29 @@ class AppInstances:
             try:
                 inc.proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                inc.signal(signal.SIGKILL)
-                inc.proc.wait(5)
-        for inc in live:                 # anything the command left in its group
+                pass
+        # the shell may be gone while the command it started still finishes its transaction: the whole
+        # group gets the grace period, then whatever is left of it is killed
+        while time.monotonic() < deadline and any(_group_alive(inc.pid) for inc in live):
+            time.sleep(WATCH_INTERVAL_S)
+        for inc in live:
             inc.signal(signal.SIGKILL)
+        for inc in live:
+            try:
+                inc.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
         self.reap()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _argv(cmd: str, procs_file: str | None) -> list[str]:

@@ -40,13 +40,13 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import dataclass, field
 
 import eoslab
 from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_VALID, to_json
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
-from cluster.apps.faults import ALL_PACKAGES, APP_PACKAGES
+from cluster.apps.config import AppRunConfig
+from cluster.apps.faults import ALL_PACKAGES
 from cluster.apps.instances import AppInstances
 from cluster.apps.log_audit import audit
 from cluster.apps.seeder import Seeder, TailReader, text
@@ -58,64 +58,6 @@ from eoslab.common.files import replace_json
 STARTUP_S = 5.0            # an instance that exits by itself this soon after starting "exited at start"
 RESTART_BACKOFF_S = (1.0, 10.0)    # a self-exited instance is restarted after 1 s, doubling to 10 s
 READY_TIMEOUT_S = 60.0
-NEEDS_CUT = ("partition-app",)
-RUNTIMES = ("local", "docker")
-
-
-@dataclass
-class AppRunConfig:
-    cmd: str
-    out: str
-    instances: int = 3
-    records: int = 10000
-    keys: int = 100
-    rate: float | None = None          # records per second; None: spread over 60 % of the time limit
-    partitions: int = 3
-    nemesis: list[str] = field(default_factory=list)
-    time_limit: float = 60.0
-    seed: int = 0
-    kafka_version: str = kafka_version.DEFAULT
-    cluster: str | None = None
-    ordered: bool = False
-    input_topic: str = "in"
-    output_topic: str = "out"
-    cwd: str | None = None
-    quiet_s: float = 30.0
-    drain_timeout_s: float = 120.0
-    first_output_s: float = 60.0
-    hang_threshold_s: float = 75.0
-    fault_duration: tuple[float, float] = (5.0, 15.0)
-    runtime: str = "local"             # where the cluster and the instances run: local processes or docker
-    image: str | None = None           # docker: the instances' image (default: the cluster's eoslab image)
-
-    def validate(self) -> None:
-        if not self.cmd.strip():
-            raise ValueError("--cmd is empty: give the command that starts one instance of the application")
-        for name, v, lo in (("--instances", self.instances, 1), ("--records", self.records, 1),
-                            ("--keys", self.keys, 1), ("--partitions", self.partitions, 1)):
-            if v < lo:
-                raise ValueError(f"{name} must be at least {lo}, got {v}")
-        unknown = [n for n in self.nemesis if n not in ALL_PACKAGES and n != "none"]
-        if unknown:
-            raise ValueError(f"unknown fault package(s) {', '.join(unknown)}; app faults: "
-                             f"{', '.join(APP_PACKAGES)}; cluster faults: {', '.join(sorted(nem.PACKAGES))}")
-        if self.time_limit <= 0:
-            raise ValueError("--time-limit must be positive")
-        if self.runtime not in RUNTIMES:
-            raise ValueError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}")
-        if self.image is not None and self.runtime != "docker":
-            raise ValueError("--image is for --runtime docker (the instances' container image)")
-        if any(n in NEEDS_CUT for n in self.nemesis) and os.geteuid() != 0:
-            raise ValueError("partition-app cuts an instance off with iptables: run as root (or leave it out)")
-        if self.input_topic == self.output_topic:
-            raise ValueError("the input and output topics must differ")
-        kafka_version.get(self.kafka_version)
-
-    @property
-    def seed_rate(self) -> float:
-        return self.rate if self.rate else max(1.0, self.records / max(1.0, 0.6 * self.time_limit))
-
-
 def app_run(cfg: AppRunConfig, log=sys.stderr) -> int:
     """One app run (see the module docstring); returns the exit status of `eoslab run`'s table."""
     from cluster.history import History

@@ -86,7 +86,9 @@ def test_a_correct_copier_is_valid_under_every_app_fault_and_broker_and_coordina
     out = str(tmp_path / "run")
     code = app_run(AppRunConfig(cmd=example(app), out=out, instances=2, records=2000, time_limit=45, seed=7,
                                 nemesis=["kill-app", "pause-app", "zombie-app", "partition-app", "kill-leader",
-                                         "kill-coordinator"], fault_duration=(4.0, 10.0)))
+                                         "kill-coordinator"], fault_duration=(4.0, 10.0),
+                                # a loaded 2-core machine: the clients may take a while to resume after the heal
+                                quiet_s=60.0, drain_timeout_s=180.0))
     results = json.load(open(os.path.join(out, "results.json")))
     assert (code, results["verdict"]) == (0, "valid"), results.get("anomalies") or results.get("lab_errors")
     hist = [json.loads(line) for line in open(os.path.join(out, "history.jsonl"))]

@@ -78,6 +78,9 @@ def register_run(sub) -> None:
     r.add_argument("--client", default="eoslab",
                    help="who sends and polls: eoslab (the lab's client, gRPC), confluent-kafka, kafka-python or "
                         "aiokafka (over the Kafka listeners; settings by Kafka's names with --set)")
+    r.add_argument("--schedule", metavar="FILE",
+                   help="play exactly these faults, not the seed's: a JSON list of {\"at\", \"package\", "
+                        "\"duration\"} as run.json's \"schedule\" (--nemesis defaults to its packages)")
     r.add_argument("--out", required=True)
     r.set_defaults(func=cmd_run)
 
@@ -90,10 +93,20 @@ def cmd_run(args) -> int:
             raise CliError(f"--set expects KEY=VALUE, got {it!r}")
         k, v = it.split("=", 1)
         settings[k.strip()] = v.strip()
-    cfg = RunConfig(workload=args.workload, nemesis=[n.strip() for n in args.nemesis.split(",") if n.strip()],
+    nemesis = [n.strip() for n in args.nemesis.split(",") if n.strip()]
+    if getattr(args, "schedule", None):
+        from cluster import run_schedule
+        try:
+            events = run_schedule.load(args.schedule, args.time_limit)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+        if nemesis in ([], ["none"]):
+            nemesis = run_schedule.packages(events) or ["none"]
+    cfg = RunConfig(workload=args.workload, nemesis=nemesis,
                     time_limit=args.time_limit, seed=args.seed, out=args.out, runtime=args.runtime,
                     cluster=args.cluster, settings=settings, concurrency=args.concurrency,
-                    kafka_version=args.kafka_version, client=args.client)
+                    kafka_version=args.kafka_version, client=args.client,
+                    schedule_file=getattr(args, "schedule", None))
     try:
         cfg.validate()
         if args.cluster:

@@ -2,7 +2,7 @@
 
 Guarantees: DIR/history.jsonl holds every client and nemesis op as it
 happened; DIR/run.json holds the configuration, the seed, the fault schedule
-(a function of the seed), versions, what the workload reports beyond the
+(a function of the seed, or --schedule's), versions, what the workload reports beyond the
 history, the run's lab errors ("lab_errors", a list, empty when the lab
 ran as intended) and the wall-clock windows of its faults, start and final
 heal ("fault_windows", what the log rules held log lines against); the
@@ -94,6 +94,7 @@ class RunConfig:
     partitions: int = 3
     kafka_version: str = kafka_version.DEFAULT        # the Kafka release the cluster and clients behave as
     client: str = "eoslab"                            # or a real Kafka client over the Kafka listeners
+    schedule_file: str | None = None                  # play these faults, not the seed's (cluster.run_schedule)
 
     def validate(self) -> RunSettings:
         """Refuse bad settings with a ValueError before anything starts; the split settings."""
@@ -107,6 +108,9 @@ class RunConfig:
         if not (self.time_limit > 0 and self.time_limit != float("inf")):
             raise ValueError("--time-limit must be a positive, finite number of seconds")
         kafka_version.get(self.kafka_version)
+        if self.schedule_file:
+            from cluster import run_schedule
+            run_schedule.load(self.schedule_file, self.time_limit)
         if self.runtime not in runtime_kinds():
             raise ValueError(f"runtime {self.runtime!r} is not available (available: {', '.join(runtime_kinds())})")
         if self.runtime == "k8s" and not self.cluster:
@@ -190,12 +194,14 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
     settings = cfg.validate()
     os.makedirs(cfg.out, exist_ok=True)
     wl_cls = workload_class(cfg.workload)
-    events = nem.schedule([n for n in cfg.nemesis if n != "none"], cfg.time_limit, cfg.seed)
+    from cluster import run_schedule
+    events = run_schedule.events(cfg)         # the seed's, or --schedule's
     meta = {"workload": cfg.workload, "nemesis": cfg.nemesis, "time_limit": cfg.time_limit, "seed": cfg.seed,
             "runtime": cfg.runtime, "settings": cfg.settings, "concurrency": cfg.concurrency,
             "partitions": cfg.partitions, "kafka_version": cfg.kafka_version, "client": cfg.client,
             "kafka_behaviour": kafka_version.get(cfg.kafka_version).as_dict(),
             "schedule": [e.to_json() for e in events],
+            **({"schedule_file": os.path.abspath(cfg.schedule_file)} if cfg.schedule_file else {}),
             "versions": {"eoslab": eoslab.__version__, "python": platform.python_version()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_meta(cfg.out, meta)

@@ -13,6 +13,7 @@ import sys
 # command module -> the package that owns it; each module has register(subparsers)
 COMMAND_MODULES = [
     "cluster.cli",
+    "cluster.shrink_cli",
     "cluster.apps.cli",
     "clients.cli",
     "checker.cli",

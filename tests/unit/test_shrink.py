@@ -1,0 +1,146 @@
+"""cluster.shrink's search without a cluster: ddmin with a fake predicate, the budget, the k-of-n rule,
+and the run folders `eoslab shrink` refuses (one line, exit 2)."""
+import json
+import random
+
+import pytest
+
+from cluster import shrink as sh
+from eoslab.cli import main
+
+EVENTS = [{"at": float(i * 3), "package": p, "duration": 2.0}
+          for i, p in enumerate(["pause", "kill", "lost-ack", "loss", "partition", "kill-leader", "pause", "loss"])]
+
+
+def caused_by(*idx):
+    """A predicate: the subset holds every event of `idx` (by position in EVENTS)."""
+    need = {id(EVENTS[i]) for i in idx}
+    return lambda sub: need <= {id(e) for e in sub}
+
+
+@pytest.mark.parametrize("cause", [(2,), (5,), (0,), (7,), (1, 6), (3, 4), (0, 7)])
+def test_ddmin_finds_the_cause_among_eight(cause):
+    calls = []
+    pred = caused_by(*cause)
+    got = sh.ddmin(EVENTS, lambda sub: calls.append(len(sub)) or pred(sub))
+    assert [EVENTS.index(e) for e in got] == sorted(cause)
+    assert 0 not in calls and len(calls) <= 20
+
+
+def test_ddmin_tests_each_subset_once():
+    seen = []
+    sh.ddmin(EVENTS, lambda sub: seen.append(tuple(id(e) for e in sub)) or caused_by(1, 6)(sub))
+    assert len(seen) == len(set(seen))
+
+
+def test_ddmin_respects_the_budget_and_returns_the_smallest_found():
+    budget = sh.Budget(runs=3)
+    pred = caused_by(5)
+
+    def test(sub):
+        assert budget.spend(), "tested beyond the budget"
+        return pred(sub)
+    got = sh.ddmin(EVENTS, test, budget)
+    assert budget.used == 3
+    assert id(EVENTS[5]) in {id(e) for e in got} and len(got) < len(EVENTS)
+
+
+def test_budget_in_minutes():
+    now = [0.0]
+    b = sh.Budget(runs=100, minutes=1, t0=0.0, clock=lambda: now[0])
+    assert b.spend()
+    now[0] = 61
+    assert not b.spend() and b.used == 1
+
+
+def test_k_of_n_stops_at_k_hits_and_when_k_is_out_of_reach():
+    seq = iter([False, True, True])
+    v = sh.k_of_n(lambda: next(seq), tries=3, need=1, budget=sh.Budget(runs=10))
+    assert (v.reproduced, v.hits, v.tries) == (True, 1, 2)
+    v = sh.k_of_n(lambda: False, tries=3, need=2, budget=sh.Budget(runs=10))
+    assert (v.reproduced, v.hits, v.tries) == (False, 0, 2)        # after 2 misses, 2 of 3 is out of reach
+    seq = iter([True, False, True])
+    v = sh.k_of_n(lambda: next(seq), tries=3, need=2, budget=sh.Budget(runs=10))
+    assert (v.reproduced, v.hits, v.tries) == (True, 2, 3)
+
+
+def test_k_of_n_with_the_budget_spent_does_not_reproduce():
+    b = sh.Budget(runs=1)
+    v = sh.k_of_n(lambda: False, tries=3, need=1, budget=b)
+    assert (v.reproduced, v.tries, v.complete, b.used) == (False, 1, False, 1)
+
+
+def test_ddmin_with_a_flaky_cause_and_k_of_n():
+    """The cause reproduces in 1 of 2 replays: with 1 of 3 tries ddmin still finds it."""
+    rng = random.Random(7)
+    pred = caused_by(2)
+    budget = sh.Budget(runs=60)
+    got = sh.ddmin(EVENTS, lambda sub: sh.k_of_n(lambda: pred(sub) and rng.random() < 0.5, 3, 1, budget).reproduced,
+                   budget)
+    assert [EVENTS.index(e) for e in got] == [2]
+    assert budget.used <= 60
+
+
+def test_short_limit_and_command():
+    assert sh.short_limit([{"at": 2.0, "package": "lost-ack", "duration": 3.0}], 30) == 2 + 3 + sh.MARGIN_S
+    assert sh.short_limit([{"at": 25.0, "package": "lost-ack", "duration": 4.0}], 26) == 26
+    cmd = sh.run_command({"workload": "queue", "seed": 3, "nemesis": ["lost-ack"], "settings": {"acks": "1"},
+                          "client": "eoslab"}, "s.json", 8, "out")
+    assert cmd[:2] == ["eoslab", "run"] and "--schedule" in cmd and ["--set", "acks=1"] == cmd[cmd.index("--set"):][:2]
+
+
+def _run_dir(tmp_path, name, results, schedule=({"at": 1, "package": "lost-ack", "duration": 2},)):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"workload": "queue", "seed": 1, "time_limit": 10,
+                                            "schedule": list(schedule)}))
+    if results is not None:
+        (d / "results.json").write_text(json.dumps(results))
+    return d
+
+
+@pytest.mark.parametrize("name,results,schedule,says", [
+    ("valid", {"verdict": "valid", "anomalies": {}}, None, "not 'invalid'"),
+    ("lab", {"verdict": "lab-error", "lab_errors": [{"kind": "run"}], "anomalies": {}}, None, "lab-error"),
+    ("unjudged", None, None, "no results.json"),
+    ("nofaults", {"verdict": "invalid", "anomalies": {"duplicate": [{}]}}, [], "no fault schedule"),
+])
+def test_cli_refuses_bad_run_folders(tmp_path, capsys, name, results, schedule, says):
+    d = _run_dir(tmp_path, name, results, *([] if schedule is None else [schedule]))
+    assert main(["shrink", str(d), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_refuses_a_folder_without_run_json_and_bad_flags(tmp_path, capsys):
+    assert main(["shrink", str(tmp_path)]) == 2
+    assert "no run.json" in capsys.readouterr().err
+    d = _run_dir(tmp_path, "r", {"verdict": "invalid", "anomalies": {"duplicate": [{}]}})
+    assert main(["shrink", str(d), "--tries", "2", "--need", "3", "--out", str(tmp_path / "o")]) == 2
+    assert "need 1 <= K <= N" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text,says", [
+    ("not json", "not JSON"),
+    ('{"a": 1}', "expected a JSON list"),
+    ('[{"at": 1, "package": "nope", "duration": 1}]', "unknown fault package"),
+    ('[{"at": 1, "package": "kill", "duration": 0}]', "duration"),
+    ('[{"at": 3, "package": "kill", "duration": 1}, {"at": 1, "package": "kill", "duration": 1}]', "order"),
+    ('[{"at": 30, "package": "kill", "duration": 1}]', "time limit"),
+])
+def test_run_refuses_a_bad_schedule_file(tmp_path, capsys, text, says):
+    f = tmp_path / "s.json"
+    f.write_text(text)
+    assert main(["run", "--workload", "queue", "--time-limit", "10", "--schedule", str(f),
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert says in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_schedule_file_takes_a_run_json(tmp_path):
+    from cluster import run_schedule
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps({"schedule": [{"at": 1.5, "package": "lost-ack", "duration": 2}]}))
+    assert run_schedule.load(str(f), 10) == [run_schedule.nem.Event(1.5, "lost-ack", 2.0)]

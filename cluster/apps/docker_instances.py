@@ -33,14 +33,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cluster.apps.contract import environment
+from cluster.apps.instance_set import IncarnationState, InstanceSet
 
-WATCH_INTERVAL_S = 0.25
 STOP_GRACE_S = 10.0
 CUT_COMMENT = "eoslab-app-cut"
 LABEL = "eoslab.app-run"
@@ -51,51 +50,29 @@ class DockerAppError(RuntimeError):
 
 
 @dataclass
-class DockerIncarnation:
-    instance: int
-    number: int
-    container: object              # docker.models.containers.Container
-    container_name: str
-    log_path: str
+class DockerIncarnation(IncarnationState):
+    container: object = None       # docker.models.containers.Container
+    container_name: str = ""
     pid: int | None = None
-    started: float = field(default_factory=time.monotonic)
-    paused: bool = False
-    cut: bool = False
-    ended_by_lab: bool = False
-    exit_code: int | None = None
-    exited_at: float | None = None
-    exited: threading.Event = field(default_factory=threading.Event)
     logs_saved: bool = False
 
-    @property
-    def name(self) -> str:
-        return f"app-{self.instance}.{self.number}"
 
-
-class DockerAppInstances:
+class DockerAppInstances(InstanceSet):
     """N instances of one command as containers on a DockerRuntime's network (see the module docstring)."""
+    WATCH_INTERVAL_S = 0.25
 
     def __init__(self, cmd: str, count: int, history, out_dir: str, *, bootstrap: str, input_topic: str,
                  output_topic: str, group: str, run_id: str, runtime, cwd: str | None = None,
                  image: str | None = None):
-        self.cmd, self.count, self.history = cmd, count, history
-        self.log_dir = os.path.join(out_dir, "instances")
-        os.makedirs(self.log_dir, exist_ok=True)
-        self.env = {"bootstrap": bootstrap, "input_topic": input_topic, "output_topic": output_topic,
-                    "group": group, "instances": count, "run_id": run_id}
-        self.runtime, self.run_id = runtime, run_id
+        super().__init__(cmd, count, history, out_dir, bootstrap=bootstrap, input_topic=input_topic,
+                         output_topic=output_topic, group=group, run_id=run_id)
+        self.runtime = runtime
         self.cwd = os.path.abspath(cwd or os.getcwd())
         self.image = image or runtime.images[0]
         self.network = f"{runtime.project}-net"
         import docker
         from cluster import docker_engine as eng
         self.client = docker.DockerClient(base_url=f"unix://{eng.SOCKET}", version="auto", timeout=60)
-        self.lock = threading.RLock()
-        self.current: dict[int, DockerIncarnation] = {}
-        self.all: list[DockerIncarnation] = []
-        self._numbers: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._watcher = threading.Thread(target=self._watch, name="app-watcher", daemon=True)
         if not eng.image_exists(self.image):
             raise DockerAppError(f"image {self.image} is missing (build it, or give --image)")
 
@@ -104,52 +81,32 @@ class DockerAppInstances:
         return os.geteuid() == 0 and shutil.which("nsenter") is not None and shutil.which("iptables") is not None
 
     # -- lifecycle --------------------------------------------------------------------------------------
-    def start_all(self) -> None:
-        for i in range(self.count):
-            self.start(i)
-        self._watcher.start()
-
-    def start(self, i: int) -> DockerIncarnation:
-        """A new incarnation of instance i (the old one, if alive, is left as it is: a zombie)."""
-        with self.lock:
-            k = self._numbers[i] = self._numbers.get(i, -1) + 1
-            path = os.path.join(self.log_dir, f"{i}.{k}.log")
-            cname = f"eoslab-app-{self.run_id}-{i}.{k}"
-            try:
-                c = self.client.containers.run(
-                    self.image, ["-c", self.cmd], entrypoint=["/bin/sh"], name=cname, detach=True, init=True,
-                    environment={**environment(instance=i, **self.env), "TINI_KILL_PROCESS_GROUP": "1"}, network=self.network,
-                    working_dir=self.cwd, volumes={self.cwd: {"bind": self.cwd, "mode": "ro"}},
-                    labels={LABEL: self.run_id, "eoslab.app-instance": f"{i}.{k}"}, stdin_open=False)
-            except Exception as e:  # noqa: BLE001 - docker.errors.*: one readable line
-                self._remove_quietly(cname)
-                raise DockerAppError(f"starting container {cname} from {self.image}: {e}") from None
-            inc = DockerIncarnation(i, k, c, cname, path)
-            try:
-                c.reload()
-                inc.pid = c.attrs.get("State", {}).get("Pid") or None
-            except Exception:  # noqa: BLE001 - gone already: reap records it
-                pass
-            open(path, "ab").close()
-            self.current[i] = inc
-            self.all.append(inc)
-            self.history.lone("app", "app-start", {"instance": i, "incarnation": k, "pid": inc.pid,
-                                                   "container": cname})
-            return inc
+    def _launch(self, i: int, k: int, log_path: str) -> DockerIncarnation:
+        cname = f"eoslab-app-{self.run_id}-{i}.{k}"
+        try:
+            c = self.client.containers.run(
+                self.image, ["-c", self.cmd], entrypoint=["/bin/sh"], name=cname, detach=True, init=True,
+                environment={**environment(instance=i, **self.env), "TINI_KILL_PROCESS_GROUP": "1"},
+                network=self.network, working_dir=self.cwd, volumes={self.cwd: {"bind": self.cwd, "mode": "ro"}},
+                labels={LABEL: self.run_id, "eoslab.app-instance": f"{i}.{k}"}, stdin_open=False)
+        except Exception as e:  # noqa: BLE001 - docker.errors.*: one readable line
+            self._remove_quietly(cname)
+            raise DockerAppError(f"starting container {cname} from {self.image}: {e}") from None
+        inc = DockerIncarnation(i, k, log_path, container=c, container_name=cname)
+        try:
+            c.reload()
+            inc.pid = c.attrs.get("State", {}).get("Pid") or None
+        except Exception:  # noqa: BLE001 - gone already: reap records it
+            pass
+        open(log_path, "ab").close()
+        self._record("app-start", inc, pid=inc.pid, container=cname)
+        return inc
 
     def _remove_quietly(self, cname: str) -> None:
         try:
             self.client.containers.get(cname).remove(force=True)
         except Exception:  # noqa: BLE001 - nothing was created
             pass
-
-    def _watch(self) -> None:
-        """Record every exit, whoever caused it."""
-        while not self._stop.wait(WATCH_INTERVAL_S):
-            try:
-                self.reap()
-            except Exception:  # noqa: BLE001 - the engine hiccuped: the next round sees it
-                pass
 
     def _states(self) -> dict[str, str]:
         """container name -> status of every container of this run (one sparse API call)."""
@@ -173,13 +130,8 @@ class DockerAppInstances:
                 except Exception:  # noqa: BLE001 - removed: its code is not known
                     pass
                 self._save_logs(inc)
-                inc.exit_code, inc.exited_at = code, time.monotonic()
-                inc.paused = False
-                inc.exited.set()
-                self.history.lone("app", "app-exit", {"instance": inc.instance, "incarnation": inc.number,
-                                                      "pid": inc.pid, "code": code,
-                                                      "by": "lab" if inc.ended_by_lab else "self"})
                 inc.cut = False              # its rules went with its network namespace
+                self._exited(inc, code)
 
     def _save_logs(self, inc: DockerIncarnation) -> None:
         if inc.logs_saved:
@@ -192,25 +144,7 @@ class DockerAppInstances:
             f.write(data)
         inc.logs_saved = True
 
-    def live(self) -> list[DockerIncarnation]:
-        with self.lock:
-            return [inc for inc in self.all if not inc.exited.is_set()]
-
     # -- faults -----------------------------------------------------------------------------------------
-    def kill(self, i: int) -> DockerIncarnation | None:
-        with self.lock:
-            inc = self.current.get(i)
-            if inc is None or inc.exited.is_set():
-                return None
-            inc.ended_by_lab = True
-            self._kill(inc)
-            inc.paused = False
-        deadline = time.monotonic() + 5
-        while not inc.exited.is_set() and time.monotonic() < deadline:
-            self.reap()
-            time.sleep(0.05)
-        return inc
-
     def _kill(self, inc: DockerIncarnation) -> None:
         try:
             if inc.paused:
@@ -220,31 +154,21 @@ class DockerAppInstances:
             if "is not running" not in str(e) and "No such container" not in str(e):
                 raise DockerAppError(f"kill {inc.container_name}: {e}") from None
 
-    def pause(self, inc: DockerIncarnation) -> None:
-        with self.lock:
-            if inc.exited.is_set() or inc.paused:
-                return
-            try:
-                inc.container.pause()
-            except Exception as e:  # noqa: BLE001
-                if "is not running" in str(e):
-                    return
-                raise DockerAppError(f"pause {inc.container_name}: {e}") from None
-            inc.paused = True
-            self.history.lone("app", "app-pause", {"instance": inc.instance, "incarnation": inc.number})
+    def _freeze(self, inc: DockerIncarnation) -> bool:
+        try:
+            inc.container.pause()
+        except Exception as e:  # noqa: BLE001
+            if "is not running" in str(e):
+                return False
+            raise DockerAppError(f"pause {inc.container_name}: {e}") from None
+        return True
 
-    def resume(self, inc: DockerIncarnation) -> None:
-        with self.lock:
-            if not inc.paused:
-                return
-            try:
-                inc.container.unpause()
-            except Exception as e:  # noqa: BLE001 - exited or removed meanwhile
-                if not inc.exited.is_set() and "is not paused" not in str(e) and "not running" not in str(e):
-                    raise DockerAppError(f"unpause {inc.container_name}: {e}") from None
-            inc.paused = False
-            if not inc.exited.is_set():
-                self.history.lone("app", "app-resume", {"instance": inc.instance, "incarnation": inc.number})
+    def _thaw(self, inc: DockerIncarnation) -> None:
+        try:
+            inc.container.unpause()
+        except Exception as e:  # noqa: BLE001 - exited or removed meanwhile
+            if not inc.exited.is_set() and "is not paused" not in str(e) and "not running" not in str(e):
+                raise DockerAppError(f"unpause {inc.container_name}: {e}") from None
 
     def _iptables(self, inc: DockerIncarnation, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(["nsenter", "-t", str(inc.pid), "-n", "iptables", "-w", *args],
@@ -254,65 +178,25 @@ class DockerAppInstances:
         hosts = ",".join(sorted({n.host for n in self.runtime.info().nodes}))
         return ["OUTPUT", "-d", hosts, "-m", "comment", "--comment", CUT_COMMENT, "-j", "DROP"]
 
-    def cut(self, inc: DockerIncarnation) -> None:
-        """Drop everything the incarnation sends to any node of the cluster."""
+    def _drop(self, inc: DockerIncarnation) -> None:
         if not self.can_cut():
             raise DockerAppError("cutting an app container off needs root, nsenter and iptables on the host")
-        with self.lock:
-            if inc.exited.is_set() or inc.cut:
-                return
-            if not inc.pid:
-                raise DockerAppError(f"{inc.container_name} has no process on the host to cut off")
-            r = self._iptables(inc, "-I", *self._rule())
-            if r.returncode != 0:
-                raise DockerAppError(f"cut {inc.container_name}: iptables: {r.stderr.strip()[-300:]}")
-            inc.cut = True
-            self.history.lone("app", "app-cut", {"instance": inc.instance, "incarnation": inc.number})
+        if not inc.pid:
+            raise DockerAppError(f"{inc.container_name} has no process on the host to cut off")
+        r = self._iptables(inc, "-I", *self._rule())
+        if r.returncode != 0:
+            raise DockerAppError(f"cut {inc.container_name}: iptables: {r.stderr.strip()[-300:]}")
 
-    def uncut(self, inc: DockerIncarnation) -> None:
-        with self.lock:
-            if inc.cut and not inc.exited.is_set():
-                self.history.lone("app", "app-uncut", {"instance": inc.instance, "incarnation": inc.number})
-            self._uncut(inc)
-
-    def _uncut(self, inc: DockerIncarnation) -> None:
-        if not inc.cut:
-            return
-        inc.cut = False
+    def _undrop(self, inc: DockerIncarnation) -> None:
         if inc.exited.is_set() or not inc.pid:
             return                           # the rule went with the container's network namespace
         for _ in range(8):                   # every copy of the rule
-            r = self._iptables(inc, "-D", *self._rule())
-            if r.returncode != 0:
+            if self._iptables(inc, "-D", *self._rule()).returncode != 0:
                 break
-
-    def replace(self, i: int) -> tuple[DockerIncarnation, DockerIncarnation] | None:
-        """A replacement for instance i with the same identity while the old incarnation still lives."""
-        with self.lock:
-            old = self.current.get(i)
-            if old is None or old.exited.is_set():
-                return None
-            new = self.start(i)
-            self.history.lone("app", "app-zombie", {"instance": i, "old": old.number, "new": new.number})
-            return old, new
-
-    def restore(self) -> None:
-        """Every current incarnation running and connected; a dead instance restarted."""
-        for inc in self.live():
-            self.uncut(inc)
-            self.resume(inc)
-        self.reap()
-        with self.lock:
-            for i in range(self.count):
-                inc = self.current.get(i)
-                if inc is None or (inc.exited.is_set() and inc.ended_by_lab):
-                    self.start(i)
 
     def stop_all(self, grace_s: float = STOP_GRACE_S) -> None:
         """Stop and remove every container the harness started; nothing outlives this."""
-        self._stop.set()
-        if self._watcher.is_alive():
-            self._watcher.join(5)
+        self._stop_watching()
         with self.lock:
             live = self.live()
             for inc in live:
@@ -344,10 +228,7 @@ class DockerAppInstances:
                     pass
             self._remove_all()
             for inc in self.live():         # removed without an exit seen: recorded as ended by the lab
-                inc.exit_code, inc.exited_at = inc.exit_code if inc.exit_code is not None else -9, time.monotonic()
-                inc.exited.set()
-                self.history.lone("app", "app-exit", {"instance": inc.instance, "incarnation": inc.number,
-                                                      "pid": inc.pid, "code": inc.exit_code, "by": "lab"})
+                self._exited(inc, -9)
 
     def _remove_all(self) -> None:
         """docker rm -f of every container of this run, also any the engine knows that we lost track of."""

@@ -54,6 +54,7 @@ class Budget:
     runs: int = DEFAULT_BUDGET_RUNS
     minutes: float | None = None
     used: int = 0
+    cut: bool = False          # the search wanted a run the budget no longer had
     t0: float = field(default_factory=time.monotonic)
     clock: Callable[[], float] = time.monotonic
 
@@ -65,6 +66,7 @@ class Budget:
     def spend(self) -> bool:
         """Take one run from the budget: False (nothing taken) when it is spent."""
         if self.exhausted():
+            self.cut = True
             return False
         self.used += 1
         return True
@@ -115,6 +117,7 @@ def ddmin(items: Sequence, test: Callable[[list], bool], budget: Budget | None =
 
     while len(cur) >= 2:
         if budget is not None and budget.exhausted():
+            budget.cut = True
             break
         chunks = _split(cur, min(n, len(cur)))
         nxt = None
@@ -310,8 +313,11 @@ class Shrinker:
         kept = ddmin(self.events, lambda sub: self.test(sub, self.time_limit), self.budget)
         kept = sorted(kept, key=lambda e: order[id(e)])
         limit = short_limit(kept, self.time_limit)
-        if limit < self.time_limit - 0.5 and not self.budget.exhausted():
-            self.test(kept, limit)
+        if limit < self.time_limit - 0.5:
+            if self.budget.exhausted():
+                self.budget.cut = True
+            else:
+                self.test(kept, limit)
         return self.finish(t0)
 
     def finish(self, t0: float) -> dict:
@@ -337,7 +343,7 @@ class Shrinker:
                            "from": os.path.abspath(src)},
                "reproduction": rate, "rule": {"tries": opts.tries, "need": opts.need},
                "runs_used": self.budget.used, "budget": {"runs": opts.budget_runs, "minutes": opts.budget_minutes},
-               "budget_spent": self.budget.exhausted(), "seconds": round(time.time() - t0, 1),
+               "budget_cut_search": self.budget.cut, "seconds": round(time.time() - t0, 1),
                "candidates": [{k: v for k, v in c.items() if k != "folder"} for c in self.candidates],
                "replay": replay}
         with open(os.path.join(opts.out, "shrink.json"), "w") as f:
@@ -360,6 +366,6 @@ def summary(doc: dict) -> str:
                 f"time limit {m['time_limit']:g} s (was {o['time_limit']:g} s).")
         rate = (f" It reproduced in {r['hits']} of {r['tries']} tries (a candidate counts at {doc['rule']['need']} "
                 f"of {doc['rule']['tries']}; timing is not deterministic, so a replay may need several tries).")
-    spent = " The budget ran out before the search ended." if doc["budget_spent"] else ""
+    spent = " The budget ran out before the search ended." if doc["budget_cut_search"] else ""
     return (f"{head}{rate} {doc['runs_used']} replay runs, {doc['seconds'] / 60:.1f} min.{spent} "
             f"Minimal run: {m['folder']}. Replay: {doc['replay']}")

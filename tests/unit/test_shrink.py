@@ -41,7 +41,7 @@ def test_ddmin_respects_the_budget_and_returns_the_smallest_found():
         assert budget.spend(), "tested beyond the budget"
         return pred(sub)
     got = sh.ddmin(EVENTS, test, budget)
-    assert budget.used == 3
+    assert budget.used == 3 and budget.cut
     assert id(EVENTS[5]) in {id(e) for e in got} and len(got) < len(EVENTS)
 
 
@@ -78,7 +78,7 @@ def test_ddmin_with_a_flaky_cause_and_k_of_n():
     got = sh.ddmin(EVENTS, lambda sub: sh.k_of_n(lambda: pred(sub) and rng.random() < 0.5, 3, 1, budget).reproduced,
                    budget)
     assert [EVENTS.index(e) for e in got] == [2]
-    assert budget.used <= 60
+    assert budget.used <= 60 and not budget.cut
 
 
 def test_short_limit_and_command():
@@ -144,3 +144,34 @@ def test_schedule_file_takes_a_run_json(tmp_path):
     f = tmp_path / "run.json"
     f.write_text(json.dumps({"schedule": [{"at": 1.5, "package": "lost-ack", "duration": 2}]}))
     assert run_schedule.load(str(f), 10) == [run_schedule.nem.Event(1.5, "lost-ack", 2.0)]
+
+
+def test_shrinker_end_to_end_with_fake_replays(tmp_path, monkeypatch):
+    """The whole Shrinker (candidates, minimal copy, shrink.json, summary) with replays faked: the
+    anomaly needs the lost-ack alone."""
+    sched = [dict(e) for e in EVENTS[:4]]
+    d = _run_dir(tmp_path, "run", {"verdict": "invalid", "anomalies": {"duplicate": [{}]}}, sched)
+    meta = json.loads((d / "run.json").read_text())
+    (d / "run.json").write_text(json.dumps(dict(meta, time_limit=30)))
+
+    def once(self, cand_dir, sched_file, time_limit, k, seen):
+        with open(sched_file) as f:
+            played = json.load(f)
+        hit = any(e["package"] == "lost-ack" for e in played)
+        out = tmp_path / "fake" / f"{len(self.candidates)}-{k}"
+        out.mkdir(parents=True)
+        (out / "results.json").write_text(json.dumps({"verdict": "invalid" if hit else "valid",
+                                                      "anomalies": {"duplicate": [{}]} if hit else {}}))
+        (out / "run.json").write_text(json.dumps({"schedule": played}))
+        if hit:
+            seen.append(str(out))
+        return hit
+    monkeypatch.setattr(sh.Shrinker, "_once", once)
+    doc = sh.Shrinker(str(d), sh.Options(out=str(tmp_path / "o"), budget_runs=10)).shrink()
+    assert [e["package"] for e in doc["minimal"]["schedule"]] == ["lost-ack"]
+    assert doc["minimal"]["time_limit"] == 6 + 2 + sh.MARGIN_S and doc["reproduction"] == {"hits": 1, "tries": 1}
+    assert not doc["budget_cut_search"] and doc["runs_used"] <= 10
+    saved = json.loads((tmp_path / "o" / "shrink.json").read_text())
+    assert saved["minimal"]["schedule"] == doc["minimal"]["schedule"] and "--schedule" in saved["replay"]
+    assert "lost-ack at 6 s for 2 s" in doc["summary"] and "Replay: eoslab run" in doc["summary"]
+    assert json.loads((tmp_path / "o" / "minimal" / "results.json").read_text())["anomalies"]["duplicate"]

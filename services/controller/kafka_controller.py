@@ -162,12 +162,21 @@ class KafkaController(AlterPartitionHandler):
         try:
             self.zk.create(zk_paths.CONTROLLER, data, ephemeral=True)
         except NodeExistsError:
+            if self._controller_znode_is_ours():     # left by a failover of ours that did not complete
+                self._delete_controller_znode()       # its deletion fires the watch: a new election
             return  # someone else is active; the DataWatch tells us when that ends
         self.epoch, self.epoch_zk_version = self._bump_controller_epoch()
         log.info("controller %d is active with controller epoch %d", self.controller_id, self.epoch)
         with self.lock:
             self.active = True
-        self._on_become_active()
+        try:
+            self._on_become_active()
+        except Fenced:
+            raise
+        except Exception:  # noqa: BLE001 - Kafka's elect(): a failover that fails triggers a controller move
+            log.exception("controller %d could not take over (its view of the cluster is incomplete); "
+                          "resigning so that a new election loads it again", self.controller_id)
+            self._resign("the failover did not complete")
 
     def _bump_controller_epoch(self) -> tuple[int, int]:
         while True:
@@ -193,9 +202,19 @@ class KafkaController(AlterPartitionHandler):
             self.active = False
             self.ctx.clear()
         self.channels.close()
+        self._delete_controller_znode()
+
+    def _controller_znode_is_ours(self) -> bool:
         try:
             data, _ = self.zk.get(zk_paths.CONTROLLER)
-            if zk_paths.decode(data).get("brokerid") == self.controller_id:
+            return zk_paths.decode(data).get("brokerid") == self.controller_id
+        except Exception:  # noqa: BLE001 - gone, or ZooKeeper out of reach: not known to be ours
+            return False
+
+    def _delete_controller_znode(self) -> None:
+        """Delete /controller if it names this controller (a resignation); its watchers then elect."""
+        try:
+            if self._controller_znode_is_ours():
                 self.zk.delete(zk_paths.CONTROLLER)
         except Exception:  # noqa: BLE001 - the znode may be gone with the session
             pass

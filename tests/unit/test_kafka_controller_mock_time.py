@@ -115,3 +115,61 @@ def test_a_failed_send_backs_off_on_the_clock_and_close_ends_the_backoff():
     mgr.close()
     sender.join(5)
     assert not sender.is_alive() and stub.attempts == 3
+
+
+class FakeZk:
+    """Just enough of ZooKeeper for an election: /controller and /controller_epoch."""
+
+    def __init__(self):
+        self.nodes = {}
+
+    def create(self, path, data=b"", ephemeral=False):
+        from kazoo.exceptions import NodeExistsError
+        if path in self.nodes:
+            raise NodeExistsError()
+        self.nodes[path] = data
+
+    def get(self, path):
+        from kazoo.exceptions import NoNodeError
+        if path not in self.nodes:
+            raise NoNodeError()
+        return self.nodes[path], type("Stat", (), {"version": 0})()
+
+    def set(self, path, data, version=-1):
+        self.nodes[path] = data
+        return type("Stat", (), {"version": 1})()
+
+    def delete(self, path):
+        self.nodes.pop(path, None)
+
+
+def test_a_failover_that_fails_midway_resigns_so_that_a_new_election_loads_everything(monkeypatch):
+    """Kafka's elect(): an exception in onControllerFailover triggers a controller move. Without it the
+    controller stayed active with some topics never loaded, and their partitions never got a leader."""
+    from kazoo.exceptions import ConnectionLoss
+    c = KafkaController(1, "127.0.0.1", 1, "127.0.0.1:1", time=MockTime())
+    zk = FakeZk()
+    monkeypatch.setattr(c, "zk", zk)
+    loads = []
+
+    def failover():
+        loads.append(1)
+        if len(loads) == 1:
+            raise ConnectionLoss()          # ZooKeeper lost in the middle of loading the topics
+    monkeypatch.setattr(c, "_on_become_active", failover)
+    c._elect()
+    assert not c.active and zk_paths.CONTROLLER not in zk.nodes      # resigned: the others may elect
+    c._elect()                                                         # the watch's new election
+    assert c.active and len(loads) == 2
+
+
+def test_a_controller_znode_of_ours_left_behind_is_deleted_for_a_new_election(monkeypatch):
+    c = KafkaController(1, "127.0.0.1", 1, "127.0.0.1:1", time=MockTime())
+    zk = FakeZk()
+    monkeypatch.setattr(c, "zk", zk)
+    zk.nodes[zk_paths.CONTROLLER] = zk_paths.encode({"brokerid": 1})    # ours, but this controller is not active
+    c._elect()
+    assert zk_paths.CONTROLLER not in zk.nodes
+    zk.nodes[zk_paths.CONTROLLER] = zk_paths.encode({"brokerid": 2})    # another's: left alone
+    c._elect()
+    assert zk.nodes[zk_paths.CONTROLLER] == zk_paths.encode({"brokerid": 2})

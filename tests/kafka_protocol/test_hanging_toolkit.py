@@ -88,6 +88,13 @@ def test_a_late_produce_after_the_abort_hangs_and_the_toolkit_finds_and_aborts_i
     leader_address = f"{brokers[leader_of['leader_id']].host}:19192"
     follower_id = next(b for b in leader_of["replica_nodes"] if b != leader_of["leader_id"])
 
+    # both transaction coordinators own their __transaction_state partitions before the transaction starts
+    # (one that registers later takes partitions over from the other, moving the id's coordinator)
+    from services.common.internal_topics import partition_for
+    keys = [next(f"k{i}" for i in range(1000) if partition_for(f"k{i}", 4) == p) for p in range(4)]
+    h.wait_for(lambda: len({c.node_id for c in send(leader_address, 10, 4, key_type=1,
+                                                    coordinator_keys=keys).coordinators if c.error_code.value == 0})
+               == len(info.by_role("txn-coordinator")), timeout=60, what="every transaction coordinator assigned")
     fc = send(leader_address, 10, 4, key_type=1, coordinator_keys=[tid]).coordinators[0]
     coordinator = f"{fc.host}:{fc.port}"
     init = send(coordinator, 22, 4, transactional_id=tid, transaction_timeout=60000, producer_id=-1,
@@ -104,6 +111,9 @@ def test_a_late_produce_after_the_abort_hangs_and_the_toolkit_finds_and_aborts_i
     assert late == 2
     assert offsets(leader_address, topic) == (2, 3)                      # the hang: LSO stands at 2
 
+    # the id's coordinator now: a transaction coordinator that registered after the test began takes over
+    # some __transaction_state partitions (and loads their transactions), as Kafka's coordinators move
+    fc = send(leader_address, 10, 4, key_type=1, coordinator_keys=[tid]).coordinators[0]
     listed = table(eoslab(eoslab_home, "transactions", "--bootstrap-server", boot, "list").stdout)
     assert {"TransactionalId": tid, "Coordinator": str(fc.node_id), "ProducerId": str(pid),
             "TransactionState": "CompleteAbort"} in listed

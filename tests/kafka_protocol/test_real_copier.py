@@ -37,6 +37,10 @@ def shared(eoslab_home):
 
 def _run(shared, tmp_path, client, nemesis=("none",), time_limit=10, seed=5, **settings):
     out = str(tmp_path / "run")
+    # the drain after the heal ends as soon as the input is copied; on a loaded 2-core machine one real
+    # client copier catching up on a 15 s backlog has taken more than the default 60 s (a transaction every
+    # 0.35 s, steadily, in a CI run): three minutes is the bound, not the expected time
+    settings = {"workload.drain-timeout": "180", **settings}
     cfg = RunConfig(workload="copier", nemesis=list(nemesis), time_limit=time_limit, seed=seed, out=out,
                     cluster=shared.cluster_name, client=client, settings=settings)
     code = run(cfg)

@@ -42,7 +42,7 @@ import traceback
 import uuid
 
 import eoslab
-from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_VALID, to_json
+from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_VALID, write_results
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.apps.config import AppRunConfig
@@ -84,8 +84,8 @@ def app_run(cfg: AppRunConfig, log=sys.stderr) -> int:
             run.history.close()
             meta["app_errors"] = [str(e)]
             _write_meta(cfg.out, meta)
-            _write_results(cfg.out, {"verdict": "app-error", "valid": "unknown", "anomalies": {},
-                                     "app_errors": [str(e)], "stats": {}})
+            write_results(cfg.out, {"verdict": "app-error", "valid": "unknown", "anomalies": {},
+                                    "app_errors": [str(e)], "stats": {}})
             return EXIT_BAD_INPUT
         except Exception as e:  # noqa: BLE001 - the run itself failed: a lab error, then clean up
             meta["error"] = f"{type(e).__name__}: {e}"
@@ -365,9 +365,3 @@ def _progress(t0: float, limit: float, seeder, reader, runner) -> str:
 
 def _write_meta(out: str, meta: dict) -> None:
     replace_json(os.path.join(out, "run.json"), meta, indent=1)
-
-
-def _write_results(out: str, result: dict) -> None:
-    with open(os.path.join(out, "results.json"), "w") as f:
-        f.write(to_json(result, indent=1) + "\n")
-

@@ -59,12 +59,12 @@ import uuid
 from dataclasses import dataclass, field
 
 import eoslab
-from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_STATUS_HELP, EXIT_VALID
+from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_STATUS_HELP
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.offsets_monitor import OffsetsMonitor
-from eoslab.common.files import replace_json
-from cluster.run_judging import check, save_logs, write_unjudged
+from cluster.run_judging import check, tear_down, write_unjudged
+from cluster.run_judging import write_meta as _write_meta
 from cluster.run_settings import RunSettings
 from cluster.workloads import WORKLOADS, workload_class
 from eoslab import kafka_version
@@ -221,10 +221,7 @@ def run(cfg: RunConfig, log=sys.stderr) -> int:
             st.history.close()
         code = st.judge()
     finally:
-        if st.rt is not None and code != EXIT_VALID:
-            save_logs(st.rt, cfg.out)
-        if st.own and st.rt is not None:
-            st.rt.down()
+        tear_down(st.rt, st.own, code, cfg.out)
     return code
 
 
@@ -361,7 +358,3 @@ class _Run:
         _write_meta(self.cfg.out, self.meta)
         write_unjudged(self.cfg.out, errors, why)
         return EXIT_LAB_ERROR
-
-
-def _write_meta(out: str, meta: dict) -> None:
-    replace_json(os.path.join(out, "run.json"), meta, indent=1)     # whole: `eoslab serve` may read it meanwhile

@@ -5,7 +5,10 @@ the checker could not judge.
 Guarantees: `check(out)` runs `eoslab check` on DIR/history.jsonl in a fresh interpreter (it reads
 run.json's lab errors and writes DIR/results.json and DIR/report.html) and returns its exit status,
 or (EXIT_LAB_ERROR, why) when it printed no verdict; `write_unjudged` writes results.json and
-report.html holding the lab errors alone; `save_logs` never raises.
+report.html holding the lab errors alone; `save_logs` never raises;
+`write_meta` replaces DIR/run.json whole (`eoslab serve` may read it
+meanwhile); `tear_down` keeps the nodes' logs of a run that was not valid
+and stops a cluster the run started.
 """
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import os
 import subprocess
 import sys
 
-from checker.result import EXIT_LAB_ERROR
+from checker.result import EXIT_LAB_ERROR, EXIT_VALID
+from eoslab.common.files import replace_json
 
 
 def save_logs(rt, out: str, lines: int = 5000) -> None:
@@ -56,3 +60,17 @@ def write_unjudged(out: str, errors: list[dict], why: str) -> None:
     result = with_verdict({"valid": "unknown", "anomalies": {}, "stats": {"reason": why}}, errors)
     write_results(out, result)
     write_report(os.path.join(out, "report.html"), result, title=f"{os.path.basename(out)} (not judged)")
+
+
+def write_meta(out: str, meta: dict) -> None:
+    replace_json(os.path.join(out, "run.json"), meta, indent=1)
+
+
+def tear_down(rt, own: bool, code: int, out: str) -> None:
+    """The end of every run: the nodes' log tails beside a run that was not valid, its own cluster down."""
+    if rt is None:
+        return
+    if code != EXIT_VALID:
+        save_logs(rt, out)
+    if own:
+        rt.down()

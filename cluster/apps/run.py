@@ -42,7 +42,7 @@ import traceback
 import uuid
 
 import eoslab
-from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, EXIT_VALID, write_results
+from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, write_results
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
 from cluster.apps.config import AppRunConfig
@@ -53,7 +53,8 @@ from cluster.apps.seeder import Seeder, TailReader, text
 from cluster.offsets_monitor import OffsetsMonitor
 from cluster.workloads.base import final_read
 from eoslab import kafka_version
-from eoslab.common.files import replace_json
+from cluster.run_judging import tear_down
+from cluster.run_judging import write_meta as _write_meta
 
 STARTUP_S = 5.0            # an instance that exits by itself this soon after starting "exited at start"
 RESTART_BACKOFF_S = (1.0, 10.0)    # a self-exited instance is restarted after 1 s, doubling to 10 s
@@ -100,11 +101,7 @@ def app_run(cfg: AppRunConfig, log=sys.stderr) -> int:
             run.history.close()
         code = run.judge()
     finally:
-        if run.rt is not None and code != EXIT_VALID:
-            from cluster.run import save_logs
-            save_logs(run.rt, cfg.out)
-        if run.own and run.rt is not None:
-            run.rt.down()
+        tear_down(run.rt, run.own, code, cfg.out)
     return code
 
 
@@ -282,7 +279,7 @@ class _AppRun:
         print(f"the application did not catch up within {cfg.drain_timeout_s:.0f} s of the heal", file=self.log)
 
     def judge(self) -> int:
-        from cluster.run import check, write_unjudged
+        from cluster.run_judging import check, write_unjudged
         errors = lab.from_notes(self.history)
         faults = list(self.runner.faults) if self.runner is not None else []
         self.meta["fault_windows"] = faults + self.windows
@@ -361,7 +358,3 @@ def _last_line(path: str) -> str:
 def _progress(t0: float, limit: float, seeder, reader, runner) -> str:
     return (f"\r[{time.monotonic() - t0:5.1f}/{limit:.0f}s] input {seeder.acknowledged:>7}  "
             f"output seen {reader.seen:>7}  fault: {runner.current or '-':<16}")
-
-
-def _write_meta(out: str, meta: dict) -> None:
-    replace_json(os.path.join(out, "run.json"), meta, indent=1)

@@ -231,6 +231,9 @@ def _aiokafka_error(e: BaseException) -> BaseException:
     return KafkaError(errno, str(e)) if isinstance(errno, int) and errno > 0 else e
 
 
+ENQUEUE_BOUND_S = 120.0     # far beyond aiokafka's own bound on the metadata wait (request_timeout_ms)
+
+
 class AioKafkaProducer:
     def __init__(self, bootstrap: str, props: dict):
         from aiokafka import AIOKafkaProducer
@@ -248,13 +251,27 @@ class AioKafkaProducer:
             raise
 
     def send(self, topic: str, value: bytes, partition: int) -> concurrent.futures.Future:
-        async def send():
+        """Returns once the record is in the accumulator, as Java's send() returns after its metadata wait:
+        aiokafka's send() first waits for the topic's metadata, and a commit or abort asked for during
+        that wait would end the transaction without the record, which then joins the next one. aiokafka
+        bounds the wait itself (request_timeout_ms); an enqueue that fails gives a failed future."""
+        async def enqueue():
+            return await self.p.send(topic, value, partition=partition)
+
+        async def delivered(batch_future):
             try:
-                m = await self.p.send_and_wait(topic, value, partition=partition)
+                m = await batch_future
             except Exception as e:  # noqa: BLE001 - converted for the errors table
                 raise _aiokafka_error(e) from None
             return SendResult(m.offset)
-        return self.io.submit(send())
+        try:
+            batch_future = self.io.run(enqueue(), ENQUEUE_BOUND_S)
+        except Exception as e:  # noqa: BLE001 - the record never reached the accumulator
+            failed: concurrent.futures.Future = concurrent.futures.Future()
+            failed.set_exception(_aiokafka_error(e) if not isinstance(e, concurrent.futures.TimeoutError)
+                                 else TimeoutError(f"aiokafka: the record was not enqueued in {ENQUEUE_BOUND_S} s"))
+            return failed
+        return self.io.submit(delivered(batch_future))
 
     def close(self, timeout: float = 5.0) -> None:
         try:

@@ -213,6 +213,9 @@ def client_transaction(producer, topic: str, mops: list, op_timeout: float, abor
         except Exception:  # noqa: BLE001 - no commit was ever asked for: it stays uncommitted
             return result("fail", False, "aborted-by-client")
     try:
+        unsent = next((f.exception(0) for f in futures if f.done() and f.exception(0) is not None), None)
+        if unsent is not None:      # a record that never reached the accumulator: Kafka's clients refuse
+            raise unsent            # the commit (an abortable error); aiokafka would commit without it
         producer.commit(op_timeout)
         return result("ok", True)
     except Exception as e:  # noqa: BLE001 - classified below

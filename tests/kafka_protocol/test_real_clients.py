@@ -323,6 +323,28 @@ def test_aiokafka_read_committed_sees_only_committed_transactions(kcluster):
     assert len(out["read_uncommitted"]) == 12
 
 
+def test_the_lab_s_aiokafka_driver_commits_a_record_sent_before_its_topic_s_metadata_arrived(kcluster):
+    """aiokafka's send() waits for the topic's metadata before it appends; a commit asked for in that wait
+    ended an empty transaction, and the record joined (and was committed or aborted with) the next one:
+    an aborted-by-client transaction's values read as committed (G1a in a kill-leader run)."""
+    pytest.importorskip("aiokafka")
+    from cluster.workloads.real_txn import client_transaction, make_txn_producer
+    boot = kcluster.info().kafka_bootstrap
+    p = make_txn_producer("aiokafka", boot, {}, f"ak-drv-{uuid.uuid4().hex[:6]}")
+    try:
+        first = _topic(boot, "ak-drv-a")        # created after the producer started: no metadata cached
+        committed = client_transaction(p, first, [["send", 0, 1], ["send", 0, 2]], 20)
+        second = _topic(boot, "ak-drv-b")
+        aborted = client_transaction(p, second, [["send", 0, 3]], 20, abort=True)
+        after = client_transaction(p, second, [["send", 0, 4]], 20)
+    finally:
+        p.close(5)
+    assert committed.type == "ok" and [m[2] for m in committed.value] == [[0, 1], [1, 2]]
+    assert aborted.type == "fail" and after.type == "ok"
+    assert _read_all(boot, first, 1, "read_committed", 2) == ["1", "2"]
+    assert _read_all(boot, second, 1, "read_committed", 1) == ["4"]
+
+
 def test_cluster_status_shows_kafka_bootstrap_beside_bootstrap(kcluster, eoslab_home):
     import json
     import subprocess

@@ -329,3 +329,13 @@ PACKAGES = {
     "kill-coordinator": KillCoordinator(),
     "delay-end-txn": DelayEndTxn(),
 }
+
+
+def _more_packages() -> dict:
+    """The disk and clock packages, each family in its own module."""
+    from cluster.nemesis_clock import CLOCK_PACKAGES
+    from cluster.nemesis_disk import DISK_PACKAGES
+    return {**DISK_PACKAGES, **CLOCK_PACKAGES}
+
+
+PACKAGES.update(_more_packages())

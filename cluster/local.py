@@ -12,7 +12,12 @@ cluster secret (file `cluster-secret` in the cluster's directory, owner-only),
 hands it to every service ($EOSLAB_CLUSTER_SECRET_FILE) and registers it for
 the cluster's hosts in this process, so the harness (fault injection) is a
 member and nobody else is. Service logs (logs/NAME.log) rotate; what a
-service prints outside its logging goes to logs/NAME.out.
+service prints outside its logging goes to logs/NAME.out. With `disk="lazy"`
+every broker's data directory is a lazy filesystem (cluster.lazy_disks),
+mounted before the broker starts and kept across its kills and restarts;
+`up` refuses in one line, before anything starts, where FUSE is unusable;
+`down` unmounts every lazyfs mount under the cluster's directory, whoever
+mounted it, before it removes the data.
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ import subprocess
 import sys
 import time
 
-from cluster import netfilter, slots, zookeeper
+from cluster import lazy_disks, netfilter, slots, zookeeper
 from cluster.local_nodes import KAFKA_PORT, node_specs, zk_address
 from cluster.local_processes import REPO, LocalProcesses  # noqa: F401 - REPO re-exported
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
@@ -59,7 +64,8 @@ class LocalRuntime(LocalProcesses, Runtime):
     def __init__(self, cluster_name: str = "default", home: str | None = None, brokers: int = 3,
                  controllers: int = 2, broker_args: list[str] | None = None,
                  controller_args: list[str] | None = None, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                 txn_coordinators: int = 2, txn_coordinator_args: list[str] | None = None):
+                 txn_coordinators: int = 2, txn_coordinator_args: list[str] | None = None,
+                 disk: str | None = None):
         self.cluster_name = cluster_name
         self.dir = os.path.join(home or default_home(), "clusters", cluster_name)
         self.state_path = os.path.join(self.dir, "state.json")
@@ -78,7 +84,7 @@ class LocalRuntime(LocalProcesses, Runtime):
                           "broker_args": broker_args or [], "controller_args": controller_args or [],
                           "session_timeout_ms": session_timeout_ms, "slot": None, "nodes": {},
                           "txn_coordinators": txn_coordinators,
-                          "txn_coordinator_args": txn_coordinator_args or []}
+                          "txn_coordinator_args": txn_coordinator_args or [], "disk": disk}
         self._register_secret()
 
     # -- state ----------------------------------------------------------------------------------
@@ -130,6 +136,9 @@ class LocalRuntime(LocalProcesses, Runtime):
                                f"--name {self.cluster_name})")
         zookeeper.find_zookeeper_classpath()
         zookeeper.java_binary()
+        why = lazy_disks.refusal(self.state.get("disk"))
+        if why:
+            raise ClusterError(why)
         from cluster import service_args
         try:       # a flag a service would refuse fails here, in one line, before anything starts
             for role, key in (("broker", "broker_args"), ("controller", "controller_args"),
@@ -245,6 +254,10 @@ class LocalRuntime(LocalProcesses, Runtime):
             netfilter.kill_cgroups(self.state["slot"], cwd=self.dir)   # this cluster's nodes no state names
             netfilter.remove_cgroups(self.state["slot"])
             slots.release(self.state["slot"])
+        try:                            # the data may only go once no filesystem is mounted on it
+            lazy_disks.unmount_all(self.dir)
+        except lazy_disks.LazyFsError as e:
+            raise ClusterError(str(e)) from None
         if self.state.get("slot"):      # this process stops sending the old secret to the slot's hosts
             auth.unregister([s["host"] for s in self._node_specs().values()])
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -263,6 +276,24 @@ class LocalRuntime(LocalProcesses, Runtime):
 
     def bootstrap_all(self) -> str:
         return ",".join(n.address for n in self.info().nodes if n.role == "broker")
+
+    def _spawn(self, name: str) -> None:
+        if self.state.get("disk") == "lazy" and self._node_specs()[name]["role"] == "broker":
+            self.disks.ensure(name)           # kept when live: the disk outlives the broker's process
+        super()._spawn(name)
+
+    @property
+    def disks(self) -> lazy_disks.LazyDisks:
+        return lazy_disks.LazyDisks(self.dir)
+
+    def disk(self, node: str):
+        """The node's lazy filesystem (cluster.lazyfs.LazyFs), for the disk faults; a ClusterError when
+        the node's data directory is not one."""
+        self._check_node(node)
+        if self.state.get("disk") != "lazy" or self._node_specs()[node]["role"] != "broker":
+            raise ClusterError(f"{node}'s data directory is not on a lazy filesystem (a cluster started "
+                               f"with disk=\"lazy\" has its brokers' there)")
+        return self.disks.fs(node)
 
     def _check_node(self, node: str) -> None:
         if node not in self._node_specs():

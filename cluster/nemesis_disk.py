@@ -1,8 +1,207 @@
 """The disk fault packages (the lazy filesystem's lose-unsynced, torn-write and corrupt).
 
 Guarantees: `DISK_PACKAGES` names every disk package `eoslab run --nemesis`
-takes; each is a `cluster.nemesis_packages.FaultPackage`.
+takes; each is a `cluster.nemesis_packages.FaultPackage` with `process_fault`
+(each kills the brokers it hits). They act on a local cluster whose brokers'
+data directories are lazy filesystems (LocalRuntime's `disk="lazy"`, which a
+run that names one of them asks for: `run_disk(cfg)`; `refusal(cfg)` is the
+one line that refuses such a run where it cannot have them). Each fault first
+SIGKILLs the service process of every broker it hits, and only once all of
+them are gone touches their filesystems, as a power loss would; the stop
+starts them again, on the same filesystems. Targets are drawn from the run's
+seeded RNG, with the running brokers as they are when the fault starts:
+
+- `lose-unsynced`: one broker, a partition's leader with its in-sync
+  followers (a correlated power loss), or every broker; every write since
+  each file's last fsync is dropped.
+- `torn-write`: the same targets; each file also keeps a seeded prefix of its
+  last unsynced write (ordered or not, drawn from the seed).
+- `corrupt`: one broker, killed; what it wrote is made durable (a process
+  crash: the page cache reaches the disk), then 1-4 bytes are flipped in the
+  tail of a segment, in a checkpoint or in an index of the workload's topic
+  (of any partition the broker holds when the topic has none of that kind).
+
+What `start` returns (and the history records) names the nodes, the
+parameters drawn and what was hit: per node the files touched and the bytes
+dropped (or kept, or flipped). A fault that fails after killing restarts the
+nodes it killed before it raises.
 """
 from __future__ import annotations
 
-DISK_PACKAGES: dict = {}
+import os
+from typing import TYPE_CHECKING
+
+from cluster.nemesis_packages import FaultPackage
+
+if TYPE_CHECKING:
+    from cluster.nemesis import Context
+
+SPREADS = ("one", "leader-isr", "all")
+FILES_RECORDED = 20                  # per node, the files with the most bytes dropped; the rest are counted
+
+
+def run_disk(cfg) -> str | None:
+    """The disk a run's cluster needs: "lazy" when it plays a disk package, else None."""
+    from cluster import run_schedule
+    names = list(cfg.nemesis)
+    if getattr(cfg, "schedule_file", None):
+        names += run_schedule.packages(run_schedule.load(cfg.schedule_file, cfg.time_limit))
+    return "lazy" if any(n in DISK_PACKAGES for n in names) else None
+
+
+def refusal(cfg) -> str | None:
+    """One line saying why this run cannot play its disk packages here, or None."""
+    if run_disk(cfg) is None:
+        return None
+    names = ", ".join(n for n in DISK_PACKAGES if n in cfg.nemesis) or "the schedule's disk faults"
+    if cfg.runtime != "local":
+        return f"{names}: the disk faults need --runtime local (brokers on the lazy filesystem)"
+    if cfg.cluster:
+        return f"{names}: the disk faults need a cluster the run starts itself, not --cluster"
+    from cluster import lazy_disks
+    why = lazy_disks.refusal("lazy")
+    if why is None:
+        return None
+    return f"{names}: the disk faults need the lazy filesystem, which cannot mount here: {why.removeprefix('lazyfs: ')}"
+
+
+def _brokers(ctx: Context, spread: str) -> list[str]:
+    running = ctx.nodes("broker")
+    if not running:
+        return []
+    if spread == "all":
+        return running
+    if spread == "leader-isr":
+        p = ctx.rng.randrange(ctx.partitions)
+        try:
+            resp = ctx.metadata.refresh([ctx.topic])
+            meta = next(pm for t in resp.topics if t.name == ctx.topic for pm in t.partitions if pm.partition == p)
+        except Exception:  # noqa: BLE001 - mid-fault metadata: fall back to one broker
+            meta = None
+        if meta is not None and meta.leader >= 0:
+            ids = [meta.leader] + [i for i in meta.isr if i != meta.leader]
+            out = [f"broker-{i}" for i in ids if f"broker-{i}" in running]
+            if out:
+                return sorted(out)
+    return [ctx.rng.choice(running)]
+
+
+def _summary(result: dict, key: str = "lost_bytes") -> dict:
+    """What a lazyfs fault did to one node's files: totals, and the files that lost the most."""
+    files = sorted(result.items(), key=lambda kv: (-kv[1].get(key, 0), kv[0]))
+    out = {"files": len(files), "bytes_dropped": sum(r.get("lost_bytes", 0) for r in result.values()),
+           "files_removed": sum(1 for r in result.values() if r.get("removed"))}
+    out["by_file"] = {path: r for path, r in files[:FILES_RECORDED]}
+    return out
+
+
+class _DiskFault(FaultPackage):
+    process_fault = True
+
+    def targets(self, ctx: Context) -> tuple[str, list[str]]:
+        spread = ctx.rng.choice(SPREADS)
+        return spread, _brokers(ctx, spread)
+
+    def params(self, ctx: Context) -> dict:
+        return {}
+
+    def hit(self, ctx: Context, fs, params: dict) -> dict:
+        raise NotImplementedError
+
+    def start(self, ctx):
+        spread, nodes = self.targets(ctx)
+        if not nodes:
+            return None
+        params = self.params(ctx)
+        rt = ctx.runtime
+        disks = {n: rt.disk(n) for n in nodes}        # before any kill: a cluster without lazy disks refuses
+        killed = []
+        try:
+            for n in nodes:                           # the power goes: every process first
+                rt.kill(n)
+                killed.append(n)
+                if rt.info().node(n).state != "dead":
+                    raise RuntimeError(f"{n} outlived SIGKILL: its disk is left as it is")
+            hit = {n: self.hit(ctx, disks[n], params) for n in nodes}
+        except BaseException:
+            for n in killed:
+                rt.start(n)
+            raise
+        return {"nodes": nodes, "spread": spread, **params, "hit": hit}
+
+    def stop(self, ctx, started):
+        if started:
+            for n in started["nodes"]:
+                ctx.runtime.start(n)
+        return started
+
+
+class LoseUnsynced(_DiskFault):
+    name = "lose-unsynced"
+
+    def hit(self, ctx, fs, params):
+        return _summary(fs.lose_unsynced())
+
+
+class TornWrite(_DiskFault):
+    name = "torn-write"
+
+    def params(self, ctx):
+        return {"seed": ctx.rng.randrange(1 << 31), "ordered": ctx.rng.random() < 0.5}
+
+    def hit(self, ctx, fs, params):
+        out = _summary(fs.torn_write(params["seed"], ordered=params["ordered"]))
+        out["bytes_kept"] = sum(r.get("kept_prefix", 0) for r in out["by_file"].values())
+        return out
+
+
+def _kind(path: str) -> str | None:
+    name = os.path.basename(path)
+    if name.endswith(".tmp"):
+        return None
+    if name.endswith(".log"):
+        return "segment-tail"
+    if "checkpoint" in name or name.endswith(".snapshot"):
+        return "checkpoint"
+    if name.endswith("index") or "index" in name.rsplit(".", 1)[-1]:
+        return "index"
+    return None
+
+
+class Corrupt(_DiskFault):
+    """Flip bytes of one killed broker's durable files: a segment's tail, a checkpoint or an index."""
+    name = "corrupt"
+
+    def targets(self, ctx):
+        return "one", _brokers(ctx, "one")
+
+    def params(self, ctx):
+        return {"seed": ctx.rng.randrange(1 << 31)}
+
+    def hit(self, ctx, fs, params):
+        fs.sync_all()                        # a process crash: what it wrote reaches the disk
+        found: dict[str, dict[str, list[tuple[str, int]]]] = {}
+        for root, dirs, files in os.walk(fs.mountpoint):
+            dirs.sort()
+            ours = os.path.basename(root).startswith(f"{ctx.topic}-")
+            for f in sorted(files):
+                path = os.path.join(root, f)
+                kind, size = _kind(path), os.path.getsize(path)
+                if kind and size > 0:
+                    found.setdefault("topic" if ours else "other", {}).setdefault(kind, []).append(
+                        (os.path.relpath(path, fs.mountpoint), size))
+        pool = found.get("topic") or found.get("other") or {}
+        if not pool:
+            return {"corrupted": None, "why": "no segment, checkpoint or index with bytes in it"}
+        kind = ctx.rng.choice(sorted(pool))
+        path, size = ctx.rng.choice(pool[kind])
+        if kind == "segment-tail":
+            offset = size - 1 - ctx.rng.randrange(min(size, 64))
+        else:
+            offset = ctx.rng.randrange(size)
+        length = ctx.rng.randint(1, min(4, size - offset))
+        fs.corrupt(path, offset, length, params["seed"])
+        return {"kind": kind, "path": path, "size": size, "offset": offset, "bytes_flipped": length}
+
+
+DISK_PACKAGES: dict = {p.name: p for p in (LoseUnsynced(), TornWrite(), Corrupt())}

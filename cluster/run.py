@@ -113,6 +113,9 @@ class RunConfig:
             run_schedule.load(self.schedule_file, self.time_limit)
         if self.runtime not in runtime_kinds():
             raise ValueError(f"runtime {self.runtime!r} is not available (available: {', '.join(runtime_kinds())})")
+        from cluster.nemesis_disk import refusal     # the disk packages: the local runtime, FUSE usable here
+        if (why := refusal(self)) is not None:
+            raise ValueError(why)
         if self.runtime == "k8s" and not self.cluster:
             raise ValueError("the k8s runtime runs on a cluster deployed with `kubectl apply -k k8s/`: "
                              "name its namespace with --cluster (e.g. --cluster eoslab)")
@@ -169,6 +172,7 @@ def make_runtime(cfg: RunConfig, wl_cls, s: RunSettings):
     """The runtime the run acts on, and whether the run owns (starts and stops) its cluster."""
     from cluster.local import LocalRuntime
     from cluster.runtimes import choose, open_runtime
+    from cluster.nemesis_disk import run_disk      # "lazy" when the run plays a disk package
     coordinators = 2 if wl_cls.transactional else 0
     if cfg.cluster:
         if cfg.runtime == "local":
@@ -181,7 +185,7 @@ def make_runtime(cfg: RunConfig, wl_cls, s: RunSettings):
         return rt, False
     name = f"run-{uuid.uuid4().hex[:8]}"
     local_extra = {"controller_args": [*wl_cls.controller_args, *s.controller_args()],
-                   "txn_coordinator_args": s.coordinator_args()}
+                   "txn_coordinator_args": s.coordinator_args(), "disk": run_disk(cfg)}
     kind = choose(cfg.runtime)[0] if cfg.runtime == "auto" else cfg.runtime
     extra = local_extra if kind == "local" else {"kafka_version": cfg.kafka_version}
     return open_runtime(kind, name, brokers=3, controllers=2, txn_coordinators=coordinators,

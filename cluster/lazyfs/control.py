@@ -2,7 +2,8 @@
 
 Guarantees:
 - `LazyFs.available()` is None where a lazy filesystem can be mounted, else one line saying
-  why not (no /dev/fuse, no fusermount3, no libfuse3, no mfusepy); `mount()` raises
+  why not (no FUSE device: /dev/fuse, or $EOSLAB_FUSE_DEVICE where set; no fusermount3, no
+  libfuse3, no mfusepy); `mount()` raises
   `LazyFsUnavailable` with that line, and changes nothing.
 - `mount()` returns only once the filesystem is live: the mount process has said `ready`
   from FUSE's init and the mount point is in /proc/mounts as `fuse.lazyfs`. It raises
@@ -31,6 +32,12 @@ import sys
 import time
 
 FSTYPE = "fuse.lazyfs"
+FUSE_DEVICE_ENV = "EOSLAB_FUSE_DEVICE"      # the FUSE device to use (default /dev/fuse)
+
+
+def fuse_device() -> str:
+    """The FUSE device: $EOSLAB_FUSE_DEVICE, else /dev/fuse."""
+    return os.environ.get(FUSE_DEVICE_ENV) or "/dev/fuse"
 
 
 class LazyFsError(RuntimeError):
@@ -123,12 +130,13 @@ class LazyFs:
     @staticmethod
     def available() -> str | None:
         """None when a lazy filesystem can be mounted here, else the one-line reason why not."""
-        if not os.path.exists("/dev/fuse"):
-            return "lazyfs: no /dev/fuse on this machine (pass --device /dev/fuse to a container)"
+        dev = fuse_device()
+        if not os.path.exists(dev):
+            return f"lazyfs: no {dev} on this machine (pass --device /dev/fuse to a container)"
         try:
-            os.close(os.open("/dev/fuse", os.O_RDWR))
+            os.close(os.open(dev, os.O_RDWR))
         except OSError as e:
-            return f"lazyfs: /dev/fuse cannot be opened: {e.strerror}"
+            return f"lazyfs: {dev} cannot be opened: {e.strerror}"
         if shutil.which("fusermount3") is None:
             return "lazyfs: fusermount3 is missing (Debian's fuse3 package)"
         if ctypes.util.find_library("fuse3") is None:

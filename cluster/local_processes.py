@@ -3,7 +3,10 @@
 Guarantees: each node runs in its own session (it outlives the command that
 started it) and its own cgroup (network faults can target it), with the
 repo on its PYTHONPATH and the cluster secret's file (never the secret
-itself) in its environment; ZooKeeper writes logs/zookeeper.log, a service
+itself) in its environment; in a cluster started for clock faults
+(cluster.faketime) a service, never ZooKeeper, starts with libfaketime
+preloaded and its own clock control file (any other cluster's environment
+is as it was); ZooKeeper writes logs/zookeeper.log, a service
 writes (and rotates) logs/NAME.log itself and what it prints outside its
 logging goes to logs/NAME.out. A node's pid is saved in the cluster's state
 as it starts; a pid is only ever signalled after checking that the process
@@ -19,7 +22,7 @@ import subprocess
 import sys
 import time
 
-from cluster import netfilter, procfs, zookeeper
+from cluster import faketime, netfilter, procfs, zookeeper
 from eoslab.common import auth
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +44,9 @@ class LocalProcesses:
         env.setdefault("PYTHONUNBUFFERED", "1")
         env[auth.SECRET_FILE_ENV] = self.secret_path
         env.pop(auth.SECRET_ENV, None)
+        if spec["role"] != "zookeeper" and faketime.enabled(self):   # a cluster started for clock faults
+            faketime.clean_env(env)
+            env.update(faketime.spawn_env(self, name))
         if spec["role"] == "zookeeper":
             log = open(os.path.join(self.dir, "logs", f"{name}.log"), "ab")
         else:   # the service writes (and rotates) NAME.log itself; stray prints and crashes go to NAME.out

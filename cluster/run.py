@@ -111,6 +111,9 @@ class RunConfig:
         if self.schedule_file:
             from cluster import run_schedule
             run_schedule.load(self.schedule_file, self.time_limit)
+        # a clock fault needs libfaketime and the local runtime
+        from cluster import faketime
+        faketime.check_run(self)
         if self.runtime not in runtime_kinds():
             raise ValueError(f"runtime {self.runtime!r} is not available (available: {', '.join(runtime_kinds())})")
         from cluster.nemesis_disk import refusal     # the disk packages: the local runtime, FUSE usable here
@@ -249,6 +252,9 @@ class _Run:
         self.windows.append(startup)
         self.rt, self.own = rt, own = make_runtime(cfg, self.wl_cls, s)
         meta["runtime_used"] = rt.name
+        # a clock fault: the run's services start with libfaketime
+        from cluster import faketime
+        faketime.prepare_run(rt, own, [e.package for e in self.events])
         self.mark = lab.LogMark(rt, whole=own)
         if own:
             print(f"starting a {rt.name} cluster for the run...", file=log)

@@ -9,14 +9,20 @@ line saying why.
 from __future__ import annotations
 
 TOPIC_CONFIG_KEYS = {
+    "flush.messages": int,
+    "flush.ms": int,
     "max.message.bytes": int,
     "min.insync.replicas": int,
     "segment.bytes": int,
     "unclean.leader.election.enable": lambda v: {"true": True, "false": False}[v.lower()],
 }
 INT32_MAX = 2 ** 31 - 1
-# Kafka's bounds (LogConfig: INT configs; segment.bytes at least 14 bytes, one legacy record's overhead).
+INT64_MAX = 2 ** 63 - 1
+# Kafka's bounds (LogConfig: INT configs; segment.bytes at least 14 bytes, one legacy record's overhead;
+# the LONG configs flush.messages at least 1 and flush.ms at least 0).
 TOPIC_CONFIG_RANGES = {
+    "flush.messages": (1, INT64_MAX),
+    "flush.ms": (0, INT64_MAX),
     "max.message.bytes": (1, INT32_MAX),
     "min.insync.replicas": (1, INT32_MAX),
     "segment.bytes": (14, INT32_MAX),

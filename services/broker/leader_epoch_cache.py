@@ -1,8 +1,9 @@
 """LeaderEpochFileCache: (leader epoch, start offset) pairs of a partition's log, on disk.
 
 Guarantees: entries are strictly increasing in epoch and non-decreasing in
-start offset; every change is written to `leader-epoch-checkpoint` (temp file,
-fsync, rename) before it takes effect; `end_offset_for(epoch)` answers as
+start offset; every change is written to `leader-epoch-checkpoint` before it
+takes effect, as Kafka's CheckpointFile writes it (temp file, fsync, rename,
+fsync of the directory: checkpoints.write_checkpoint_file); `end_offset_for(epoch)` answers as
 Kafka's OffsetsForLeaderEpoch does (KIP-101/279): the largest known epoch not
 above the one asked for, and the offset where the next epoch starts (or the
 log end for the latest epoch).
@@ -12,6 +13,8 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+
+from services.broker.checkpoints import write_checkpoint_file
 
 CHECKPOINT = "leader-epoch-checkpoint"
 UNDEFINED = (-1, -1)
@@ -38,12 +41,8 @@ class LeaderEpochFileCache:
             self.entries = []
 
     def _flush(self) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"0\n{len(self.entries)}\n" + "".join(f"{e} {o}\n" for e, o in self.entries))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_checkpoint_file(self.path, f"0\n{len(self.entries)}\n" +
+                              "".join(f"{e} {o}\n" for e, o in self.entries))
 
     @property
     def latest_epoch(self) -> int:

@@ -1,243 +1,164 @@
 """UnifiedLog and LogSegment: a partition's log as segment files on disk.
 
-Guarantees: a batch returned by `append` is in the OS page cache before the
-call returns, so it survives a SIGKILL of the broker; opening a log recovers
-it: a torn frame or a CRC mismatch at the tail is cut off together with
-everything after it, and the log then ends at the last whole, valid batch.
-Offsets are dense and increasing; `read` returns whole batches only.
+Guarantees:
+- a batch returned by `append` is in the OS page cache before the call returns, so it survives a
+  SIGKILL of the broker; it is on disk (fsynced) only once the log is flushed, as in Kafka, which
+  does not fsync each write by default. The log is flushed (segments fsynced up to the log end,
+  and the directory when a segment file is new) when flush.messages or more messages are
+  unflushed after an append, when the log flusher finds flush.ms passed (`flush_if_due`), up to
+  the new segment's base when a segment rolls, and wholly on a clean close;
+- `recovery_point`: every offset below it is on disk; it moves only by a flush (or down with a
+  truncation), and is written to `recovery-point-offset-checkpoint` by
+  `checkpoint_recovery_point`, on a truncation below it and on a clean close;
+- opening a log after an unclean shutdown validates the batches from the segment holding the
+  checkpointed recovery point onward, cuts the log at the first torn or corrupt batch and deletes
+  the segments after it (log_recovery.py; `recovery` says how much was cut); after a clean close
+  (`close(clean=True)`, which leaves `.kafka_cleanshutdown`) nothing is validated;
+- offsets are dense and increasing; `read` returns whole batches only.
 
-Segment file `<20-digit base offset>.log`, one frame per batch (big-endian):
-    length u32 | base_offset i64 | partition_leader_epoch i32 | crc u32 | body
-where body is record_batch.batch_body(...) and length counts every byte after
-the length field.
+Segment files and their frames: log_segment.py. See docs/durability.md.
 """
 from __future__ import annotations
 
 import bisect
 import logging
 import os
-import struct
-from dataclasses import dataclass
 
-from eoslab.common import record_batch as rb
+from eoslab.common.time import SYSTEM, Time
+from services.broker.checkpoints import (RECOVERY_POINT_CHECKPOINT, consume_clean_shutdown_marker, fsync_dir,
+                                         read_offset_checkpoint, write_clean_shutdown_marker,
+                                         write_offset_checkpoint)
+from services.broker.log_recovery import LoadResult, load_segments
+from services.broker.log_segment import LogSegment, StoredBatch
+
+__all__ = ["FLUSH_NEVER", "LogSegment", "StoredBatch", "UnifiedLog"]
 
 log = logging.getLogger(__name__)
-
-_FRAME = struct.Struct(">IqiI")
-_BODY = struct.Struct(">hqiiiq")
-_HEAD_LEN = _FRAME.size + _BODY.size  # bytes before the records
-
-
-@dataclass(slots=True)
-class StoredBatch:
-    base_offset: int
-    leader_epoch: int
-    crc: int
-    attributes: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    record_count: int
-    max_timestamp: int
-    records: bytes
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.record_count - 1
-
-    @property
-    def last_sequence(self) -> int:
-        return rb.last_sequence(self.base_sequence, self.record_count)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & rb.TRANSACTIONAL_FLAG)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & rb.CONTROL_FLAG)
-
-    def frame(self) -> bytes:
-        body = _BODY.pack(self.attributes, self.producer_id, self.producer_epoch, self.base_sequence,
-                          self.record_count, self.max_timestamp)
-        length = _FRAME.size - 4 + len(body) + len(self.records)
-        return _FRAME.pack(length, self.base_offset, self.leader_epoch, self.crc) + body + self.records
-
-    def valid_crc(self) -> bool:
-        return rb.batch_crc(self.attributes, self.producer_id, self.producer_epoch, self.base_sequence,
-                            self.record_count, self.max_timestamp, self.records) == self.crc
-
-    def to_proto(self):
-        from eoslab.v1 import common_pb2
-        return common_pb2.RecordBatch(
-            base_offset=self.base_offset, partition_leader_epoch=self.leader_epoch,
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
-            base_sequence=self.base_sequence, record_count=self.record_count,
-            attributes=self.attributes, max_timestamp=self.max_timestamp, crc=self.crc,
-            records=self.records)
-
-    @classmethod
-    def from_proto(cls, b) -> "StoredBatch":
-        return cls(b.base_offset, b.partition_leader_epoch, b.crc, b.attributes, b.producer_id,
-                   b.producer_epoch, b.base_sequence, b.record_count, b.max_timestamp, b.records)
-
-
-def _parse(buf: bytes, pos: int) -> tuple[StoredBatch, int] | None:
-    """Parse one frame at `pos`; None if torn or corrupt. Returns (batch, next position)."""
-    if pos + _HEAD_LEN > len(buf):
-        return None
-    length, base, epoch, crc = _FRAME.unpack_from(buf, pos)
-    end = pos + 4 + length
-    if length < _HEAD_LEN - 4 or end > len(buf):
-        return None
-    attrs, pid, pepoch, seq, count, max_ts = _BODY.unpack_from(buf, pos + _FRAME.size)
-    b = StoredBatch(base, epoch, crc, attrs, pid, pepoch, seq, count, max_ts,
-                    bytes(buf[pos + _HEAD_LEN:end]))
-    if count <= 0 or not b.valid_crc():
-        return None
-    return b, end
-
-
-class LogSegment:
-    """One segment file plus its in-memory index of batch base offsets and positions."""
-
-    def __init__(self, path: str, base_offset: int):
-        self.path = path
-        self.base_offset = base_offset
-        self.bases: list[int] = []
-        self.lasts: list[int] = []
-        self.positions: list[int] = []
-        self.size = 0
-        self._f = open(path, "ab")
-        self._rfd = os.open(path, os.O_RDONLY)
-
-    @staticmethod
-    def file_name(base_offset: int) -> str:
-        return f"{base_offset:020d}.log"
-
-    def recover(self, expected_next: int) -> tuple[int, bool]:
-        """Scan the file, index every valid batch, cut a torn/corrupt tail.
-
-        Returns (next offset, whether the file was cut)."""
-        with open(self.path, "rb") as f:
-            buf = f.read()
-        pos, nxt = 0, expected_next
-        while pos < len(buf):
-            parsed = _parse(buf, pos)
-            if parsed is None or parsed[0].base_offset < nxt:
-                break
-            b, end = parsed
-            self.bases.append(b.base_offset)
-            self.lasts.append(b.last_offset)
-            self.positions.append(pos)
-            nxt = b.last_offset + 1
-            pos = end
-        cut = pos < len(buf)
-        if cut:
-            log.warning("%s: cutting %d bytes of torn or corrupt tail at position %d",
-                        self.path, len(buf) - pos, pos)
-            self._f.truncate(pos)
-        self.size = pos
-        return nxt, cut
-
-    def append(self, batch: StoredBatch) -> None:
-        frame = batch.frame()
-        self._f.write(frame)
-        self._f.flush()  # into the page cache: survives a SIGKILL of this process
-        self.bases.append(batch.base_offset)
-        self.lasts.append(batch.last_offset)
-        self.positions.append(self.size)
-        self.size += len(frame)
-
-    def read_from(self, offset: int, max_bytes: int, max_offset: int) -> tuple[list[StoredBatch], int]:
-        """Whole batches holding offsets >= offset, below max_offset, about max_bytes (at least one),
-        and the bytes they take in the file (what max_bytes is counted against)."""
-        i = bisect.bisect_right(self.bases, offset) - 1
-        if i < 0:
-            i = 0
-        if i < len(self.lasts) and self.lasts[i] < offset:
-            i += 1
-        out, total = [], 0
-        while i < len(self.bases) and self.lasts[i] < max_offset:
-            start = self.positions[i]
-            end = self.positions[i + 1] if i + 1 < len(self.positions) else self.size
-            buf = os.pread(self._rfd, end - start, start)
-            parsed = _parse(buf, 0)
-            if parsed is None:
-                raise IOError(f"{self.path}: unreadable batch at position {start}")
-            out.append(parsed[0])
-            total += end - start
-            i += 1
-            if total >= max_bytes:
-                break
-        return out, total
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every batch whose last offset is >= offset (whole batches only)."""
-        i = bisect.bisect_left(self.lasts, offset)
-        if i < len(self.bases) and self.bases[i] < offset:
-            i += 1  # a batch straddling the offset stays; callers truncate at batch edges
-        pos = self.positions[i] if i < len(self.positions) else self.size
-        del self.bases[i:], self.lasts[i:], self.positions[i:]
-        self._f.truncate(pos)
-        self.size = pos
-
-    def close(self) -> None:
-        """Close the segment's files; a second close does nothing (its descriptor number may
-        belong to another file by then)."""
-        self._f.close()
-        rfd, self._rfd = self._rfd, -1
-        if rfd >= 0:
-            os.close(rfd)
+FLUSH_NEVER = 2 ** 63 - 1     # Kafka's Long.MAX_VALUE: the flush.messages and flush.ms defaults
 
 
 class UnifiedLog:
-    """A partition's log: segments in a directory, appends at the end, reads by offset."""
+    """A partition's log: segments in a directory, appends at the end, reads by offset, flushed by
+    its flush policy, recovered from its recovery point when opened after an unclean shutdown."""
 
-    def __init__(self, directory: str, segment_bytes: int = 16 * 1024 * 1024):
+    def __init__(self, directory: str, segment_bytes: int = 16 * 1024 * 1024,
+                 flush_messages: int = FLUSH_NEVER, flush_ms: int = FLUSH_NEVER, time: Time = SYSTEM):
         self.dir = directory
         self.segment_bytes = segment_bytes
+        self.flush_messages = flush_messages   # Kafka's flush.messages
+        self.flush_ms = flush_ms               # Kafka's flush.ms
+        self.time = time
         os.makedirs(directory, exist_ok=True)
         self.segments: list[LogSegment] = []
         self.log_end_offset = 0
-        self.recovered_bytes_cut = False
+        self.recovery_point = 0                # every offset below it is on disk (fsynced)
+        self.last_flush_ms = time.milliseconds()
+        self.flush_also = None                 # () -> None: files synced with every flush (txn index)
+        self.recovery_point_path = os.path.join(directory, RECOVERY_POINT_CHECKPOINT)
+        self.had_clean_shutdown = False
+        self.recovery: LoadResult | None = None
         self._load()
 
     def _load(self) -> None:
-        names = sorted(n for n in os.listdir(self.dir) if n.endswith(".log"))
-        nxt = 0
-        for idx, name in enumerate(names):
-            base = int(name[:-4])
-            seg = LogSegment(os.path.join(self.dir, name), base)
-            nxt, cut = seg.recover(max(nxt, base) if idx else base)
-            self.segments.append(seg)
-            if cut:
-                self.recovered_bytes_cut = True
-                for later in names[idx + 1:]:
-                    log.warning("%s: removing segment %s after a corrupt tail", self.dir, later)
-                    os.remove(os.path.join(self.dir, later))
-                break
+        self.had_clean_shutdown = consume_clean_shutdown_marker(self.dir)
+        checkpointed = read_offset_checkpoint(self.recovery_point_path)
+        names = sorted(n for n in os.listdir(self.dir) if n.endswith(".log") and n[:-4].isdigit())
+        segs = [LogSegment(os.path.join(self.dir, n), int(n[:-4])) for n in names]
+        res = load_segments(segs, checkpointed, self.had_clean_shutdown)
+        self.recovery = res
+        self.segments = res.segments
+        if res.bytes_cut:
+            log.warning("%s: recovery after an unclean shutdown cut %d bytes and %d later segments: the log "
+                        "now ends at offset %d (recovery point %d, %d segments validated)", self.dir,
+                        res.bytes_cut, res.segments_deleted, res.next_offset, checkpointed, res.segments_validated)
+        elif not self.had_clean_shutdown and segs:
+            log.info("%s: recovered %d segments from recovery point %d after an unclean shutdown: nothing cut",
+                     self.dir, res.segments_validated, checkpointed)
         if not self.segments:
             self.segments.append(LogSegment(os.path.join(self.dir, LogSegment.file_name(0)), 0))
-            nxt = 0
-        self.log_end_offset = nxt
+        self.log_end_offset = res.next_offset
+        self.recovery_point = res.recovery_point
+        self._rp_checkpointed = checkpointed
+        if self.recovery_point < checkpointed:   # never leave a checkpoint above the log's own end
+            self.checkpoint_recovery_point()
+
+    @property
+    def recovered_bytes_cut(self) -> bool:
+        """Whether opening the log cut anything (see `recovery` for how much)."""
+        return bool(self.recovery and self.recovery.bytes_cut)
 
     @property
     def log_start_offset(self) -> int:
         s = self.segments[0]
         return s.bases[0] if s.bases else s.base_offset
 
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
     def append(self, batch: StoredBatch) -> None:
-        """Append a batch whose base_offset the caller set to log_end_offset."""
+        """Append a batch whose base_offset the caller set to log_end_offset; flush when
+        flush.messages or more messages are unflushed (Kafka's UnifiedLog.append)."""
         if batch.base_offset != self.log_end_offset:
             raise ValueError(f"append at {batch.base_offset}, log ends at {self.log_end_offset}")
         active = self.segments[-1]
         if active.size >= self.segment_bytes and active.bases:
-            active = LogSegment(os.path.join(self.dir, LogSegment.file_name(self.log_end_offset)),
-                                self.log_end_offset)
-            self.segments.append(active)
+            active = self._roll()
         active.append(batch)
         self.log_end_offset = batch.last_offset + 1
+        if self.log_end_offset - self.recovery_point >= self.flush_messages:
+            self.flush()
+
+    def _roll(self) -> LogSegment:
+        """Start a new active segment at the log end and flush everything before it (Kafka's roll,
+        which schedules flushUptoOffsetExclusive(new base) at once; done here before returning)."""
+        seg = LogSegment(os.path.join(self.dir, LogSegment.file_name(self.log_end_offset)), self.log_end_offset)
+        self.segments.append(seg)
+        self.flush(seg.base_offset)
+        return seg
+
+    def flush(self, offset: int | None = None, include_active: bool = False) -> None:
+        """fsync every segment holding offsets in [recovery point, offset) (default: up to the log
+        end), and the directory when one of them was created since the last flush; the recovery
+        point becomes `offset` (Kafka's UnifiedLog.flush / LocalLog.flush). include_active also
+        syncs the segment holding `offset` itself, even empty (Kafka's flush(true), on close)."""
+        offset = self.log_end_offset if offset is None else offset
+        flush_to = offset + 1 if include_active else offset
+        rp = self.recovery_point
+        if flush_to <= rp:
+            return
+        new_file = False
+        for i, seg in enumerate(self.segments):
+            following = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if following is not None and following <= rp:
+                continue                     # wholly below the recovery point: already synced
+            if seg.base_offset >= flush_to:
+                break
+            seg.flush()
+            new_file = new_file or seg.base_offset >= rp
+        if self.flush_also is not None:
+            self.flush_also()
+        if new_file:
+            fsync_dir(self.dir)
+        if offset > self.recovery_point:
+            self.recovery_point = offset
+            self.last_flush_ms = self.time.milliseconds()
+
+    def flush_if_due(self) -> bool:
+        """The log flusher's check (Kafka's LogManager.flushDirtyLogs): flush when flush.ms or more
+        has passed since the last flush. Returns whether it flushed."""
+        if self.time.milliseconds() - self.last_flush_ms < self.flush_ms:
+            return False
+        self.flush()
+        return True
+
+    def checkpoint_recovery_point(self) -> None:
+        """Write the recovery point to its checkpoint when it moved since the last write (Kafka's
+        LogManager.checkpointLogRecoveryOffsets); an OSError is the caller's to report."""
+        rp = self.recovery_point
+        if rp != self._rp_checkpointed:
+            write_offset_checkpoint(self.recovery_point_path, rp)
+            self._rp_checkpointed = rp
 
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None) -> list[StoredBatch]:
         """Batches from `offset` (the batch holding it first) whose last offset is below max_offset."""
@@ -265,7 +186,9 @@ class UnifiedLog:
             off = got[-1].last_offset + 1
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch at or after `offset` (log end becomes <= offset)."""
+        """Remove every batch at or after `offset` (log end becomes <= offset). A recovery point
+        above the new end comes down to it and is checkpointed at once (Kafka's LogManager.truncateTo),
+        so the checkpoint never vouches for offsets written again after the truncation."""
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             seg = self.segments.pop()
             seg.close()
@@ -273,7 +196,19 @@ class UnifiedLog:
         self.segments[-1].truncate_to(offset)
         seg = self.segments[-1]
         self.log_end_offset = seg.lasts[-1] + 1 if seg.lasts else seg.base_offset
+        if self.recovery_point > self.log_end_offset:
+            self.recovery_point = self.log_end_offset
+            self.checkpoint_recovery_point()
 
-    def close(self) -> None:
+    def close(self, clean: bool = False) -> None:
+        """Close the segment files. clean=True is a clean shutdown (Kafka's LogManager.shutdown):
+        flush everything first, checkpoint the recovery point (now the log end), then write the
+        clean-shutdown marker, so the next open skips recovery. Without it nothing is synced: the
+        next open recovers from the checkpointed recovery point, as after a crash."""
+        if clean:
+            self.flush(include_active=True)
         for s in self.segments:
             s.close()
+        if clean:
+            self.checkpoint_recovery_point()
+            write_clean_shutdown_marker(self.dir)

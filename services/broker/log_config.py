@@ -1,14 +1,17 @@
 """LogConfig: the per-partition settings a broker gives each of its partitions (Kafka's LogConfig).
 
 Guarantees: one place for every log-level setting a Partition reads, with Kafka's defaults where
-Kafka has the setting (max.message.bytes, producer.id.expiration.ms, ...); the broker's typed
-config (services/broker/config.py) fills it from its flags.
+Kafka has the setting (max.message.bytes, producer.id.expiration.ms, flush.messages, flush.ms,
+...); the broker's typed config (services/broker/config.py) fills it from its flags, a topic's
+configs override it per partition (ReplicaManager._config_for, `apply_topic_configs`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from eoslab.common.errors import E
+
+FLUSH_NEVER = 2 ** 63 - 1    # Kafka's Long.MAX_VALUE (services.broker.log.FLUSH_NEVER)
 
 
 @dataclass
@@ -29,4 +32,17 @@ class LogConfig:
     txn_offset_commit_member_check: bool = True   # KIP-447 (2.5)
     producer_id_expiration_ms: int = 86400000      # Kafka's producer.id.expiration.ms (KIP-854)
     producer_id_expiration_check_ms: int = 600000  # Kafka's producer.id.expiration.check.interval.ms
+    # durability (docs/durability.md): Kafka's defaults never fsync by count or by time
+    flush_messages: int = FLUSH_NEVER              # flush.messages (log.flush.interval.messages)
+    flush_ms: int = FLUSH_NEVER                    # flush.ms (log.flush.interval.ms, unset)
+    flush_scheduler_interval_ms: int = FLUSH_NEVER  # log.flush.scheduler.interval.ms: how often flush.ms is checked
+    recovery_point_checkpoint_interval_ms: int = 60000   # log.flush.offset.checkpoint.interval.ms
     extra: dict = field(default_factory=dict)
+
+    def apply_topic_configs(self, tc: dict) -> "LogConfig":
+        """Override the log-level settings a topic sets (validated at creation: eoslab.common.topics)."""
+        if "flush.messages" in tc:
+            self.flush_messages = int(tc["flush.messages"])
+        if "flush.ms" in tc:
+            self.flush_ms = int(tc["flush.ms"])
+        return self

@@ -21,7 +21,8 @@ Guarantees:
   with an older producer epoch too (INVALID_PRODUCER_EPOCH); a marker at a
   newer epoch fences the producer's older epoch on this partition.
 - the high watermark is checkpointed (about once a second, off the append
-  path, and on close);
+  path, and on close); the log flushes by its topic's flush.messages and
+  flush.ms and is closed cleanly by `close` (docs/durability.md);
   after a restart it starts from the checkpoint, producer state is rebuilt
   from a snapshot at or below it, and every transaction whose marker the
   replay met at or above it stays out of the LSO until the high watermark
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from eoslab.v1 import common_pb2
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
-from services.broker.checkpoints import HW_CHECKPOINT, read_hw_checkpoint, write_hw_checkpoint
+from services.broker.checkpoints import HW_CHECKPOINT, fsync_file, read_hw_checkpoint, write_hw_checkpoint
 from services.broker.isr_maintenance import IsrMaintenance
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log_config import LogConfig
@@ -78,10 +79,12 @@ class Partition(IsrMaintenance):
         self.dir = os.path.join(data_dir, f"{topic}-{partition}")
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)   # log end, high watermark or role moved
-        self.log = UnifiedLog(self.dir, config.segment_bytes)
+        self.log = UnifiedLog(self.dir, config.segment_bytes, flush_messages=config.flush_messages,
+                              flush_ms=config.flush_ms, time=time)
         self.epochs = LeaderEpochFileCache(self.dir)
         self.epochs.truncate_from_end(self.log.log_end_offset + 1)
         self.txn_index = TransactionIndex(self.dir)
+        self.log.flush_also = lambda: fsync_file(self.txn_index.path)   # as Kafka's segment flush does
         self.producer_state = ProducerStateManager(
             self.dir, config.producer_state_batches, config.duplicate_beyond_cache_error, producer_id_known,
             self.txn_index, config.unknown_producer, time=time)
@@ -372,7 +375,23 @@ class Partition(IsrMaintenance):
         except OSError as e:
             log.warning("%s-%d: high watermark checkpoint failed: %s", self.topic, self.partition, e)
 
+    def flush_if_due(self) -> None:
+        """The log flusher (every log.flush.scheduler.interval.ms): flush when flush.ms has passed."""
+        self._log_io(self.log.flush_if_due, "log flush")
+
+    def checkpoint_recovery_point(self) -> None:
+        """Every log.flush.offset.checkpoint.interval.ms: write the log's recovery point if it moved."""
+        self._log_io(self.log.checkpoint_recovery_point, "recovery point checkpoint")
+
+    def _log_io(self, fn, what: str) -> None:
+        with self.lock:
+            try:
+                fn()
+            except OSError as e:
+                log.warning("%s-%d: %s failed: %s", self.topic, self.partition, what, e)
+
     def close(self, snapshot: bool = True) -> None:
+        """A clean close: the log is flushed whole and marked clean (docs/durability.md)."""
         with self.lock:
             self.checkpoint_hw()
             if snapshot:
@@ -380,5 +399,5 @@ class Partition(IsrMaintenance):
                     self.producer_state.snapshot()
                 except OSError as e:
                     log.warning("%s-%d: snapshot on close failed: %s", self.topic, self.partition, e)
-            self.log.close()
+            self.log.close(clean=True)
             self.txn_index.close()

@@ -87,7 +87,7 @@ class ReplicaManager(DelayedFetchPurgatory):
             cfg.segment_bytes = int(tc["segment.bytes"])
         if "min.insync.replicas" in tc:
             cfg.min_insync_replicas = int(tc["min.insync.replicas"])
-        return cfg
+        return cfg.apply_topic_configs(tc)
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -339,7 +339,10 @@ class ReplicaManager(DelayedFetchPurgatory):
         also, every so often, checkpoint high watermarks and forget expired producers on every partition."""
         periodic = [[HW_CHECKPOINT_INTERVAL_S, self._started, Partition.checkpoint_hw],
                     [self.defaults.producer_id_expiration_check_ms / 1000.0, self._started,
-                     Partition.remove_expired_producers]]
+                     Partition.remove_expired_producers],
+                    [self.defaults.flush_scheduler_interval_ms / 1000.0, self._started, Partition.flush_if_due],
+                    [self.defaults.recovery_point_checkpoint_interval_ms / 1000.0, self._started,
+                     Partition.checkpoint_recovery_point]]
         while not self.time.wait_event(self._stopping, ISR_CHECK_S):
             with self.lock:
                 everyone = list(self.partitions.values())

@@ -291,7 +291,7 @@ class KafkaConsumer:
                 if b.attributes & rb.TRANSACTIONAL_FLAG and b.producer_id in aborted_pids:
                     pos = max(pos, last + 1)   # a record of an aborted transaction
                     continue
-                for i, (k, v, ts) in enumerate(rb.iter_records(b.records)):
+                for i, (k, v, ts) in enumerate(rb.iter_records(b.records, rb.has_headers(b))):
                     off = b.base_offset + i
                     if off < pos:
                         continue

@@ -64,7 +64,7 @@ def read_partition(md: ClusterMetadata, topic: str, p: int, timeout: float = 60.
             if end <= offset:
                 continue
             progressed = True
-            recs = list(rb.iter_records(b.records))
+            recs = list(rb.iter_records(b.records, rb.has_headers(b)))
             if b.attributes & rb.CONTROL_FLAG:
                 k, v, _ = recs[0]
                 markers.append((b.base_offset, b.producer_id, parse_control_record(k, v)[0]))

@@ -14,8 +14,10 @@ Guarantees:
   sets the lab's CRC; `to_kafka` writes the lab's batch back as Kafka's bytes
   with the base offset and partition leader epoch the leader assigned and a
   fresh CRC-32C, so `to_lab(decode(to_kafka(b)))` gives back `b`'s records.
-- Record headers are refused (INVALID_RECORD): the lab's log keeps key, value
-  and timestamp only, and a header silently dropped would be a lie.
+- Record headers are kept: a batch with any header becomes a lab batch with
+  HEADERS_FLAG, whose records carry their headers in order (keys as bytes,
+  values maybe null), and `to_kafka` writes them back as they came. A header
+  key of negative length is INVALID_RECORD, as in Kafka's DefaultRecord.
 - Compression: all of Kafka's codecs are read (gzip, snappy, lz4, zstd:
   eoslab.common.compression); a codec id beyond them is refused with
   UNSUPPORTED_COMPRESSION_TYPE, a body that does not decompress is
@@ -59,7 +61,7 @@ class KafkaBatch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    records: list[tuple[bytes | None, bytes | None, int]]   # key, value, timestamp ms
+    records: list[tuple]    # (key, value, timestamp ms, headers: ((key, value), ...))
 
 
 # -- varints (zigzag, as Kafka's ByteUtils) -------------------------------------------------------
@@ -157,12 +159,19 @@ def _decode_records(body, count: int, base_ts: int) -> list:
             raise BatchFormatError(E.INVALID_RECORD, f"record {i} has offset delta {off_delta}")
         key, pos = _read_bytes(body, pos, rec_end)
         value, pos = _read_bytes(body, pos, rec_end)
-        headers, pos = _read_varint(body, pos, rec_end)
-        if headers != 0:
-            raise BatchFormatError(E.INVALID_RECORD, "record headers are not stored by this lab")
+        count_h, pos = _read_varint(body, pos, rec_end)
+        if count_h < 0:
+            raise BatchFormatError(E.INVALID_RECORD, f"record {i} has {count_h} headers")
+        headers = []
+        for _ in range(count_h):
+            hkey, pos = _read_bytes(body, pos, rec_end)
+            if hkey is None:
+                raise BatchFormatError(E.INVALID_RECORD, "invalid negative header key size")
+            hvalue, pos = _read_bytes(body, pos, rec_end)
+            headers.append((hkey, hvalue))
         if pos != rec_end:
             raise BatchFormatError(E.CORRUPT_MESSAGE, "record length does not match its fields")
-        records.append((key, value, base_ts + ts_delta))
+        records.append((key, value, base_ts + ts_delta, tuple(headers)))
     if pos != end:
         raise BatchFormatError(E.CORRUPT_MESSAGE, "bytes after the last record of the batch")
     return records
@@ -173,30 +182,34 @@ def to_lab(kb: KafkaBatch) -> common_pb2.RecordBatch:
     A batch without a producer id carries no epoch or sequence: Kafka's broker ignores them there
     (aiokafka's plain producer writes base sequence 0), so they become -1."""
     anonymous = kb.producer_id == rb.NO_PRODUCER_ID
-    b = rb.batch_from_encoded(rb.encode_records(kb.records), len(kb.records), kb.max_timestamp,
+    headers = any(r[3] for r in kb.records)
+    b = rb.batch_from_encoded(rb.encode_records(kb.records, headers), len(kb.records), kb.max_timestamp,
                               producer_id=kb.producer_id,
                               producer_epoch=rb.NO_PRODUCER_EPOCH if anonymous else kb.producer_epoch,
                               base_sequence=rb.NO_SEQUENCE if anonymous else kb.base_sequence,
                               transactional=bool(kb.attributes & rb.TRANSACTIONAL_FLAG),
-                              control=bool(kb.attributes & rb.CONTROL_FLAG))
+                              control=bool(kb.attributes & rb.CONTROL_FLAG), headers=headers)
     return b
 
 
 # -- encode ----------------------------------------------------------------------------------------
 def to_kafka(b) -> bytes:
     """Kafka's v2 bytes for a stored or fetched lab batch (anything with RecordBatch's fields)."""
-    records = list(rb.iter_records(b.records))
+    records = list(rb.iter_records_with_headers(b.records, rb.has_headers(b)))
     base_ts = records[0][2] if records else -1
     body = bytearray()
     rec = bytearray()
-    for i, (key, value, ts) in enumerate(records):
+    for i, (key, value, ts, headers) in enumerate(records):
         rec.clear()
         rec.append(0)
         _write_varint(rec, ts - base_ts)
         _write_varint(rec, i)
         _write_bytes(rec, key)
         _write_bytes(rec, value)
-        rec.append(0)   # no headers
+        _write_varint(rec, len(headers))
+        for hkey, hvalue in headers:
+            _write_bytes(rec, hkey)
+            _write_bytes(rec, hvalue)
         _write_varint(body, len(rec))
         body += rec
     attributes = b.attributes & (rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG)

@@ -9,6 +9,10 @@ hostile batch and never raises on bad input.
 
 Record layout (big-endian), repeated record_count times:
     timestamp i64 | key_len i32 (-1 = null) | key | value_len i32 (-1 = null) | value
+and, in a batch with the lab's HEADERS_FLAG attribute (bit 8, which Kafka's
+v2 format leaves unused and which never reaches Kafka's wire), after each
+value: header_count i32 | (hkey_len i32 | hkey | hvalue_len i32 (-1 = null) |
+hvalue) * header_count. A record's headers come back exactly as written.
 """
 from __future__ import annotations
 
@@ -29,27 +33,74 @@ MAX_PRODUCER_EPOCH = 32767          # Kafka's epoch is an int16
 MAX_SEQUENCE = 2**31 - 1            # sequences wrap to 0 after this
 TRANSACTIONAL_FLAG = 1 << 4
 CONTROL_FLAG = 1 << 5
+HEADERS_FLAG = 1 << 8               # the lab's: the records carry headers (see the layout above)
 
 _REC_HEAD = struct.Struct(">qi")
 _LEN = struct.Struct(">i")
+_TS = struct.Struct(">q")
 _BODY_HEAD = struct.Struct(">hqiiiq")  # attributes, pid, epoch, base seq, count, max ts
 
 
-def encode_records(records: list[tuple[bytes | None, bytes | None, int]]) -> bytes:
-    """Encode (key, value, timestamp_ms) triples."""
+Header = tuple[bytes, "bytes | None"]
+
+
+def encode_records(records: list[tuple], with_headers: bool = False) -> bytes:
+    """Encode (key, value, timestamp_ms) triples, or (key, value, timestamp_ms, headers) with
+    `with_headers` (headers: [(key, value)], the value may be None)."""
     out = bytearray()
-    for key, value, ts in records:
-        out += _REC_HEAD.pack(ts, -1 if key is None else len(key))
-        if key is not None:
-            out += key
-        out += _LEN.pack(-1 if value is None else len(value))
-        if value is not None:
-            out += value
+    for r in records:
+        encode_record(out, r[0], r[1], r[2], (r[3] if len(r) > 3 else ()) if with_headers else None)
     return bytes(out)
 
 
-def iter_records(data: bytes) -> Iterator[tuple[bytes | None, bytes | None, int]]:
-    """Yield (key, value, timestamp_ms); raises ValueError on a torn or malformed record set."""
+def _len_prefixed(data: bytes, pos: int, end: int, what: str, nullable: bool = True) -> tuple[bytes | None, int]:
+    if pos + 4 > end:
+        raise ValueError(f"truncated {what} length")
+    (n,) = _LEN.unpack_from(data, pos)
+    pos += 4
+    if n == -1 and nullable:
+        return None, pos
+    if n < 0:
+        raise ValueError(f"negative {what} length")
+    if pos + n > end:
+        raise ValueError(f"truncated {what}")
+    return data[pos:pos + n], pos + n
+
+
+def iter_records_with_headers(data: bytes, with_headers: bool) -> Iterator[tuple]:
+    """Yield (key, value, timestamp_ms, headers); headers is () in a batch without HEADERS_FLAG.
+    Raises ValueError on a torn or malformed record set."""
+    pos, end = 0, len(data)
+    while pos < end:
+        if pos + 8 > end:
+            raise ValueError("truncated record header")
+        (ts,) = _TS.unpack_from(data, pos)
+        key, pos = _len_prefixed(data, pos + 8, end, "key")
+        value, pos = _len_prefixed(data, pos, end, "value")
+        headers: tuple = ()
+        if with_headers:
+            if pos + 4 > end:
+                raise ValueError("truncated header count")
+            (n,) = _LEN.unpack_from(data, pos)
+            pos += 4
+            if n < 0:
+                raise ValueError("negative header count")
+            hs = []
+            for _ in range(n):
+                hkey, pos = _len_prefixed(data, pos, end, "header key", nullable=False)
+                hvalue, pos = _len_prefixed(data, pos, end, "header value")
+                hs.append((hkey, hvalue))
+            headers = tuple(hs)
+        yield key, value, ts, headers
+
+
+def iter_records(data: bytes, with_headers: bool = False) -> Iterator[tuple[bytes | None, bytes | None, int]]:
+    """Yield (key, value, timestamp_ms), skipping headers; raises ValueError on a torn or malformed
+    record set."""
+    if with_headers:
+        for key, value, ts, _ in iter_records_with_headers(data, True):
+            yield key, value, ts
+        return
     pos, end = 0, len(data)
     while pos < end:
         if pos + 12 > end:
@@ -79,18 +130,29 @@ def iter_records(data: bytes) -> Iterator[tuple[bytes | None, bytes | None, int]
         yield key, value, ts
 
 
-def encode_record(out: bytearray, key: bytes | None, value: bytes | None, ts: int) -> None:
-    """Append one encoded record to `out` (the producer's batch builder)."""
+def encode_record(out: bytearray, key: bytes | None, value: bytes | None, ts: int, headers=None) -> None:
+    """Append one encoded record to `out` (the producer's batch builder); `headers` (a list, maybe
+    empty) only in a batch with HEADERS_FLAG, None otherwise."""
     out += _REC_HEAD.pack(ts, -1 if key is None else len(key))
     if key is not None:
         out += key
     out += _LEN.pack(-1 if value is None else len(value))
     if value is not None:
         out += value
+    if headers is not None:
+        out += _LEN.pack(len(headers))
+        for hkey, hvalue in headers:
+            out += _LEN.pack(len(hkey)) + hkey
+            out += _LEN.pack(-1 if hvalue is None else len(hvalue))
+            if hvalue is not None:
+                out += hvalue
 
 
-def count_records(data: bytes) -> int:
-    """Number of well-formed records in `data`; ValueError when malformed. Copies nothing."""
+def count_records(data: bytes, with_headers: bool = False) -> int:
+    """Number of well-formed records in `data`; ValueError when malformed. Copies nothing (without
+    headers)."""
+    if with_headers:
+        return sum(1 for _ in iter_records_with_headers(data, True))
     n, pos, end = 0, 0, len(data)
     head, length = _REC_HEAD.unpack_from, _LEN.unpack_from
     while pos < end:
@@ -110,6 +172,10 @@ def count_records(data: bytes) -> int:
             raise ValueError("truncated value")
         n += 1
     return n
+
+
+def has_headers(batch) -> bool:
+    return bool(batch.attributes & HEADERS_FLAG)
 
 
 def batch_body(attributes: int, producer_id: int, producer_epoch: int, base_sequence: int,
@@ -138,8 +204,10 @@ def build_batch(records: list[tuple[bytes | None, bytes | None, int]], **kw) -> 
 
 def batch_from_encoded(data: bytes, record_count: int, max_timestamp: int, *, producer_id: int = NO_PRODUCER_ID,
                        producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
-                       transactional: bool = False, control: bool = False) -> common_pb2.RecordBatch:
-    attributes = (TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
+                       transactional: bool = False, control: bool = False,
+                       headers: bool = False) -> common_pb2.RecordBatch:
+    attributes = ((TRANSACTIONAL_FLAG if transactional else 0) | (CONTROL_FLAG if control else 0)
+                  | (HEADERS_FLAG if headers else 0))
     b = common_pb2.RecordBatch(base_offset=0, partition_leader_epoch=-1, producer_id=producer_id,
                                producer_epoch=producer_epoch, base_sequence=base_sequence,
                                record_count=record_count, attributes=attributes,
@@ -170,7 +238,7 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int) -> Bat
                           f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
     if batch.attributes & CONTROL_FLAG:
         return BatchError(E.INVALID_RECORD, "clients may not produce control batches")
-    if batch.attributes & ~(TRANSACTIONAL_FLAG | CONTROL_FLAG):
+    if batch.attributes & ~(TRANSACTIONAL_FLAG | CONTROL_FLAG | HEADERS_FLAG):
         return BatchError(E.INVALID_RECORD, f"unknown attribute bits {batch.attributes:#x}")
     if batch.record_count <= 0:
         return BatchError(E.INVALID_RECORD, f"record count must be positive, got {batch.record_count}")
@@ -190,7 +258,7 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int) -> Bat
     if crc_of(batch) != batch.crc:
         return BatchError(E.CORRUPT_MESSAGE, "CRC-32C of the batch does not match its contents")
     try:
-        n = count_records(batch.records)
+        n = count_records(batch.records, has_headers(batch))
     except ValueError as e:
         return BatchError(E.CORRUPT_MESSAGE, f"malformed records: {e}")
     if n != batch.record_count:

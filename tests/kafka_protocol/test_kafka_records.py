@@ -75,11 +75,65 @@ def test_a_flipped_bit_is_corrupt_message():
     assert e.value.code == E.CORRUPT_MESSAGE
 
 
-def test_headers_are_refused_not_dropped():
-    data = _kio_batch([(b"k", b"v", 1)], headers=[RecordHeader(key=b"h", value=b"x")])
+def _kio_batch_per_record_headers(records) -> bytes:
+    import io
+    buf = io.BytesIO()
+    recs = tuple(Record(attributes=0, offset=i, key=k, value=v, headers=tuple(hs),
+                        timestamp=datetime.datetime.fromtimestamp(ts / 1000, datetime.UTC))
+                 for i, (k, v, ts, hs) in enumerate(records))
+    write_new_batch(buf, NewRecordBatch(producer_id=7, producer_epoch=1, base_sequence=5, attributes=0,
+                                        records=recs))
+    return buf.getvalue()
+
+
+def test_headers_are_kept_and_written_back_as_the_producer_sent_them():
+    sent = [(b"k0", b"v0", 1_000, [RecordHeader(key=b"trace", value=b"abc"), RecordHeader(key=b"", value=None),
+                                   RecordHeader(key=b"trace", value=b"second")]),
+            (b"k1", b"v1", 1_001, []),
+            (None, b"v2", 1_002, [RecordHeader(key="ключ".encode(), value=b"\x00\xff")])]
+    [kb] = kr.decode_batches(_kio_batch_per_record_headers(sent))
+    lab = kr.to_lab(kb)
+    assert rb.has_headers(lab) and rb.validate_batch(lab, 1 << 20) is None
+    assert [h for *_, h in rb.iter_records_with_headers(lab.records, True)] == [
+        ((b"trace", b"abc"), (b"", None), (b"trace", b"second")), (), (("ключ".encode(), b"\x00\xff"),)]
+    # the lab's readers that skip headers still see every record
+    assert [r[:2] for r in rb.iter_records(lab.records, True)] == [(b"k0", b"v0"), (b"k1", b"v1"), (None, b"v2")]
+    lab.base_offset, lab.partition_leader_epoch = 50, 2
+    batch, _ = read_batch(kr.to_kafka(lab), 0)           # kio's reader: CRC, lengths
+    assert batch.attributes == 0                          # the lab's flag never reaches Kafka's wire
+    assert [[(h.key, h.value) for h in r.headers] for r in batch.records] == [
+        [(b"trace", b"abc"), (b"", None), (b"trace", b"second")], [], [("ключ".encode(), b"\x00\xff")]]
+
+
+def test_a_batch_without_headers_is_stored_as_before():
+    [kb] = kr.decode_batches(_kio_batch([(b"k", b"v", 1)]))
+    lab = kr.to_lab(kb)
+    assert not rb.has_headers(lab)
+    assert lab.records == rb.encode_records([(b"k", b"v", 1)])
+
+
+def test_a_header_key_of_negative_length_is_invalid_record():
+    lab = kr.to_kafka(rb.build_batch([(b"k", b"v", 1)], producer_id=7, producer_epoch=1, base_sequence=5))
+    # rewrite the record: its header count 1, then a key of length -1 (varint 1)
+    [kb] = kr.decode_batches(lab)
+    body = bytearray()
+    rec = bytearray(b"\x00")
+    kr._write_varint(rec, 0)
+    kr._write_varint(rec, 0)
+    kr._write_bytes(rec, b"k")
+    kr._write_bytes(rec, b"v")
+    kr._write_varint(rec, 1)
+    kr._write_varint(rec, -1)
+    kr._write_bytes(rec, b"x")
+    kr._write_varint(body, len(rec))
+    body += rec
+    head = kr.HEADER.pack(0, kr.HEADER_SIZE - kr._LEN_OF_PREFIX + len(body), 0, 2, 0, 0, 0, kb.base_timestamp,
+                          kb.max_timestamp, 7, 1, 5, 1)
+    crc = crc32c.crc32c(bytes(body), crc32c.crc32c(head[kr._CRC_FROM:]))
+    data = head[:17] + struct.pack(">I", crc) + head[kr._CRC_FROM:] + bytes(body)
     with pytest.raises(kr.BatchFormatError) as e:
         kr.decode_batches(data)
-    assert e.value.code == E.INVALID_RECORD and "headers" in str(e.value)
+    assert e.value.code == E.INVALID_RECORD and "header key" in str(e.value)
 
 
 def _xerial(raw_blocks: list[bytes]) -> bytes:

@@ -86,6 +86,40 @@ def test_confluent_kafka_writes_every_codec_and_reads_it_back(kcluster, codec):
     assert got == [f"v{i}-" + "x" * 200 for i in range(200)]
 
 
+def test_record_headers_come_back_as_sent_to_librdkafka_and_kafka_python_in_a_transaction(kcluster):
+    """librdkafka writes headers (tracing, Streams' and Connect's metadata); the broker used to refuse the
+    batch with INVALID_RECORD. Written in a transaction, read at read_committed by two clients."""
+    kafka = pytest.importorskip("kafka")
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-headers")
+    sent = [[("trace-id", f"t{i}".encode()), ("empty", None), ("trace-id", b"again")] if i % 3 else []
+            for i in range(30)]
+    p = Producer({"bootstrap.servers": boot, "transactional.id": f"hd-{uuid.uuid4().hex[:6]}",
+                  "compression.type": "lz4", "linger.ms": 5})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i, hs in enumerate(sent):
+        p.produce(topic, value=f"v{i}".encode(), headers=hs or None)
+    p.commit_transaction(30)
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + 20
+    while len(got) < 30 and time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is not None and not m.error():
+            got.append((m.value().decode(), m.headers() or []))
+    c.close()
+    assert got == [(f"v{i}", hs) for i, hs in enumerate(sent)]
+    kc = kafka.KafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False, consumer_timeout_ms=3000,
+                             isolation_level="read_committed")
+    kc.assign([kafka.TopicPartition(topic, 0)])
+    kc.seek_to_beginning()
+    kp_got = [(m.value.decode(), [(k, v) for k, v in m.headers]) for m in kc]
+    kc.close()
+    assert kp_got == [(f"v{i}", hs) for i, hs in enumerate(sent)]
+
+
 def test_confluent_kafka_lost_ack_is_retried_into_one_copy(kcluster):
     info = kcluster.info()
     boot = info.kafka_bootstrap

@@ -43,3 +43,27 @@ def test_malformed_fields(field, value, code):
 def test_sequence_wraps_like_kafka():
     assert rb.last_sequence(rb.MAX_SEQUENCE, 2) == 0
     assert rb.last_sequence(5, 3) == 7
+
+
+def test_records_with_headers_round_trip_and_the_plain_reader_skips_them():
+    recs = [(b"k", b"v", 5, [(b"h1", b"x"), (b"h2", None)]), (None, None, 6, [])]
+    data = rb.encode_records(recs, with_headers=True)
+    assert list(rb.iter_records_with_headers(data, True)) == [(b"k", b"v", 5, ((b"h1", b"x"), (b"h2", None))),
+                                                              (None, None, 6, ())]
+    assert list(rb.iter_records(data, True)) == [(b"k", b"v", 5), (None, None, 6)]
+    assert rb.count_records(data, True) == 2
+    with pytest.raises(ValueError):             # read as a batch without headers, the bytes do not parse
+        rb.count_records(data)
+
+
+@pytest.mark.parametrize("cut", [1, 3, 5, 9])
+def test_a_batch_with_torn_headers_is_corrupt_message(cut):
+    data = rb.encode_records([(b"k", b"v", 5, [(b"head", b"value")])], with_headers=True)
+    b = rb.batch_from_encoded(data[:-cut], 1, 5, headers=True)
+    assert rb.validate_batch(b, 1 << 20).code == E.CORRUPT_MESSAGE
+
+
+def test_a_negative_header_count_is_refused():
+    data = rb.encode_records([(b"k", b"v", 5)]) + b"\xff\xff\xff\xfe"
+    with pytest.raises(ValueError, match="negative header count"):
+        list(rb.iter_records_with_headers(data, True))

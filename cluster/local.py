@@ -134,11 +134,11 @@ class LocalRuntime(LocalProcesses, Runtime):
         if self.state.get("slot") and any(self._owned_pid(n) for n in self.state["nodes"]):
             raise ClusterError(f"cluster {self.cluster_name!r} is already running (eoslab cluster down "
                                f"--name {self.cluster_name})")
-        zookeeper.find_zookeeper_classpath()
-        zookeeper.java_binary()
         why = lazy_disks.refusal(self.state.get("disk"))
         if why:
             raise ClusterError(why)
+        zookeeper.find_zookeeper_classpath()
+        zookeeper.java_binary()
         from cluster import service_args
         try:       # a flag a service would refuse fails here, in one line, before anything starts
             for role, key in (("broker", "broker_args"), ("controller", "controller_args"),

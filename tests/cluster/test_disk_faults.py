@@ -1,0 +1,215 @@
+"""The disk faults on the local runtime: brokers' data directories on the lazy filesystem, the
+lose-unsynced package on a real cluster (the broker's own files lose what it left in the page
+cache, and the cluster heals it by replication), a short `eoslab run` under it, and the
+one-line refusal where FUSE is unusable.
+
+Where FUSE is not usable here the cluster tests skip with the one-line reason
+LazyFs.available() gives; the refusal test points the FUSE device setting at a missing path.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from clients.metadata import ClusterMetadata
+from cluster import nemesis as nem
+from cluster.lazyfs import LazyFs, lazyfs_mounts
+from cluster.lazyfs.control import FUSE_DEVICE_ENV
+from cluster.local import ClusterError, LocalRuntime
+from cluster.nemesis_disk import DISK_PACKAGES, SPREADS
+from cluster.run import RunConfig, run
+from eoslab.common import record_batch as rb
+from tests.helpers import leader_address, new_topic, produce_raw, read_partition, values, wait_for
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _need_fuse() -> None:
+    reason = LazyFs.available()
+    if reason:
+        pytest.skip(reason)
+
+
+def _mounts_under(path: str) -> list[str]:
+    return [m for m in lazyfs_mounts() if m.startswith(path.rstrip("/") + "/")]
+
+
+class _Pick(random.Random):
+    """The seeded RNG, except that a fault's spread is "one" and its broker the one asked for."""
+
+    def __init__(self, node: str):
+        super().__init__(0)
+        self.node = node
+
+    def choice(self, seq):
+        if tuple(seq) == SPREADS:
+            return "one"
+        return self.node if self.node in seq else super().choice(seq)
+
+
+@pytest.mark.integration
+def test_a_brokers_data_dir_is_a_lazy_mount_that_outlives_its_restarts_and_goes_with_down(make_cluster):
+    _need_fuse()
+    rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0, disk="lazy")
+    data = os.path.join(rt.dir, "data", "broker-1")
+    assert data in lazyfs_mounts()
+    assert os.path.isdir(os.path.join(rt.dir, "data", ".broker-1.backing")), "the backing dir beside it"
+    with open(os.path.join(data, "probe"), "wb") as f:    # unsynced: only this filesystem remembers it
+        f.write(b"x" * 10)
+    assert rt.disk("broker-1").status()["/probe"]["unsynced_bytes"] == 10
+    rt.kill("broker-1")
+    rt.start("broker-1")
+    rt.wait_ready(60)
+    assert data in lazyfs_mounts()
+    assert rt.disk("broker-1").status()["/probe"]["unsynced_bytes"] == 10, "the same filesystem, not a new mount"
+    rt.down()
+    assert data not in lazyfs_mounts() and not _mounts_under(rt.dir)
+    assert not os.path.exists(rt.dir)
+
+
+_HARNESS = textwrap.dedent("""
+    import sys
+    from cluster.local import LocalRuntime
+    rt = LocalRuntime(sys.argv[1], home=sys.argv[2], brokers=1, controllers=1, txn_coordinators=0, disk="lazy")
+    rt.up()
+    print(rt.dir, flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.integration
+def test_cluster_down_removes_the_mounts_of_a_sigkilled_harness(eoslab_home):
+    _need_fuse()
+    name = f"dk-{uuid.uuid4().hex[:8]}"
+    harness = subprocess.Popen([sys.executable, "-c", _HARNESS, name, eoslab_home], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, cwd=REPO)
+    cdir = ""
+    try:
+        cdir = harness.stdout.readline().decode().strip()
+        assert cdir and _mounts_under(cdir), "the harness's cluster is up on lazy disks"
+        harness.send_signal(signal.SIGKILL)
+        harness.wait()
+        assert _mounts_under(cdir), "the mounts outlive the harness"
+        env = dict(os.environ, EOSLAB_HOME=eoslab_home)
+        r = subprocess.run([sys.executable, "-m", "eoslab.cli", "cluster", "down", "--name", name,
+                            "--runtime", "local"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not _mounts_under(cdir) and not os.path.exists(cdir)
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+            harness.wait()
+        harness.stdin.close()
+        harness.stdout.close()
+        if cdir and os.path.exists(os.path.join(cdir, "state.json")):
+            LocalRuntime.load(name, home=eoslab_home).down()
+
+
+def _isr(md: ClusterMetadata, topic: str) -> list[int]:
+    resp = md.refresh([topic])
+    return next(sorted(p.isr) for t in resp.topics if t.name == topic for p in t.partitions)
+
+
+@pytest.mark.integration
+def test_lose_unsynced_drops_what_a_broker_only_had_in_page_cache_and_replication_heals_it(make_cluster):
+    _need_fuse()
+    rt = make_cluster(brokers=3, controllers=1, txn_coordinators=0, disk="lazy")
+    boot = rt.bootstrap_all()
+    topic = "disk-t"
+    md = new_topic(boot, topic, 1, configs={"min.insync.replicas": "2"})
+    leader = leader_address(md, topic)
+    n, per = 40, 5
+    for i in range(n):
+        r = produce_raw(leader, topic, rb.build_batch(values(per, start=i * per)), acks=-1)
+        assert r.error == 0, r
+    wait_for(lambda: _isr(md, topic) == [1, 2, 3], 30, "every replica in sync")
+    lead_id = md.leader(topic, 0)[0]
+    victim = next(f"broker-{i}" for i in (1, 2, 3) if i != lead_id)
+    seg = os.path.join(rt.dir, "data", victim, f"{topic}-0", "00000000000000000000.log")
+    before = os.path.getsize(seg)
+    unsynced = rt.disk(victim).status()
+    assert unsynced[f"/{topic}-0/00000000000000000000.log"]["unsynced_bytes"] > 0, unsynced
+
+    ctx = nem.Context(rt, None, topic, 1, md, _Pick(victim))
+    pkg = DISK_PACKAGES["lose-unsynced"]
+    assert pkg.process_fault
+    started = pkg.start(ctx)
+    assert started["nodes"] == [victim] and started["spread"] == "one"
+    assert rt.info().node(victim).state == "dead", "the broker is killed before its disk loses anything"
+    hit = started["hit"][victim]
+    assert hit["bytes_dropped"] >= before and hit["files"] > 0
+    after = os.path.getsize(seg) if os.path.exists(seg) else 0
+    assert after < before, "the victim's own segment lost what was only in its page cache"
+    assert json.loads(json.dumps(started)) == started, "what it hit goes into the history as JSON"
+
+    pkg.stop(ctx, started)
+    rt.wait_ready(60)
+    assert rt.info().node(victim).state == "running"
+    wait_for(lambda: os.path.exists(seg) and os.path.getsize(seg) >= before, 60,
+             f"{victim} re-replicated its log")
+    wait_for(lambda: _isr(md, topic) == [1, 2, 3], 60, f"{victim} back in sync")
+    got = [r.value for r in read_partition(boot, topic)]
+    assert got == [f"v{i}".encode() for i in range(n * per)], "every record acknowledged with acks=all"
+    md.close()
+
+
+@pytest.mark.integration
+def test_a_run_under_lose_unsynced_records_what_it_hit_and_gets_a_verdict(tmp_path, eoslab_home, monkeypatch):
+    _need_fuse()
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    out = tmp_path / "run"
+    cfg = RunConfig(workload="queue", nemesis=["lose-unsynced"], time_limit=15, seed=5, out=str(out),
+                    settings={"acks": "all", "enable.idempotence": "true"})
+    code = run(cfg)
+    meta = json.load(open(out / "run.json"))
+    results = json.load(open(out / "results.json"))
+    assert code in (0, 1), (code, meta.get("lab_errors"), meta.get("error"))
+    assert meta["lab_errors"] == [] and results["verdict"] in ("valid", "invalid"), results.get("verdict")
+    assert (code == 0) == (results["verdict"] == "valid")
+    hist = [json.loads(line) for line in open(out / "history.jsonl")]
+    starts = [o for o in hist if o["f"] == "start-lose-unsynced" and o["value"] is not None]   # the info half
+    assert starts, "the schedule played lose-unsynced"
+    for o in starts:
+        v = o["value"]
+        assert v["nodes"] and set(v["hit"]) == set(v["nodes"]) and v["spread"] in SPREADS
+        assert all("bytes_dropped" in h and "files" in h for h in v["hit"].values())
+    assert any(h["bytes_dropped"] > 0 for o in starts for h in o["value"]["hit"].values()), starts
+    stops = [o for o in hist if o["f"].startswith("stop-") and o["value"] is not None]
+    assert [o["value"] for o in stops] == [o["value"] for o in starts]
+    assert [f["target"] for f in meta["fault_windows"] if f["package"] == "lose-unsynced"] == \
+        [o["value"] for o in starts], "run.json's fault windows name what each fault hit"
+    assert not _mounts_under(eoslab_home), "the run's cluster left no mount"
+
+
+@pytest.mark.fast
+def test_disk_faults_are_refused_in_one_line_where_fuse_is_unusable(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(FUSE_DEVICE_ENV, str(tmp_path / "no-fuse"))
+    cfg = RunConfig(workload="queue", nemesis=["lose-unsynced", "kill"], time_limit=5, seed=1,
+                    out=str(tmp_path / "run"))
+    with pytest.raises(ValueError) as e:
+        cfg.validate()
+    assert str(e.value) == ("lose-unsynced: the disk faults need the lazy filesystem, which cannot mount "
+                            f"here: no {tmp_path / 'no-fuse'} on this machine (pass --device /dev/fuse "
+                            "to a container)")
+    RunConfig(workload="queue", nemesis=["kill"], time_limit=5, seed=1, out=str(tmp_path / "r2")).validate()
+
+    from eoslab.cli import main
+    rc = main(["run", "--workload", "queue", "--nemesis", "torn-write", "--time-limit", "5",
+               "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "torn-write: the disk faults need the lazy filesystem" in err, err
+    assert not os.path.exists(tmp_path / "run"), "nothing ran"
+
+    rt = LocalRuntime("refused", home=str(tmp_path / "home"), brokers=1, controllers=1, txn_coordinators=0,
+                      disk="lazy")
+    with pytest.raises(ClusterError, match=f"no {tmp_path / 'no-fuse'} on this machine"):
+        rt.up()
+    assert not os.path.exists(rt.dir), "nothing started"

@@ -82,8 +82,9 @@ class StoredBatch:
                    b.producer_epoch, b.base_sequence, b.record_count, b.max_timestamp, b.records)
 
 
-def _parse(buf: bytes, pos: int) -> tuple[StoredBatch, int] | None:
-    """Parse one frame at `pos`; None if torn or corrupt. Returns (batch, next position)."""
+def _parse(buf: bytes, pos: int, check_crc: bool = True) -> tuple[StoredBatch, int] | None:
+    """Parse one frame at `pos`; None if torn or corrupt (its CRC checked unless check_crc is
+    False). Returns (batch, next position)."""
     if pos + _HEAD_LEN > len(buf):
         return None
     length, base, epoch, crc = _FRAME.unpack_from(buf, pos)
@@ -93,7 +94,7 @@ def _parse(buf: bytes, pos: int) -> tuple[StoredBatch, int] | None:
     attrs, pid, pepoch, seq, count, max_ts = _BODY.unpack_from(buf, pos + _FRAME.size)
     b = StoredBatch(base, epoch, crc, attrs, pid, pepoch, seq, count, max_ts,
                     bytes(buf[pos + _HEAD_LEN:end]))
-    if count <= 0 or not b.valid_crc():
+    if count <= 0 or (check_crc and not b.valid_crc()):
         return None
     return b, end
 
@@ -181,9 +182,11 @@ class LogSegment:
         self.positions.append(self.size)
         self.size += len(frame)
 
-    def read_from(self, offset: int, max_bytes: int, max_offset: int) -> tuple[list[StoredBatch], int]:
+    def read_from(self, offset: int, max_bytes: int, max_offset: int,
+                  check_crc: bool = True) -> tuple[list[StoredBatch], int]:
         """Whole batches holding offsets >= offset, below max_offset, about max_bytes (at least one),
-        and the bytes they take in the file (what max_bytes is counted against)."""
+        and the bytes they take in the file (what max_bytes is counted against). A batch that does
+        not parse (or, with check_crc, fails its CRC) raises IOError."""
         i = bisect.bisect_right(self.bases, offset) - 1
         if i < 0:
             i = 0
@@ -194,7 +197,7 @@ class LogSegment:
             start = self.positions[i]
             end = self.positions[i + 1] if i + 1 < len(self.positions) else self.size
             buf = os.pread(self._rfd, end - start, start)
-            parsed = _parse(buf, 0)
+            parsed = _parse(buf, 0, check_crc)
             if parsed is None:
                 raise IOError(f"{self.path}: unreadable batch at position {start}")
             out.append(parsed[0])

@@ -1,11 +1,12 @@
-"""The local runtime's lazy disks: each broker's data directory on a lazy filesystem (cluster.lazyfs).
+"""The local runtime's lazy disks: each broker's and ZooKeeper's data directory on a lazy filesystem.
 
 Guarantees, for a LocalRuntime made with `disk="lazy"` (state.json's "disk"):
 - `refusal("lazy")` is None where the lazy filesystem can be mounted here, else the one line
   `LazyFs.available()` gives; the runtime's `up` refuses with it before anything starts.
 - Before a broker's process starts, `LazyDisks.ensure(node)` makes its data directory
   (DIR/data/broker-N) a lazyfs mount over a backing directory beside it
-  (DIR/data/.broker-N.backing). A mount that is already live is kept as it is: a broker killed
+  (DIR/data/.broker-N.backing); ZooKeeper's dataDir likewise (DIR/zookeeper/data, backing
+  DIR/zookeeper/.data.backing). A mount that is already live is kept as it is: a broker killed
   and restarted by a fault finds the filesystem, and the writes it left unsynced, as they were
   (the disk outlives the process). A mount whose filesystem process died is unmounted and
   mounted again (its unsynced writes then stay: nothing can undo them any more).
@@ -45,10 +46,13 @@ class LazyDisks:
         self.dir = os.path.abspath(cluster_dir)
 
     def mountpoint(self, node: str) -> str:
+        if node == "zookeeper":                           # its dataDir (cluster.zookeeper.write_config)
+            return os.path.join(self.dir, "zookeeper", "data")
         return os.path.join(self.dir, "data", node)      # the broker's --data-dir (cluster.local_nodes)
 
     def backing(self, node: str) -> str:
-        return os.path.join(self.dir, "data", f".{node}.backing")
+        parent, name = os.path.split(self.mountpoint(node))
+        return os.path.join(parent, f".{name}.backing")
 
     def fs(self, node: str) -> LazyFs:
         """A handle on the node's filesystem (mounted or not); faults go over its control socket."""

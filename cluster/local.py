@@ -13,11 +13,11 @@ hands it to every service ($EOSLAB_CLUSTER_SECRET_FILE) and registers it for
 the cluster's hosts in this process, so the harness (fault injection) is a
 member and nobody else is. Service logs (logs/NAME.log) rotate; what a
 service prints outside its logging goes to logs/NAME.out. With `disk="lazy"`
-every broker's data directory is a lazy filesystem (cluster.lazy_disks),
-mounted before the broker starts and kept across its kills and restarts;
-`up` refuses in one line, before anything starts, where FUSE is unusable;
-`down` unmounts every lazyfs mount under the cluster's directory, whoever
-mounted it, before it removes the data.
+every broker's data directory and ZooKeeper's are lazy filesystems
+(cluster.lazy_disks), each mounted before its node starts and kept across
+its kills and restarts; `up` refuses in one line, before anything starts,
+where FUSE is unusable; `down` unmounts every lazyfs mount under the
+cluster's directory, whoever mounted it, before it removes the data.
 """
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ logging.getLogger("kazoo").propagate = False
 
 def default_home() -> str:
     return os.environ.get("EOSLAB_HOME", os.path.join(os.path.expanduser("~"), ".eoslab"))
+
+
+LAZY_ROLES = ("broker", "zookeeper")     # whose data directories disk="lazy" puts on the lazy filesystem
 
 
 class ClusterError(RuntimeError):
@@ -278,8 +281,11 @@ class LocalRuntime(LocalProcesses, Runtime):
         return ",".join(n.address for n in self.info().nodes if n.role == "broker")
 
     def _spawn(self, name: str) -> None:
-        if self.state.get("disk") == "lazy" and self._node_specs()[name]["role"] == "broker":
-            self.disks.ensure(name)           # kept when live: the disk outlives the broker's process
+        if self.state.get("disk") == "lazy" and self._node_specs()[name]["role"] in LAZY_ROLES:
+            try:                              # kept when live: the disk outlives the broker's process
+                self.disks.ensure(name)
+            except lazy_disks.LazyFsError as e:
+                raise ClusterError(f"{name}: {e}") from None
         super()._spawn(name)
 
     @property
@@ -290,9 +296,9 @@ class LocalRuntime(LocalProcesses, Runtime):
         """The node's lazy filesystem (cluster.lazyfs.LazyFs), for the disk faults; a ClusterError when
         the node's data directory is not one."""
         self._check_node(node)
-        if self.state.get("disk") != "lazy" or self._node_specs()[node]["role"] != "broker":
+        if self.state.get("disk") != "lazy" or self._node_specs()[node]["role"] not in LAZY_ROLES:
             raise ClusterError(f"{node}'s data directory is not on a lazy filesystem (a cluster started "
-                               f"with disk=\"lazy\" has its brokers' there)")
+                               f"with disk=\"lazy\" has its brokers' and ZooKeeper's there)")
         return self.disks.fs(node)
 
     def _check_node(self, node: str) -> None:

@@ -61,6 +61,8 @@ def test_a_brokers_data_dir_is_a_lazy_mount_that_outlives_its_restarts_and_goes_
     rt = make_cluster(brokers=1, controllers=1, txn_coordinators=0, disk="lazy")
     data = os.path.join(rt.dir, "data", "broker-1")
     assert data in lazyfs_mounts()
+    assert os.path.join(rt.dir, "zookeeper", "data") in lazyfs_mounts(), "ZooKeeper's dataDir too"
+    assert len(_mounts_under(rt.dir)) == 2
     assert os.path.isdir(os.path.join(rt.dir, "data", ".broker-1.backing")), "the backing dir beside it"
     with open(os.path.join(data, "probe"), "wb") as f:    # unsynced: only this filesystem remembers it
         f.write(b"x" * 10)

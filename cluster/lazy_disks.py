@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from cluster.lazyfs import LazyFs, LazyFsError, cleanup_stale, lazyfs_mounts  # noqa: F401 - LazyFsError re-exported
+from cluster.lazyfs import LazyFs, LazyFsError, cleanup_stale, lazyfs_mounts
 
 DISKS = (None, "plain", "lazy")      # None and "plain": the data directories are plain directories
 

@@ -65,12 +65,13 @@ def refusal(cfg) -> str | None:
     return f"{names}: the disk faults need the lazy filesystem, which cannot mount here: {why.removeprefix('lazyfs: ')}"
 
 
-def _brokers(ctx: Context, spread: str) -> list[str]:
+def _brokers(ctx: Context, spread: str) -> tuple[str, list[str]]:
+    """The spread as played (a leader with its ISR that metadata cannot name is one broker), and the brokers."""
     running = ctx.nodes("broker")
     if not running:
-        return []
+        return spread, []
     if spread == "all":
-        return running
+        return spread, running
     if spread == "leader-isr":
         p = ctx.rng.randrange(ctx.partitions)
         try:
@@ -82,8 +83,8 @@ def _brokers(ctx: Context, spread: str) -> list[str]:
             ids = [meta.leader] + [i for i in meta.isr if i != meta.leader]
             out = [f"broker-{i}" for i in ids if f"broker-{i}" in running]
             if out:
-                return sorted(out)
-    return [ctx.rng.choice(running)]
+                return spread, sorted(out)
+    return "one", [ctx.rng.choice(running)]
 
 
 def _summary(result: dict, key: str = "lost_bytes") -> dict:
@@ -99,8 +100,7 @@ class _DiskFault(FaultPackage):
     process_fault = True
 
     def targets(self, ctx: Context) -> tuple[str, list[str]]:
-        spread = ctx.rng.choice(SPREADS)
-        return spread, _brokers(ctx, spread)
+        return _brokers(ctx, ctx.rng.choice(SPREADS))
 
     def params(self, ctx: Context) -> dict:
         return {}
@@ -173,7 +173,7 @@ class Corrupt(_DiskFault):
     name = "corrupt"
 
     def targets(self, ctx):
-        return "one", _brokers(ctx, "one")
+        return _brokers(ctx, "one")
 
     def params(self, ctx):
         return {"seed": ctx.rng.randrange(1 << 31)}

@@ -68,9 +68,10 @@ class UnifiedLog:
         self.recovery = res
         self.segments = res.segments
         if res.bytes_cut:
-            log.warning("%s: recovery after an unclean shutdown cut %d bytes and %d later segments: the log "
-                        "now ends at offset %d (recovery point %d, %d segments validated)", self.dir,
-                        res.bytes_cut, res.segments_deleted, res.next_offset, checkpointed, res.segments_validated)
+            log.warning("%s: opening the log after %s shutdown cut %d bytes and %d later segments: it now ends "
+                        "at offset %d (recovery point %d, %d segments validated)", self.dir,
+                        "a clean" if self.had_clean_shutdown else "an unclean", res.bytes_cut,
+                        res.segments_deleted, res.next_offset, checkpointed, res.segments_validated)
         elif not self.had_clean_shutdown and segs:
             log.info("%s: recovered %d segments from recovery point %d after an unclean shutdown: nothing cut",
                      self.dir, res.segments_validated, checkpointed)

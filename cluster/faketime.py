@@ -20,7 +20,12 @@ clock, which every interval rule reads, is the real one. Debian's libfaketime
 that mode (Python 3.11's time.sleep fails with EINVAL), so a tiny library
 compiled once per eoslab home (HOME/faketime/, with the system C compiler)
 is preloaded before it and sends every clock_nanosleep that is not on the
-wall clock straight to the kernel.
+wall clock straight to the kernel; and its "forced monotonic fix" (on by
+default with glibc >= 2.30) turns a timed wait on a monotonic condition
+variable into one that has already expired (the GIL's 5 ms waits spin:
+startup costs ten times the CPU), so it is turned off
+(FAKETIME_FORCE_MONOTONIC_FIX=0). File timestamps are not faked
+(NO_FAKE_STAT=1): the kernel's are reported as they are.
 
 `check()` says in one line (FaketimeMissing) why the preload cannot work
 here: no libfaketime at $EOSLAB_FAKETIME_LIB or Debian's paths, or no C
@@ -148,7 +153,8 @@ def spawn_env(rt, node: str) -> dict[str, str]:
     if not os.path.exists(path):
         _write(path, "+0")
     return {"LD_PRELOAD": f"{fix} {lib}", "FAKETIME_TIMESTAMP_FILE": path,
-            "FAKETIME_CACHE_DURATION": str(CACHE_DURATION_S), "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+            "FAKETIME_CACHE_DURATION": str(CACHE_DURATION_S), "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "FAKETIME_FORCE_MONOTONIC_FIX": "0", "NO_FAKE_STAT": "1"}
 
 
 def clean_env(env: dict[str, str]) -> None:

@@ -171,12 +171,15 @@ def test_a_run_under_lose_unsynced_records_what_it_hit_and_gets_a_verdict(tmp_pa
     cfg = RunConfig(workload="queue", nemesis=["lose-unsynced"], time_limit=15, seed=5, out=str(out),
                     settings={"acks": "all", "enable.idempotence": "true"})
     code = run(cfg)
-    meta = json.load(open(out / "run.json"))
-    results = json.load(open(out / "results.json"))
+    with open(out / "run.json") as f:
+        meta = json.load(f)
+    with open(out / "results.json") as f:
+        results = json.load(f)
     assert code in (0, 1), (code, meta.get("lab_errors"), meta.get("error"))
     assert meta["lab_errors"] == [] and results["verdict"] in ("valid", "invalid"), results.get("verdict")
     assert (code == 0) == (results["verdict"] == "valid")
-    hist = [json.loads(line) for line in open(out / "history.jsonl")]
+    with open(out / "history.jsonl") as f:
+        hist = [json.loads(line) for line in f]
     starts = [o for o in hist if o["f"] == "start-lose-unsynced" and o["value"] is not None]   # the info half
     assert starts, "the schedule played lose-unsynced"
     for o in starts:
@@ -189,6 +192,26 @@ def test_a_run_under_lose_unsynced_records_what_it_hit_and_gets_a_verdict(tmp_pa
     assert [f["target"] for f in meta["fault_windows"] if f["package"] == "lose-unsynced"] == \
         [o["value"] for o in starts], "run.json's fault windows name what each fault hit"
     assert not _mounts_under(eoslab_home), "the run's cluster left no mount"
+
+
+@pytest.mark.integration
+def test_with_every_message_flushed_a_power_loss_of_every_broker_loses_nothing(tmp_path, eoslab_home, monkeypatch):
+    """flush.messages=1: each append is fsynced before it is acknowledged, so the same seed's power loss
+    of every broker drops no byte and the run is valid."""
+    _need_fuse()
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    out = tmp_path / "run"
+    cfg = RunConfig(workload="queue", nemesis=["lose-unsynced"], time_limit=15, seed=5, out=str(out),
+                    settings={"acks": "all", "enable.idempotence": "true", "topic.flush.messages": "1"})
+    code = run(cfg)
+    with open(out / "run.json") as f:
+        meta = json.load(f)
+    assert code == 0, (code, meta.get("lab_errors"))
+    with open(out / "history.jsonl") as f:
+        hist = [json.loads(line) for line in f]
+    starts = [o["value"] for o in hist if o["f"] == "start-lose-unsynced" and o["value"] is not None]
+    assert any(v["spread"] == "all" for v in starts), starts
+    assert all(h["bytes_dropped"] == 0 for v in starts for h in v["hit"].values()), starts
 
 
 @pytest.mark.fast

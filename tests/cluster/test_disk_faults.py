@@ -43,16 +43,20 @@ def _mounts_under(path: str) -> list[str]:
 
 
 class _Pick(random.Random):
-    """The seeded RNG, except that a fault's spread is "one" and its broker the one asked for."""
+    """The seeded RNG, except that a fault's spread is "one" and, among its choices, the items (or the
+    (path, size) pairs whose path) asked for are picked."""
 
-    def __init__(self, node: str):
+    def __init__(self, *prefer: str):
         super().__init__(0)
-        self.node = node
+        self.prefer = prefer
 
     def choice(self, seq):
         if tuple(seq) == SPREADS:
             return "one"
-        return self.node if self.node in seq else super().choice(seq)
+        for item in seq:
+            if item in self.prefer or (isinstance(item, tuple) and item[0] in self.prefer):
+                return item
+        return super().choice(seq)
 
 
 @pytest.mark.integration
@@ -160,6 +164,57 @@ def test_lose_unsynced_drops_what_a_broker_only_had_in_page_cache_and_replicatio
     wait_for(lambda: _isr(md, topic) == [1, 2, 3], 60, f"{victim} back in sync")
     got = [r.value for r in read_partition(boot, topic)]
     assert got == [f"v{i}".encode() for i in range(n * per)], "every record acknowledged with acks=all"
+    md.close()
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+@pytest.mark.integration
+def test_a_torn_write_and_a_corrupt_segment_tail_are_cut_by_recovery_and_healed_by_replication(make_cluster):
+    _need_fuse()
+    rt = make_cluster(brokers=3, controllers=1, txn_coordinators=0, disk="lazy")
+    boot = rt.bootstrap_all()
+    topic = "disk-c"
+    md = new_topic(boot, topic, 1, configs={"min.insync.replicas": "2"})
+    leader = leader_address(md, topic)
+    n, per = 30, 5
+    for i in range(n):
+        assert produce_raw(leader, topic, rb.build_batch(values(per, start=i * per)), acks=-1).error == 0
+    wait_for(lambda: _isr(md, topic) == [1, 2, 3], 30, "every replica in sync")
+    victim = next(f"broker-{i}" for i in (1, 2, 3) if i != md.leader(topic, 0)[0])
+    name = f"{topic}-0/00000000000000000000.log"
+    seg = os.path.join(rt.dir, "data", victim, name)
+    before = _read(seg)
+
+    torn = DISK_PACKAGES["torn-write"]
+    ctx = nem.Context(rt, None, topic, 1, md, _Pick(victim))
+    started = torn.start(ctx)
+    assert started["nodes"] == [victim] and {"seed", "ordered"} <= set(started)
+    rec = started["hit"][victim]["by_file"]["/" + name]
+    assert rec["lost_bytes"] > 0 and 0 <= rec["kept_prefix"] and "torn_offset" in rec, rec
+    assert _read(seg) != before, "the victim's segment lost its unsynced tail"
+    torn.stop(ctx, started)
+    wait_for(lambda: _read(seg) == before, 60, f"{victim}'s segment rebuilt by replication")
+
+    corrupt = DISK_PACKAGES["corrupt"]
+    ctx = nem.Context(rt, None, topic, 1, md, _Pick(victim, "segment-tail", name))
+    wait_for(lambda: rt.info().node(victim).state == "running" and _isr(md, topic) == [1, 2, 3], 60,
+             f"{victim} back in sync")
+    started = corrupt.start(ctx)
+    hit = started["hit"][victim]
+    assert started["nodes"] == [victim] and hit["kind"] == "segment-tail" and hit["path"] == name, hit
+    off, k = hit["offset"], hit["bytes_flipped"]
+    assert len(before) - 64 <= off < len(before) and 1 <= k <= 4
+    after = _read(seg)
+    assert [a != b for a, b in zip(after[off:off + k], before[off:off + k])] == [True] * k
+    assert after[:off] == before[:off] and after[off + k:] == before[off + k:], "exactly those bytes flipped"
+    corrupt.stop(ctx, started)
+    wait_for(lambda: _read(seg) == before, 60, f"{victim} cut the corrupt batch and fetched it again")
+    wait_for(lambda: _isr(md, topic) == [1, 2, 3], 60, f"{victim} back in sync")
+    assert [r.value for r in read_partition(boot, topic)] == [f"v{i}".encode() for i in range(n * per)]
     md.close()
 
 

@@ -28,13 +28,13 @@ from eoslab.common.time import SYSTEM, Time
 from services.broker.checkpoints import (RECOVERY_POINT_CHECKPOINT, consume_clean_shutdown_marker, fsync_dir,
                                          read_offset_checkpoint, write_clean_shutdown_marker,
                                          write_offset_checkpoint)
+from services.broker.log_config import FLUSH_NEVER
 from services.broker.log_recovery import LoadResult, load_segments
 from services.broker.log_segment import LogSegment, StoredBatch
 
 __all__ = ["FLUSH_NEVER", "LogSegment", "StoredBatch", "UnifiedLog"]
 
 log = logging.getLogger(__name__)
-FLUSH_NEVER = 2 ** 63 - 1     # Kafka's Long.MAX_VALUE: the flush.messages and flush.ms defaults
 
 
 class UnifiedLog:

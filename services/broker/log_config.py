@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from eoslab.common.errors import E
 
-FLUSH_NEVER = 2 ** 63 - 1    # Kafka's Long.MAX_VALUE (services.broker.log.FLUSH_NEVER)
+FLUSH_NEVER = 2 ** 63 - 1    # Kafka's Long.MAX_VALUE: the flush.messages and flush.ms defaults
 
 
 @dataclass

@@ -150,9 +150,8 @@ class TornWrite(_DiskFault):
         return {"seed": ctx.rng.randrange(1 << 31), "ordered": ctx.rng.random() < 0.5}
 
     def hit(self, ctx, fs, params):
-        out = _summary(fs.torn_write(params["seed"], ordered=params["ordered"]))
-        out["bytes_kept"] = sum(r.get("kept_prefix", 0) for r in out["by_file"].values())
-        return out
+        result = fs.torn_write(params["seed"], ordered=params["ordered"])
+        return {**_summary(result), "bytes_kept": sum(r.get("kept_prefix", 0) for r in result.values())}
 
 
 def _kind(path: str) -> str | None:

@@ -172,3 +172,37 @@ def test_checkpoints_are_written_as_kafkas_checkpoint_file(tmp_path, fsyncs):
     log.checkpoint_recovery_point()
     assert fsyncs == [os.path.join(d, RECOVERY_POINT_CHECKPOINT + ".tmp"), d]
     log.close()
+
+
+def test_the_broker_flushes_by_a_topics_flush_ms_and_checkpoints_the_recovery_point_on_its_intervals(tmp_path,
+                                                                                                     fsyncs):
+    """Through the ReplicaManager: a topic's flush.ms reaches its partition (ReplicaManager._config_for),
+    the maintenance loop runs the log flusher every log.flush.scheduler.interval.ms and writes the
+    recovery point every log.flush.offset.checkpoint.interval.ms, all on the broker's clock."""
+    from eoslab.v1 import broker_pb2
+    from services.broker.metadata_cache import MetadataCache
+    from services.broker.replica_manager import ReplicaManager
+    from tests.unit.test_broker_clock_support import WatchedClock, until
+
+    clock, md = WatchedClock(), MetadataCache()
+    md.configs = {"t": {"flush.ms": "1000"}}
+    defaults = LogConfig(flush_scheduler_interval_ms=500, recovery_point_checkpoint_interval_ms=3000)
+    rm = ReplicaManager(1, str(tmp_path), defaults, md, time=clock)
+    try:
+        req = broker_pb2.LeaderAndIsrRequest(controller_epoch=1)
+        req.partition_states.add(topic="t", partition=0, leader=1, leader_epoch=0, isr=[1], replicas=[1],
+                                 zk_version=0)
+        rm.become_leader_or_follower(req)
+        p = rm.get_partition("t", 0)
+        assert (p.log.flush_ms, p.log.flush_messages) == (1000, FLUSH_NEVER)
+        p.append_records_to_leader(rb.build_batch([(None, b"a", 0)]), acks=1)
+        checkpoint = os.path.join(p.dir, RECOVERY_POINT_CHECKPOINT)
+        clock.step("isr-maintenance", 0.9)       # the flusher runs (0.5 s passed), flush.ms has not passed
+        assert _segment_syncs(fsyncs) == [] and p.log.recovery_point == 0
+        clock.step("isr-maintenance", 0.6)       # the flusher's next run, 1.5 s after the append
+        until(lambda: p.log.recovery_point == 1, "the log flusher")
+        assert len(_segment_syncs(fsyncs)) == 1 and not os.path.exists(checkpoint)
+        clock.step("isr-maintenance", 2.0)       # 3.5 s: the recovery point checkpoint's interval passed
+        until(lambda: read_offset_checkpoint(checkpoint) == 1, "the recovery point checkpoint")
+    finally:
+        rm.shutdown()

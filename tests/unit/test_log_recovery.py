@@ -180,4 +180,5 @@ def test_producer_state_after_a_cut_matches_the_log_that_remains(tmp_path):
     p.make_leader(1, [1], [1], 1)
     retry = p.append_records_to_leader(_idempotent(kept_end, b"r%d" % kept_end), acks=1)
     assert retry.error == 0 and not retry.duplicate and retry.base_offset == kept_end
-    p.close()
+    p.close()                                     # the broker's shutdown closes it cleanly
+    assert os.path.exists(os.path.join(p.dir, CLEAN_SHUTDOWN_FILE))

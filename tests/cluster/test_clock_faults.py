@@ -80,6 +80,11 @@ class Probe:
         self.proc.wait(10)
 
 
+def _environ(rt, node: str) -> dict[bytes, bytes]:
+    with open(f"/proc/{rt.state['nodes'][node]['pid']}/environ", "rb") as f:
+        return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+
+
 def _describe(rt, node: str, tid: str):
     stub = txn_pb2_grpc.TransactionCoordinatorStub(rpc.channel(rt.info().node(node).address))
     r = stub.DescribeTransactions(txn_pb2.DescribeTransactionsRequest(transactional_ids=[tid]), timeout=5)
@@ -96,14 +101,10 @@ def _context(rt, tids: list[str], topic: str = "clock", seed: int = 7) -> Contex
 def test_a_preloaded_service_wall_clock_reads_its_offset_and_its_monotonic_clock_does_not_move(clock_cluster):
     rt = clock_cluster
     node = "broker-1"
-    pid = rt.state["nodes"][node]["pid"]
-    with open(f"/proc/{pid}/environ", "rb") as f:       # the service itself runs with the preload
-        environ = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    environ = _environ(rt, node)                        # the service itself runs with the preload
     assert environ[b"FAKETIME_TIMESTAMP_FILE"].decode() == faketime.control_file(rt.dir, node)
     assert b"libfaketime" in environ[b"LD_PRELOAD"] and environ[b"FAKETIME_DONT_FAKE_MONOTONIC"] == b"1"
-    zk_pid = rt.state["nodes"]["zookeeper"]["pid"]
-    with open(f"/proc/{zk_pid}/environ", "rb") as f:    # ZooKeeper never
-        assert b"FAKETIME_TIMESTAMP_FILE" not in f.read()
+    assert b"FAKETIME_TIMESTAMP_FILE" not in _environ(rt, "zookeeper")     # ZooKeeper never
 
     probe = Probe(rt, node)
     try:
@@ -198,6 +199,7 @@ def test_clock_strobe_flips_a_service_wall_clock_between_two_offsets_until_stopp
     try:
         node, (a, b) = started["node"], started["offsets_s"]
         assert node in ctx.nodes() and node != "zookeeper" and abs(a - b) >= 30
+        assert _environ(rt, node)[b"FAKETIME_TIMESTAMP_FILE"].decode() == faketime.control_file(rt.dir, node)
         probe = Probe(rt, node)
         try:
             seen = set()

@@ -6,6 +6,8 @@ state directory is gone, or whose processes are all dead while the process
 that took the slot is gone too (or is the one asking), is reclaimed; a slot
 where something still listens on the ZooKeeper or first broker address (a
 cluster that lost its lock file) is skipped, whatever the lock files say;
+so is a slot where anything listens on any of its addresses (a node left
+behind by a killed harness);
 `owned_by` tells whether a slot is still held by a given cluster.
 """
 from __future__ import annotations
@@ -56,10 +58,38 @@ def _stale(path: str) -> bool:
 
 # where every local cluster listens first: ZooKeeper (.1) and broker 1 (.21), see cluster.local
 PROBES = ((1, 12181), (21, 19092))
+PROC_NET = ("/proc/net/tcp", "/proc/net/tcp6")
+_TCP_LISTEN = "0A"
+
+
+def _listeners_in(slot: int) -> list[str]:
+    """Sockets listening on any address of the slot (127.77.slot.0/24, IPv4 or IPv4-mapped IPv6), from
+    the kernel's tables: a node left behind by a killed harness (a coordinator, a controller) holds its
+    address whatever its cluster's lock file says. None when the tables cannot be read."""
+    tail = f"{slot:02X}4D7F"            # 127.77.slot.x as the kernel prints it (x, slot, 77, 127 in hex)
+    found = []
+    for table in PROC_NET:
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            return None
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == _TCP_LISTEN:
+                addr, port = fields[1].split(":")
+                if addr[-6:] == tail and len(addr) in (8, 32) and (len(addr) == 8 or
+                                                                   addr[:24] == "0000000000000000FFFF0000"):
+                    found.append(f"127.77.{slot}.{int(addr[-8:-6], 16)}:{int(port, 16)}")
+    return found
 
 
 def _listening(slot: int) -> bool:
-    """Something already answers on the slot's ZooKeeper or first broker address."""
+    """Something already listens on one of the slot's addresses (else, without the kernel's tables,
+    answers on its ZooKeeper or first broker address)."""
+    found = _listeners_in(slot)
+    if found is not None:
+        return bool(found)
     import socket
     for host, port in PROBES:
         try:

@@ -65,3 +65,25 @@ def test_a_slot_with_a_live_node_is_kept_whoever_took_it(slot_dir, tmp_path):
 
 def test_acquire_never_gives_a_slot_it_was_told_to_avoid(slot_dir, tmp_path):
     assert slots.acquire(str(tmp_path / "a"), avoid=[240, 241]) == 242
+
+
+def test_a_slot_where_a_left_behind_node_listens_on_any_address_is_skipped(tmp_path, monkeypatch):
+    """A coordinator orphaned by a killed harness listens on .32 while ZooKeeper (.1) and broker 1 (.21)
+    are gone; a new cluster given the slot could not bind that address (exited at start)."""
+    import socket
+    monkeypatch.setattr(slots, "SLOT_DIR", str(tmp_path / "slots"))
+    monkeypatch.setattr(slots, "FIRST", 246)
+    monkeypatch.setattr(slots, "LAST", 247)
+    for family, host in ((socket.AF_INET, "127.77.246.32"), (socket.AF_INET6, "::ffff:127.77.246.32")):
+        s = socket.socket(family, socket.SOCK_STREAM)
+        s.bind((host, 0))
+        s.listen(1)
+        try:
+            assert slots._listeners_in(246) == [f"127.77.246.32:{s.getsockname()[1]}"]
+            assert slots._listeners_in(247) == []
+            got = slots.acquire(str(tmp_path / "c"))
+            assert got == 247
+            slots.release(got)
+        finally:
+            s.close()
+    assert slots._listeners_in(246) == []

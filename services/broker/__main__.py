@@ -11,6 +11,22 @@ from services.broker.log_config import LogConfig
 from eoslab.common import rpc
 
 
+def log_config(a, v) -> LogConfig:
+    """The partitions' defaults from the broker's settings `a` and its release's rules `v`."""
+    return LogConfig(max_message_bytes=a.max_message_bytes, segment_bytes=a.segment_bytes,
+                     producer_state_batches=a.producer_state_batches,
+                     duplicate_beyond_cache_error=common_pb2.ErrorCode.Value(a.duplicate_beyond_cache_error),
+                     snapshot_interval_batches=a.snapshot_interval_batches,
+                     replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas,
+                     transaction_verification=a.transaction_verification, unknown_producer=a.unknown_producer,
+                     txn_offset_commit_member_check=v.txn_offset_commit_member_check,
+                     producer_id_expiration_ms=a.producer_id_expiration_ms,
+                     producer_id_expiration_check_ms=a.producer_id_expiration_check_interval_ms,
+                     flush_messages=a.flush_messages, flush_ms=a.flush_ms,
+                     flush_scheduler_interval_ms=a.flush_scheduler_interval_ms,
+                     recovery_point_checkpoint_interval_ms=a.flush_offset_checkpoint_interval_ms)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         a = BrokerConfig.parse(sys.argv[1:] if argv is None else argv)
@@ -18,21 +34,13 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"python -m services.broker: {e}")
     v = kafka_version.get(a.kafka_version)
     rpc.setup_logging(f"broker-{a.broker_id}")
-    cfg = LogConfig(max_message_bytes=a.max_message_bytes, segment_bytes=a.segment_bytes,
-                    producer_state_batches=a.producer_state_batches,
-                    duplicate_beyond_cache_error=common_pb2.ErrorCode.Value(a.duplicate_beyond_cache_error),
-                    snapshot_interval_batches=a.snapshot_interval_batches,
-                    replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas,
-                    transaction_verification=a.transaction_verification, unknown_producer=a.unknown_producer,
-                    txn_offset_commit_member_check=v.txn_offset_commit_member_check,
-                    producer_id_expiration_ms=a.producer_id_expiration_ms,
-                    producer_id_expiration_check_ms=a.producer_id_expiration_check_interval_ms)
+    cfg = log_config(a, v)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
-                         a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
-                         kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
-                         auto_create_topics_enable=a.auto_create_topics_enable,
-                         txn_offset_commit_verification=v.txn_offset_commit_verification,
-                         transactional_produce_needs_id=v.transactional_produce_needs_id)
+                          a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
+                          kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
+                          auto_create_topics_enable=a.auto_create_topics_enable,
+                          txn_offset_commit_verification=v.txn_offset_commit_verification,
+                          transactional_produce_needs_id=v.transactional_produce_needs_id)
     server.start()
     rpc.wait_for_termination()
     server.stop()

@@ -8,6 +8,7 @@ doc where the lab's differs (shorter timeouts for a lab on one machine).
 from __future__ import annotations
 
 from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ServiceConfig, kafka_version_key
+from services.broker.log_config import FLUSH_NEVER
 
 DUP_CHOICES = ("DUPLICATE_SEQUENCE_NUMBER", "OUT_OF_ORDER_SEQUENCE_NUMBER")
 UNKNOWN_CHOICES = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "accept")
@@ -34,6 +35,18 @@ class BrokerConfig(ServiceConfig):
                    kafka_name="log.segment.bytes")
            .define("snapshot.interval.batches", int, 1000, "a producer-state snapshot every this many batches",
                    min=1, kafka_name="")
+           .define("flush.messages", int, FLUSH_NEVER, "fsync a partition's log once this many messages are "
+                   "unflushed (topic config flush.messages overrides it; Kafka's default never syncs by count)",
+                   min=1, kafka_name="log.flush.interval.messages")
+           .define("flush.ms", int, FLUSH_NEVER, "fsync a partition's log once its oldest unflushed message is "
+                   "this old, checked every flush.scheduler.interval.ms (topic config flush.ms overrides it)",
+                   min=0, kafka_name="log.flush.interval.ms")
+           .define("flush.scheduler.interval.ms", int, FLUSH_NEVER,
+                   "how often the log flusher checks flush.ms (Kafka's default: never)", min=1,
+                   kafka_name="log.flush.scheduler.interval.ms")
+           .define("flush.offset.checkpoint.interval.ms", int, 60000,
+                   "how often each partition's recovery point is checkpointed", min=1,
+                   kafka_name="log.flush.offset.checkpoint.interval.ms")
            .define("replica.lag.time.max.ms", int, 3000,
                    "a follower not caught up for this long leaves the ISR (Kafka: 30000)", min=1)
            .define("min.insync.replicas", int, 1, "default for topics that do not set it", min=1)

@@ -206,3 +206,23 @@ def test_the_broker_flushes_by_a_topics_flush_ms_and_checkpoints_the_recovery_po
         until(lambda: read_offset_checkpoint(checkpoint) == 1, "the recovery point checkpoint")
     finally:
         rm.shutdown()
+
+
+def test_the_brokers_flush_settings_become_every_partitions_defaults():
+    """Kafka's broker-wide log.flush.interval.messages / .ms, the flusher's interval and the recovery-point
+    checkpoint interval, as flags of the broker process; Kafka's defaults when unset."""
+    from eoslab import kafka_version
+    from services.broker.__main__ import log_config
+    from services.broker.config import BrokerConfig
+    base = ["--broker-id", "1", "--listen", "127.0.0.1:1", "--zookeeper", "127.0.0.1:2", "--data-dir", "/tmp/d"]
+    a = BrokerConfig.parse(base)
+    cfg = log_config(a, kafka_version.get(a.kafka_version))
+    assert (cfg.flush_messages, cfg.flush_ms, cfg.flush_scheduler_interval_ms,
+            cfg.recovery_point_checkpoint_interval_ms) == (FLUSH_NEVER, FLUSH_NEVER, FLUSH_NEVER, 60000)
+    a = BrokerConfig.parse(base + ["--flush-messages", "1", "--flush-ms", "250", "--flush-scheduler-interval-ms",
+                                   "50", "--flush-offset-checkpoint-interval-ms", "1000"])
+    cfg = log_config(a, kafka_version.get(a.kafka_version))
+    assert (cfg.flush_messages, cfg.flush_ms, cfg.flush_scheduler_interval_ms,
+            cfg.recovery_point_checkpoint_interval_ms) == (1, 250, 50, 1000)
+    with pytest.raises(Exception, match="flush.messages|flush-messages"):
+        BrokerConfig.parse(base + ["--flush-messages", "0"])

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+"""librdkafka's own broker test suite run against a lab cluster's Kafka listener.
+
+Guarantees:
+- librdkafka is exported from the snapshot at --mirror into a cache directory outside the
+  repository (<cache>/librdkafka-<commit12>) and built there once (configure without SSL,
+  GSSAPI, curl, zstd and external lz4; `nice -n 10 make -j2`); a finished build is reused.
+- A missing build tool or header is reported as the Debian package to install; nothing is
+  installed.
+- Per --kafka-version a lab cluster of its own name is started, used, and stopped (also on
+  Ctrl-C or an error).
+- Only broker tests run (the runner's -L); every test left out is in EXCLUDED with its reason,
+  and tests the runner marks local, manual or known-issue are never started.
+- Each test number runs in its own test-runner process under --timeout; at most --parallel
+  run at once; once --budget minutes have passed no new test starts (the rest are "not run").
+- Every test of the selection gets exactly one of: pass, fail, skip, excluded, not run; a
+  failure or skip carries the runner's first failure/skip line.
+- Results go to <out>/librdkafka-conformance-<version>.json and .md (a Markdown table).
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIRROR = "/work/.mirror/confluentinc+librdkafka/repo"
+VERSIONS = {"0.11": "0.11.0.3", "2.5": "2.5.1", "3.0": "3.0.2", "3.6": "3.6.2", "4.0": "4.0.0"}
+CONFIGURE = ["--disable-ssl", "--disable-gssapi", "--disable-curl", "--disable-zstd", "--disable-lz4-ext"]
+# (command or header, Debian package)
+BUILD_DEPS = [("gcc", "gcc"), ("g++", "g++"), ("make", "make"), ("pkg-config", "pkg-config"),
+              ("python3", "python3"), ("/usr/include/zlib.h", "zlib1g-dev")]
+
+# Test numbers left out of a run, with the reason. Local-only tests (TEST_F_LOCAL: the unit
+# tests and every *_mock test, e.g. 0105, 0144, 0146) are already skipped by the runner's -L.
+_SHARE = "share groups (KIP-932), not served by the lab"
+EXCLUDED = {
+    "0097": "needs SSL listeners and certificates",
+    "0126": "needs SASL/OAUTHBEARER with an OIDC token endpoint",
+    "0135": "needs SASL credentials on the broker",
+    "0142": "needs SASL re-authentication (KIP-368)",
+    "0016": "needs KAFKA_PATH (Kafka's Java tools, trivup)",
+    "0098": "needs Kafka's Java TransactionProducerCli tool",
+    "0115": "needs kafka-acls.sh (Kafka's Java tools) and an authorizer",
+    "0119": "needs kafka-acls.sh (Kafka's Java tools) and an authorizer",
+    **{n: _SHARE for n in ("0170", "0171", "0172", "0173", "0174", "0175", "0176", "0177",
+                           "0178", "0179", "0180", "0181", "0184", "0185", "0190")},
+}
+# A representative spread first: producer, idempotence, transactions, groups, offsets, metadata.
+PRIORITY = ["0001", "0012", "0017", "0090", "0103", "0129", "0018", "0113", "0030", "0130",
+            "0015", "0031", "0034", "0019", "0035", "0007", "0044", "0081", "0002", "0005"]
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+SUMMARY = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|"
+                     r"\s*[\d.]+s\s*\|\s*(.*?)\s*$")
+FAILHDR = re.compile(r'^### Test "(\d{4}_\w+)(?: \(.*\))?" failed at .*###$')
+STATE = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "RUNNING": "fail", "DNS": "skip"}
+
+
+class Usage(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise Usage(message)
+
+
+def say(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def run(cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def missing_deps() -> list[str]:
+    return [pkg for what, pkg in BUILD_DEPS
+            if not (os.path.exists(what) if what.startswith("/") else shutil.which(what))]
+
+
+def prepare(mirror: str, cache: str) -> tuple[str, str]:
+    """Export and build librdkafka and tests/test-runner; returns (source dir, commit)."""
+    commit = subprocess.run(["git", "-C", mirror, "rev-parse", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    src = os.path.join(os.path.expanduser(cache), f"librdkafka-{commit[:12]}")
+    if os.path.realpath(src).startswith(REPO + os.sep):
+        raise Usage(f"--cache must be outside the repository: {src}")
+    runner = os.path.join(src, "tests", "test-runner")
+    if os.path.exists(runner) and os.path.exists(os.path.join(src, ".eoslab-built")):
+        say(f"reusing build in {src}")
+        return src, commit
+    missing = missing_deps()
+    if missing:
+        raise Usage("missing build dependencies, install with: apt-get install " + " ".join(missing))
+    if not os.path.exists(os.path.join(src, "configure")):
+        say(f"exporting librdkafka {commit[:12]} to {src}")
+        os.makedirs(src, exist_ok=True)
+        archive = subprocess.Popen(["git", "-C", mirror, "archive", commit], stdout=subprocess.PIPE)
+        run(["tar", "-x", "-C", src], stdin=archive.stdout)
+        if archive.wait():
+            raise RuntimeError("git archive failed")
+    log = open(os.path.join(src, "eoslab-build.log"), "a")
+    for step, cmd, cwd in [("configure", ["./configure", *CONFIGURE], src),
+                           ("make libs", ["nice", "-n", "10", "make", "-j2", "libs"], src),
+                           ("make test-runner", ["nice", "-n", "10", "make", "-j2", "test-runner"],
+                            os.path.join(src, "tests"))]:
+        say(f"{step} (log: {log.name})")
+        if subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode:
+            raise RuntimeError(f"{step} failed, see {log.name}")
+    open(os.path.join(src, ".eoslab-built"), "w").write(commit + "\n")
+    return src, commit
+
+
+def test_table(test_c: str) -> list[tuple[str, str]]:
+    """(name, flags) of every entry of test.c's tests[] table."""
+    body = test_c[test_c.index("struct test tests[] = {"):]
+    body = body[:body.index("\n};")]
+    return [(m.group(1), m.group(2).strip()) for m in re.finditer(r"_TEST\((\w+),\s*([^,)]+)", body)]
+
+
+def broker_tests(table) -> list[tuple[str, str]]:
+    return [(n, f) for n, f in table if not re.search(r"TEST_F_(LOCAL|MANUAL)", f)]
+
+
+def order(numbers, first=PRIORITY) -> list[str]:
+    numbers = sorted(set(numbers))
+    return [n for n in first if n in numbers] + [n for n in numbers if n not in first]
+
+
+def header_comment(text: str, limit: int = 100) -> str:
+    """The first sentence of a test file's first comment after its license."""
+    for block in re.findall(r"/\*+(.*?)\*/", text, re.S):
+        lines = [re.sub(r"^\s*\*?\s?", "", ln).strip() for ln in block.splitlines()]
+        lines = [re.sub(r"^@(name|brief)\s*", "", ln) for ln in lines if ln]
+        words = " ".join(ln for ln in lines if not ln.startswith("@")).strip()
+        if not words or "Copyright" in words or words.startswith("Typical include"):
+            continue
+        words = re.split(r"(?<=\.)\s", words)[0].rstrip(".")
+        return words if len(words) <= limit else words[:limit - 1] + "…"
+    return ""
+
+
+def describe(tests_dir: str, number: str) -> str:
+    for name in sorted(os.listdir(tests_dir)):
+        if name.startswith(number + "-") and name.endswith((".c", ".cpp")):
+            return header_comment(open(os.path.join(tests_dir, name), errors="replace").read())
+    return ""
+
+
+def test_conf(bootstrap: str, extra: dict | None = None) -> str:
+    lines = [f"bootstrap.servers={bootstrap}", "test.timeout.multiplier=2", "test.topic.random=true"]
+    lines += [f"{k}={v}" for k, v in (extra or {}).items()]
+    return "\n".join(lines) + "\n"
+
+
+def parse_output(text: str) -> dict[str, dict]:
+    """Per test name: result and first failure/skip line, from a test-runner's output."""
+    text = ANSI.sub("", text)
+    results: dict[str, dict] = {}
+    first_failure: dict[str, str] = {}
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        m = FAILHDR.match(line.strip())
+        if m and m.group(1) not in first_failure and i + 1 < len(lines):
+            first_failure[m.group(1)] = lines[i + 1].strip()
+    for line in lines:
+        m = SUMMARY.match(line.strip())
+        if m:
+            name, state, reason = m.groups()
+            result = STATE[state]
+            if result == "pass":
+                reason = ""
+            elif state == "RUNNING":
+                reason = "still running when the runner ended"
+            results[name] = {"result": result, "reason": reason or first_failure.get(name, "")}
+    for name, reason in first_failure.items():
+        results.setdefault(name, {"result": "fail", "reason": reason})
+    return results
+
+
+def cluster_up(eoslab: str, name: str, version: str, brokers: int) -> str:
+    cmd = [eoslab, "cluster", "up", "--runtime", "local", "--name", name, "--brokers", str(brokers),
+           "--controllers", "1", "--kafka-version", version]
+    for attempt in range(3):
+        say("starting cluster: " + " ".join(cmd[1:]))
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if not p.returncode:
+            break
+        say(f"cluster up failed: {(p.stderr or p.stdout).strip()[:200]}")
+        time.sleep(5)
+    else:
+        raise RuntimeError(f"cluster {name} did not start (3 attempts)")
+    return json.loads(p.stdout[p.stdout.index("{"):])["kafka_bootstrap"]
+
+
+def cluster_down(eoslab: str, name: str) -> None:
+    say(f"stopping cluster {name}")
+    subprocess.run([eoslab, "cluster", "down", "--name", name], capture_output=True)
+
+
+def run_number(src, number, conf_path, version, timeout, logdir) -> tuple[str, dict, float]:
+    env = dict(os.environ, TESTS=number, RDKAFKA_TEST_CONF=conf_path, TEST_KAFKA_VERSION=version,
+               LD_LIBRARY_PATH=f"{src}/src:{src}/src-cpp")
+    log = os.path.join(logdir, f"{number}.log")
+    t0 = time.monotonic()
+    with open(log, "w") as out:
+        p = subprocess.Popen(["nice", "-n", "10", "./test-runner", "-L", "-p1"], cwd=f"{src}/tests",
+                             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            p.wait(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            timed_out = True
+    results = parse_output(open(log, errors="replace").read())
+    if timed_out:
+        for r in results.values():
+            if r["result"] != "pass":
+                r["result"] = "fail"
+                r["reason"] = f"timeout after {timeout}s" + (f"; {r['reason']}" if r["reason"] else "")
+        if not results:
+            results[number] = {"result": "fail", "reason": f"timeout after {timeout}s"}
+    elif not results:
+        results[number] = {"result": "fail", "reason": f"test-runner exit code {p.returncode}, no summary"}
+    return number, results, time.monotonic() - t0
+
+
+def markdown(rows) -> str:
+    out = ["| test | exercises | result | first failure / skip reason |", "|---|---|---|---|"]
+    for r in rows:
+        cells = [r["test"], r["what"], r["result"], r["reason"]]
+        out.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def run_version(args, src, commit, version) -> dict:
+    tests_dir = os.path.join(src, "tests")
+    table = broker_tests(test_table(open(os.path.join(tests_dir, "test.c")).read()))
+    names = {}
+    for name, flags in table:
+        if "KNOWN_ISSUE" in flags and "WIN32" not in flags and "OSX" not in flags:
+            continue
+        names.setdefault(name[:4], []).append(name)
+    numbers = order(args.tests or names.keys())
+    unknown = [n for n in numbers if n not in names]
+    if unknown:
+        raise Usage(f"not broker tests of this librdkafka: {','.join(unknown)}")
+    name = f"{args.name}-{version.replace('.', '')}"
+    workdir = os.path.join(args.out, f"librdkafka-conformance-{version}")
+    os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
+    rows, per_number = [], {}
+    deadline = args.started + args.budget * 60 if args.budget else None
+    bootstrap = cluster_up(args.eoslab, name, version, args.brokers)
+    try:
+        conf = os.path.join(workdir, "test.conf")
+        open(conf, "w").write(test_conf(bootstrap))
+        say(f"{version}: {bootstrap}; {len(numbers)} test numbers, test.conf {conf}")
+        todo = [n for n in numbers if n not in EXCLUDED]
+        lock = threading.Lock()
+        with cf.ThreadPoolExecutor(max_workers=args.parallel) as pool:
+            def job(n):
+                if deadline and time.time() > deadline:
+                    return n, None, 0.0
+                return run_number(src, n, conf, VERSIONS[version], args.timeout, os.path.join(workdir, "logs"))
+            for fut in cf.as_completed([pool.submit(job, n) for n in todo]):
+                n, res, secs = fut.result()
+                with lock:
+                    per_number[n] = res
+                if res is not None:
+                    summary = ", ".join(f"{k}={v['result']}" for k, v in sorted(res.items()))
+                    say(f"{n} ({secs:.0f}s): {summary}")
+    finally:
+        cluster_down(args.eoslab, name)
+    for n in numbers:
+        what = describe(tests_dir, n)
+        for tname in names[n]:
+            if n in EXCLUDED:
+                r = {"result": "excluded", "reason": EXCLUDED[n]}
+            elif per_number.get(n) is None:
+                r = {"result": "not run", "reason": "budget exhausted"}
+            else:
+                r = per_number[n].get(tname, {"result": "skip", "reason": "not started by the runner"})
+            rows.append({"test": tname, "what": what, **r})
+    totals = {k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "skip", "excluded", "not run")}
+    report = {"librdkafka_commit": commit, "kafka_version": version, "bootstrap": bootstrap,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "totals": totals, "tests": rows}
+    base = os.path.join(args.out, f"librdkafka-conformance-{version}")
+    json.dump(report, open(base + ".json", "w"), indent=1)
+    open(base + ".md", "w").write(markdown(rows))
+    say(f"{version}: {totals}; wrote {base}.json and {base}.md")
+    return report
+
+
+def parse_args(argv):
+    p = Parser(description=__doc__.splitlines()[0])
+    p.add_argument("--kafka-version", action="append", choices=sorted(VERSIONS), dest="versions")
+    p.add_argument("--tests", help="comma-separated 4-digit test numbers (default: all broker tests)")
+    p.add_argument("--parallel", type=int, default=2)
+    p.add_argument("--timeout", type=int, default=300, help="seconds per test number")
+    p.add_argument("--budget", type=float, default=0, help="minutes after which no new test starts")
+    p.add_argument("--brokers", type=int, default=3)
+    p.add_argument("--out", default="/tmp")
+    p.add_argument("--cache", default="~/.cache/eoslab")
+    p.add_argument("--mirror", default=MIRROR)
+    p.add_argument("--name", default="rdk-conf")
+    p.add_argument("--eoslab", default=os.path.join(REPO, ".venv", "bin", "eoslab"))
+    a = p.parse_args(argv)
+    a.versions = a.versions or ["4.0"]
+    if a.tests is not None:
+        a.tests = [t.strip() for t in a.tests.split(",") if t.strip()]
+        bad = [t for t in a.tests if not re.fullmatch(r"\d{4}", t)]
+        if bad or not a.tests:
+            raise Usage(f"--tests wants 4-digit test numbers, got {','.join(bad) or 'nothing'}")
+    if a.parallel < 1 or a.timeout < 1 or a.brokers < 1 or a.budget < 0:
+        raise Usage("--parallel, --timeout and --brokers must be >= 1, --budget >= 0")
+    if not os.path.isdir(a.mirror):
+        raise Usage(f"no librdkafka snapshot at {a.mirror}")
+    a.started = time.time()
+    return a
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse_args(argv)
+        os.makedirs(args.out, exist_ok=True)
+        src, commit = prepare(args.mirror, args.cache)
+        for version in args.versions:
+            run_version(args, src, commit, version)
+    except Usage as e:
+        print(f"librdkafka_conformance: error: {e}", file=sys.stderr)
+        return 2
+    except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
+        print(f"librdkafka_conformance: failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""tools/librdkafka_conformance.py's pure parts: reading the test-runner's output into per-test
+results, the test.conf it writes, the test table it reads, the exclusions and the arguments."""
+import importlib.util
+import os
+
+import pytest
+
+pytestmark = pytest.mark.fast
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "librdkafka_conformance.py")
+_spec = importlib.util.spec_from_file_location("librdkafka_conformance", _PATH)
+conf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(conf)
+
+G, R, Y, C, Z = "\x1b[32m", "\x1b[31m", "\x1b[33m", "\x1b[36m", "\x1b[0m"
+
+RUNNER_OUTPUT = f"""\
+[0103_transactions           / 66.872s] TEST FAILURE
+{R}### Test "0103_transactions (do_test_fenced_txn:760: produce after fence)" failed at test.c:2317:test_dr_msg_cb() at Thu Nov 26 02:10:30 2026: ###
+do_test_fenced_txn:760: produce after fence: Message delivery failed: Unknown topic or partition
+### Test "0103_transactions (later)" failed at test.c:1:f() at Thu Nov 26 02:10:31 2026: ###
+a later failure
+TEST 20261126020853 (bare, scenario default) SUMMARY
+#==================================================================#
+|{G} <MAIN>                                   |     PASSED |  68.080s {Z}|
+|{G} 0001_multiobj                            |     PASSED |   1.980s {Z}|
+|{R} 0103_transactions                        |     FAILED |  66.872s {Z}|{R} do_test_fenced_txn:760: produce after fence: Message delivery failed{Z}
+|{C} 0045_subscribe_update_topic_remove       |    SKIPPED |   0.000s {Z}|{C} Scenario noautocreate not matched{Z}
+#==================================================================#
+"""
+
+
+def test_summary_lines_give_one_result_per_test_with_the_first_failure_line():
+    results = conf.parse_output(RUNNER_OUTPUT)
+    assert set(results) == {"0001_multiobj", "0103_transactions", "0045_subscribe_update_topic_remove"}
+    assert results["0001_multiobj"] == {"result": "pass", "reason": ""}
+    assert results["0103_transactions"]["result"] == "fail"
+    assert results["0103_transactions"]["reason"] == "do_test_fenced_txn:760: produce after fence: Message delivery failed"
+    assert results["0045_subscribe_update_topic_remove"] == {
+        "result": "skip", "reason": "Scenario noautocreate not matched"}
+
+
+def test_a_runner_killed_before_its_summary_still_reports_the_first_failure():
+    killed = RUNNER_OUTPUT.split("TEST 2026")[0]
+    results = conf.parse_output(killed)
+    assert results == {"0103_transactions": {
+        "result": "fail",
+        "reason": "do_test_fenced_txn:760: produce after fence: Message delivery failed: Unknown topic or partition"}}
+
+
+def test_a_test_still_running_at_the_summary_is_a_failure():
+    out = f"|{Y} 0030_offset_commit                       |    RUNNING |  10.000s {Z}|\n"
+    assert conf.parse_output(out)["0030_offset_commit"] == {
+        "result": "fail", "reason": "still running when the runner ended"}
+
+
+def test_output_without_tests_gives_no_results():
+    assert conf.parse_output("Git version: v2.15.0\nno summary here\n") == {}
+
+
+def test_test_conf_points_the_tests_at_the_cluster():
+    text = conf.test_conf("127.77.5.21:19192,127.77.5.22:19192", {"test.topic.prefix": "lab"})
+    lines = text.splitlines()
+    assert lines[0] == "bootstrap.servers=127.77.5.21:19192,127.77.5.22:19192"
+    assert "test.topic.prefix=lab" in lines
+    assert all(ln.count("=") >= 1 for ln in lines) and text.endswith("\n")
+
+
+TEST_C = """
+struct test tests[] = {
+    {.name = "<MAIN>", .flags = TEST_F_LOCAL},
+    _TEST(0000_unittests, TEST_F_LOCAL, _THRES(.ucpu = 100.0)),
+    _TEST(0001_multiobj, 0),
+    _TEST(0028_long_topicnames, TEST_F_KNOWN_ISSUE, TEST_BRKVER(0, 9, 0, 0)),
+    _TEST(0105_transactions_mock, TEST_F_LOCAL, TEST_BRKVER(0, 11, 0, 0)),
+    _TEST(0103_transactions, 0, TEST_BRKVER(0, 11, 0, 0)),
+    _TEST(8000_idle, TEST_F_MANUAL),
+    {NULL}
+};
+"""
+
+
+def test_the_table_is_read_and_only_broker_tests_are_kept():
+    table = conf.test_table(TEST_C)
+    assert [n for n, _ in table] == ["0000_unittests", "0001_multiobj", "0028_long_topicnames",
+                                     "0105_transactions_mock", "0103_transactions", "8000_idle"]
+    assert [n for n, _ in conf.broker_tests(table)] == ["0001_multiobj", "0028_long_topicnames",
+                                                        "0103_transactions"]
+
+
+def test_priority_tests_come_first_then_the_rest_in_number_order():
+    assert conf.order(["0042", "0103", "0001", "0007"], first=["0103", "9999"]) == ["0103", "0001", "0007", "0042"]
+
+
+def test_every_exclusion_is_a_test_number_with_a_reason():
+    assert conf.EXCLUDED
+    for number, reason in conf.EXCLUDED.items():
+        assert len(number) == 4 and number.isdigit()
+        assert len(reason) > 10
+    assert "share" in conf.EXCLUDED["0171"] and "SSL" in conf.EXCLUDED["0097"]
+    assert not set(conf.EXCLUDED) & set(conf.PRIORITY)
+
+
+def test_header_comment_skips_the_license_and_keeps_the_first_sentence():
+    text = "/*\n * Copyright (c) 2012, Magnus\n */\n#include \"test.h\"\n" \
+           "/* Typical include path */\n/**\n * @name Producer transaction tests.\n * More.\n */\n"
+    assert conf.header_comment(text) == "Producer transaction tests"
+    assert conf.header_comment("/** " + "x" * 300 + " */", limit=20).endswith("…")
+
+
+def test_markdown_escapes_pipes_and_has_one_row_per_test():
+    md = conf.markdown([{"test": "0001_a", "what": "a|b", "result": "fail", "reason": "x\ny"}])
+    rows = md.splitlines()
+    assert len(rows) == 3 and rows[2] == "| 0001_a | a\\|b | fail | x y |"
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["--tests", "1,0103"], "4-digit"),
+    (["--parallel", "0"], ">= 1"),
+    (["--kafka-version", "9.9"], "invalid choice"),
+])
+def test_bad_arguments_are_one_error_line(argv, fragment, capsys):
+    assert conf.main(argv + ["--mirror", "/"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("librdkafka_conformance: error:") and fragment in err[0]
+
+
+def test_arguments_default_to_kafka_4_0_and_two_at_a_time():
+    a = conf.parse_args(["--mirror", "/"])
+    assert a.versions == ["4.0"] and a.parallel == 2 and a.tests is None
+    assert conf.parse_args(["--mirror", "/", "--tests", "0103, 0001"]).tests == ["0103", "0001"]

@@ -56,6 +56,7 @@ def _services(ctx: Context) -> list[str]:
 
 class ClockJump(FaultPackage):
     """One service's wall clock jumps forward (or back) by a seeded number of seconds until the stop."""
+    runtimes = ("local",)          # libfaketime preloaded by the local runtime only
 
     def __init__(self, name: str = "clock-jump", min_s: int = 30, max_s: int = 600, back_share: float = 1 / 3):
         if not 0 < min_s <= max_s or not 0 <= back_share <= 1:
@@ -91,6 +92,7 @@ class ClockJump(FaultPackage):
 
 class ClockStrobe(FaultPackage):
     """One service's wall clock flips between two seeded offsets, every period, until the stop."""
+    runtimes = ("local",)          # libfaketime preloaded by the local runtime only
 
     def __init__(self, name: str = "clock-strobe", max_s: int = 300, min_gap_s: int = 30,
                  period_s: tuple[float, float] = (1.0, 2.0)):

@@ -7,8 +7,8 @@ name, or a dict naming nodes and parameters; None when it found no target),
 tell. Each package says what it does to processes, for the lab-error rules
 (cluster.lab_errors): `process_fault` (it kills or pauses the node it
 returns) and `zookeeper_fault` (services may lose ZooKeeper while it is in
-force). Targets are drawn from the seeded RNG over the nodes as they are
-when the fault starts (which broker leads, which coordinator owns a
+force); `runtimes` names the runtimes it can act on. Targets are drawn
+from the seeded RNG over the nodes as they are when the fault starts (which broker leads, which coordinator owns a
 transactional.id, depends on the run).
 
 `loss` drops a random share (10-40 %, drawn from the seed) of the packets of
@@ -43,6 +43,7 @@ class FaultPackage:
     name = ""
     process_fault = False       # start kills or pauses the node it returns (stop brings it back)
     zookeeper_fault = False     # while in force, services may lose ZooKeeper (or their session)
+    runtimes = ("local", "docker")  # the runtimes whose nodes it can reach
 
     def start(self, ctx: Context):
         raise NotImplementedError

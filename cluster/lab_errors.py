@@ -244,10 +244,19 @@ def windows(faults: list[dict], zookeeper: bool, now: float | None = None) -> li
 
 
 def killed_nodes(faults: list[dict]) -> set[str]:
-    """The nodes the nemesis killed or paused (process faults that named their node)."""
+    """The nodes the nemesis killed or paused (process faults that named their node, or their nodes:
+    a disk fault's target is a dict whose "nodes" it killed)."""
     from cluster.nemesis_packages import PACKAGES
-    return {f["target"] for f in faults if isinstance(f.get("target"), str)
-            and getattr(PACKAGES.get(f.get("package")), "process_fault", False)}
+    out: set[str] = set()
+    for f in faults:
+        if not getattr(PACKAGES.get(f.get("package")), "process_fault", False):
+            continue
+        target = f.get("target")
+        if isinstance(target, str):
+            out.add(target)
+        elif isinstance(target, dict) and isinstance(target.get("nodes"), list):
+            out.update(n for n in target["nodes"] if isinstance(n, str))
+    return out
 
 
 def _kafka_retriable(exc: str) -> bool:

@@ -98,6 +98,7 @@ def _summary(result: dict, key: str = "lost_bytes") -> dict:
 
 class _DiskFault(FaultPackage):
     process_fault = True
+    runtimes = ("local",)       # the lazy filesystem is mounted by the local runtime only
 
     def targets(self, ctx: Context) -> tuple[str, list[str]]:
         return _brokers(ctx, ctx.rng.choice(SPREADS))

@@ -98,6 +98,17 @@ def test_a_killed_nodes_cut_short_traceback_is_the_kill_but_its_bug_is_a_lab_err
     assert lab.classify("broker-1", interrupted, kill) != []
 
 
+def test_the_nodes_a_disk_fault_killed_are_killed_nodes():
+    """lose-unsynced, torn-write and corrupt SIGKILL every node they name in their target's "nodes": a
+    traceback cut short there is the power loss, not a crash."""
+    faults = [fault("lose-unsynced", 5, 9, target={"nodes": ["broker-1", "broker-3"], "spread": "leader-isr"}),
+              fault("loss", 5, 9, target={"nodes": ["broker-2"]}),          # not a process fault
+              fault("kill", 10, 12, target="controller-1")]
+    assert lab.killed_nodes(faults) == {"broker-1", "broker-3", "controller-1"}
+    cut = ["Traceback (most recent call last):", '  File "x.py", line 1, in f']
+    assert lab.classify("broker-3", lab.scan(logged(6, "broker-3", []) + cut), faults) == []
+
+
 def test_a_peer_out_of_reach_is_the_fault_only_while_a_fault_is_in_force():
     kill = [fault("kill", 5, 9, target="broker-2")]
     during = lab.scan(logged(7, "broker-1", UNAVAILABLE))

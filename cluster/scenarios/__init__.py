@@ -11,7 +11,8 @@ in-flight window), restarts (producer restart with and without a
 transactional.id), replication (acks, min.insync.replicas, unclean election,
 leader re-election), transactions (id expiry, KAFKA-17754 with and without
 KIP-890), hanging transactions (KAFKA-12671's late produce, found and aborted
-with KIP-664's tools).
+with KIP-664's tools), a coordinator lost in the middle of a commit, durability
+(power loss, torn and corrupt files) and clocks that jump.
 
 Guarantees: `scenarios()` returns every registered scenario in a stable
 order; `get(name)` raises KeyError naming the known scenarios.
@@ -23,7 +24,8 @@ import importlib
 from cluster.scenarios.base import REGISTRY, ClusterSpec, Fact, Scenario
 
 FAMILIES = ("cluster.scenarios.idempotence", "cluster.scenarios.restarts", "cluster.scenarios.replication",
-            "cluster.scenarios.transactions", "cluster.scenarios.hanging")
+            "cluster.scenarios.transactions", "cluster.scenarios.hanging", "cluster.scenarios.coordinator_crash",
+            "cluster.scenarios.durability", "cluster.scenarios.clock")
 
 __all__ = ["ClusterSpec", "Fact", "Scenario", "get", "scenarios"]
 

@@ -62,6 +62,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 SUMMARY = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|"
                      r"\s*[\d.]+s\s*\|\s*(.*?)\s*$")
 FAILHDR = re.compile(r'^### Test "(\d{4}_\w+)(?: \(.*\))?" failed at .*###$')
+PASSLINE = re.compile(r"=+ Test (\d{4}_\w+) PASSED =+")
+STARTLINE = re.compile(r"=+ Running test (\d{4}_\w+) =+")
 STATE = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "RUNNING": "fail", "DNS": "skip"}
 
 
@@ -182,8 +184,13 @@ def parse_output(text: str) -> dict[str, dict]:
             elif state == "RUNNING":
                 reason = "still running when the runner ended"
             results[name] = {"result": result, "reason": reason or first_failure.get(name, "")}
+    # no summary (the runner aborted or was killed): what its progress lines tell
+    for name in PASSLINE.findall(text):
+        results.setdefault(name, {"result": "pass", "reason": ""})
     for name, reason in first_failure.items():
         results.setdefault(name, {"result": "fail", "reason": reason})
+    for name in STARTLINE.findall(text):
+        results.setdefault(name, {"result": "fail", "reason": "the runner ended before the test did"})
     return results
 
 
@@ -207,6 +214,27 @@ def cluster_down(eoslab: str, name: str) -> None:
     subprocess.run([eoslab, "cluster", "down", "--name", name], capture_output=True)
 
 
+KILLED = re.compile(r"^### eoslab: test-runner killed after (\d+)s$", re.M)
+EXITED = re.compile(r"^### eoslab: test-runner exit code (-?\d+)$", re.M)
+
+
+def results_of(text: str, number: str) -> dict[str, dict]:
+    """Per-test results of one test-runner log, including the end marker run_number appends."""
+    results = parse_output(text)
+    killed, exited = KILLED.search(text), EXITED.search(text)
+    if killed:
+        for r in results.values():
+            if r["result"] != "pass":
+                r["result"] = "fail"
+                r["reason"] = f"timeout after {killed.group(1)}s" + (f"; {r['reason']}" if r["reason"] else "")
+        if not results:
+            results[number] = {"result": "fail", "reason": f"timeout after {killed.group(1)}s"}
+    elif not results:
+        code = exited.group(1) if exited else "unknown"
+        results[number] = {"result": "fail", "reason": f"test-runner exit code {code}, no summary"}
+    return results
+
+
 def run_number(src, number, conf_path, version, timeout, logdir) -> tuple[str, dict, float]:
     env = dict(os.environ, TESTS=number, RDKAFKA_TEST_CONF=conf_path, TEST_KAFKA_VERSION=version,
                LD_LIBRARY_PATH=f"{src}/src:{src}/src-cpp")
@@ -217,22 +245,12 @@ def run_number(src, number, conf_path, version, timeout, logdir) -> tuple[str, d
                              env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             p.wait(timeout=timeout)
-            timed_out = False
+            out.write(f"\n### eoslab: test-runner exit code {p.returncode}\n")
         except subprocess.TimeoutExpired:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-            timed_out = True
-    results = parse_output(open(log, errors="replace").read())
-    if timed_out:
-        for r in results.values():
-            if r["result"] != "pass":
-                r["result"] = "fail"
-                r["reason"] = f"timeout after {timeout}s" + (f"; {r['reason']}" if r["reason"] else "")
-        if not results:
-            results[number] = {"result": "fail", "reason": f"timeout after {timeout}s"}
-    elif not results:
-        results[number] = {"result": "fail", "reason": f"test-runner exit code {p.returncode}, no summary"}
-    return number, results, time.monotonic() - t0
+            out.write(f"\n### eoslab: test-runner killed after {timeout}s\n")
+    return number, results_of(open(log, errors="replace").read(), number), time.monotonic() - t0
 
 
 def markdown(rows) -> str:
@@ -258,8 +276,30 @@ def run_version(args, src, commit, version) -> dict:
     name = f"{args.name}-{version.replace('.', '')}"
     workdir = os.path.join(args.out, f"librdkafka-conformance-{version}")
     os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
-    rows, per_number = [], {}
+    per_number: dict = {}
     deadline = args.started + args.budget * 60 if args.budget else None
+    if args.from_logs:
+        for n in numbers:
+            log = os.path.join(workdir, "logs", f"{n}.log")
+            if n not in EXCLUDED and os.path.exists(log):
+                per_number[n] = results_of(open(log, errors="replace").read(), n)
+        conf = os.path.join(workdir, "test.conf")
+        bootstrap = open(conf).readline().strip().partition("=")[2] if os.path.exists(conf) else ""
+        say(f"{version}: results read back from {workdir}/logs")
+    else:
+        bootstrap = run_tests(args, src, version, numbers, workdir, name, deadline, per_number)
+    rows = rows_of(numbers, names, per_number, tests_dir)
+    totals = {k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "skip", "excluded", "not run")}
+    report = {"librdkafka_commit": commit, "kafka_version": version, "bootstrap": bootstrap,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "totals": totals, "tests": rows}
+    base = os.path.join(args.out, f"librdkafka-conformance-{version}")
+    json.dump(report, open(base + ".json", "w"), indent=1)
+    open(base + ".md", "w").write(markdown(rows))
+    say(f"{version}: {totals}; wrote {base}.json and {base}.md")
+    return report
+
+
+def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) -> str:
     bootstrap = cluster_up(args.eoslab, name, version, args.brokers)
     try:
         conf = os.path.join(workdir, "test.conf")
@@ -281,6 +321,11 @@ def run_version(args, src, commit, version) -> dict:
                     say(f"{n} ({secs:.0f}s): {summary}")
     finally:
         cluster_down(args.eoslab, name)
+    return bootstrap
+
+
+def rows_of(numbers, names, per_number, tests_dir) -> list[dict]:
+    rows = []
     for n in numbers:
         what = describe(tests_dir, n)
         for tname in names[n]:
@@ -291,14 +336,7 @@ def run_version(args, src, commit, version) -> dict:
             else:
                 r = per_number[n].get(tname, {"result": "skip", "reason": "not started by the runner"})
             rows.append({"test": tname, "what": what, **r})
-    totals = {k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "skip", "excluded", "not run")}
-    report = {"librdkafka_commit": commit, "kafka_version": version, "bootstrap": bootstrap,
-              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "totals": totals, "tests": rows}
-    base = os.path.join(args.out, f"librdkafka-conformance-{version}")
-    json.dump(report, open(base + ".json", "w"), indent=1)
-    open(base + ".md", "w").write(markdown(rows))
-    say(f"{version}: {totals}; wrote {base}.json and {base}.md")
-    return report
+    return rows
 
 
 def parse_args(argv):
@@ -313,6 +351,8 @@ def parse_args(argv):
     p.add_argument("--cache", default="~/.cache/eoslab")
     p.add_argument("--mirror", default=MIRROR)
     p.add_argument("--name", default="rdk-conf")
+    p.add_argument("--from-logs", action="store_true",
+                   help="no cluster, no tests: rebuild the results from the logs of an earlier run under --out")
     p.add_argument("--eoslab", default=os.path.join(REPO, ".venv", "bin", "eoslab"))
     a = p.parse_args(argv)
     a.versions = a.versions or ["4.0"]

@@ -129,3 +129,37 @@ def test_arguments_default_to_kafka_4_0_and_two_at_a_time():
     a = conf.parse_args(["--mirror", "/"])
     assert a.versions == ["4.0"] and a.parallel == 2 and a.tests is None
     assert conf.parse_args(["--mirror", "/", "--tests", "0103, 0001"]).tests == ["0103", "0001"]
+
+
+ABORTED = """\
+================= Running test 0045_subscribe_update =================
+[0045_subscribe_update       / 15.298s] ================= Test 0045_subscribe_update PASSED =================
+[0045_resubscribe_with_regex /  0.000s] ================= Running test 0045_resubscribe_with_regex =================
+[0045_subscribe_many_updates /  0.000s] ================= Running test 0045_subscribe_many_updates =================
+### Test "0045_resubscribe_with_regex (do_test:704: Resubscribe)" failed at test.c:5482:f() at Thu Nov 26 2026: ###
+Test assertion failed: DeleteTopics_result_topics returned NULL
+test-runner: test.c:7702: test_fail0: Assertion `0' failed.
+"""
+
+
+def test_an_aborted_runner_is_read_from_its_progress_lines():
+    results = conf.results_of(ABORTED + "\n### eoslab: test-runner exit code -6\n", "0045")
+    assert results == {
+        "0045_subscribe_update": {"result": "pass", "reason": ""},
+        "0045_resubscribe_with_regex": {"result": "fail",
+                                        "reason": "Test assertion failed: DeleteTopics_result_topics returned NULL"},
+        "0045_subscribe_many_updates": {"result": "fail", "reason": "the runner ended before the test did"},
+    }
+
+
+def test_a_killed_runner_fails_what_had_not_passed_with_the_timeout_first():
+    results = conf.results_of(ABORTED + "\n### eoslab: test-runner killed after 240s\n", "0045")
+    assert results["0045_subscribe_update"]["result"] == "pass"
+    assert results["0045_subscribe_many_updates"]["reason"] == "timeout after 240s; the runner ended before the test did"
+    assert conf.results_of("nothing\n### eoslab: test-runner killed after 9s\n", "0050") == {
+        "0050": {"result": "fail", "reason": "timeout after 9s"}}
+
+
+def test_a_runner_that_printed_nothing_fails_with_its_exit_code():
+    assert conf.results_of("Git version: x\n### eoslab: test-runner exit code 134\n", "0050") == {
+        "0050": {"result": "fail", "reason": "test-runner exit code 134, no summary"}}

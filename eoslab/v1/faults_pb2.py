@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x65oslab/v1/faults.proto\x12\teoslab.v1\"U\n\x14\x44ropProduceResponses\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04skip\x18\x03 \x01(\x05\x12\r\n\x05\x63ount\x18\x04 \x01(\x05\"}\n\x0cReplayEndTxn\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x14\n\x0cmin_delay_ms\x18\x03 \x01(\x05\x12\x14\n\x0cmax_delay_ms\x18\x04 \x01(\x05\x12\x18\n\x10next_transaction\x18\x05 \x01(\x08\"\x93\x01\n\x12InjectFaultRequest\x12\x41\n\x16\x64rop_produce_responses\x18\x01 \x01(\x0b\x32\x1f.eoslab.v1.DropProduceResponsesH\x00\x12\x31\n\x0ereplay_end_txn\x18\x02 \x01(\x0b\x32\x17.eoslab.v1.ReplayEndTxnH\x00\x42\x07\n\x05\x66\x61ult\"\'\n\x13InjectFaultResponse\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\"\x14\n\x12\x43learFaultsRequest\"\x13\n\x11ListFaultsRequest\"h\n\nFaultState\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x11\n\tremaining\x18\x03 \x01(\x05\x12\x0f\n\x07\x61pplied\x18\x04 \x01(\x05\x12\x0f\n\x07\x61nswers\x18\x05 \x03(\t\"7\n\x0e\x46\x61ultsResponse\x12%\n\x06\x66\x61ults\x18\x01 \x03(\x0b\x32\x15.eoslab.v1.FaultState2\xed\x01\n\rFaultInjector\x12L\n\x0bInjectFault\x12\x1d.eoslab.v1.InjectFaultRequest\x1a\x1e.eoslab.v1.InjectFaultResponse\x12G\n\x0b\x43learFaults\x12\x1d.eoslab.v1.ClearFaultsRequest\x1a\x19.eoslab.v1.FaultsResponse\x12\x45\n\nListFaults\x12\x1c.eoslab.v1.ListFaultsRequest\x1a\x19.eoslab.v1.FaultsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x65oslab/v1/faults.proto\x12\teoslab.v1\"U\n\x14\x44ropProduceResponses\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0c\n\x04skip\x18\x03 \x01(\x05\x12\r\n\x05\x63ount\x18\x04 \x01(\x05\"}\n\x0cReplayEndTxn\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\x14\n\x0cmin_delay_ms\x18\x03 \x01(\x05\x12\x14\n\x0cmax_delay_ms\x18\x04 \x01(\x05\x12\x18\n\x10next_transaction\x18\x05 \x01(\x08\"D\n\x11\x43rashAfterPrepare\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x15\n\rprepare_abort\x18\x02 \x01(\x08\"\xd0\x01\n\x12InjectFaultRequest\x12\x41\n\x16\x64rop_produce_responses\x18\x01 \x01(\x0b\x32\x1f.eoslab.v1.DropProduceResponsesH\x00\x12\x31\n\x0ereplay_end_txn\x18\x02 \x01(\x0b\x32\x17.eoslab.v1.ReplayEndTxnH\x00\x12;\n\x13\x63rash_after_prepare\x18\x03 \x01(\x0b\x32\x1c.eoslab.v1.CrashAfterPrepareH\x00\x42\x07\n\x05\x66\x61ult\"\'\n\x13InjectFaultResponse\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\"\x14\n\x12\x43learFaultsRequest\"\x13\n\x11ListFaultsRequest\"h\n\nFaultState\x12\x10\n\x08\x66\x61ult_id\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x11\n\tremaining\x18\x03 \x01(\x05\x12\x0f\n\x07\x61pplied\x18\x04 \x01(\x05\x12\x0f\n\x07\x61nswers\x18\x05 \x03(\t\"7\n\x0e\x46\x61ultsResponse\x12%\n\x06\x66\x61ults\x18\x01 \x03(\x0b\x32\x15.eoslab.v1.FaultState2\xed\x01\n\rFaultInjector\x12L\n\x0bInjectFault\x12\x1d.eoslab.v1.InjectFaultRequest\x1a\x1e.eoslab.v1.InjectFaultResponse\x12G\n\x0b\x43learFaults\x12\x1d.eoslab.v1.ClearFaultsRequest\x1a\x19.eoslab.v1.FaultsResponse\x12\x45\n\nListFaults\x12\x1c.eoslab.v1.ListFaultsRequest\x1a\x19.eoslab.v1.FaultsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,18 +35,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DROPPRODUCERESPONSES']._serialized_end=122
   _globals['_REPLAYENDTXN']._serialized_start=124
   _globals['_REPLAYENDTXN']._serialized_end=249
-  _globals['_INJECTFAULTREQUEST']._serialized_start=252
-  _globals['_INJECTFAULTREQUEST']._serialized_end=399
-  _globals['_INJECTFAULTRESPONSE']._serialized_start=401
-  _globals['_INJECTFAULTRESPONSE']._serialized_end=440
-  _globals['_CLEARFAULTSREQUEST']._serialized_start=442
-  _globals['_CLEARFAULTSREQUEST']._serialized_end=462
-  _globals['_LISTFAULTSREQUEST']._serialized_start=464
-  _globals['_LISTFAULTSREQUEST']._serialized_end=483
-  _globals['_FAULTSTATE']._serialized_start=485
-  _globals['_FAULTSTATE']._serialized_end=589
-  _globals['_FAULTSRESPONSE']._serialized_start=591
-  _globals['_FAULTSRESPONSE']._serialized_end=646
-  _globals['_FAULTINJECTOR']._serialized_start=649
-  _globals['_FAULTINJECTOR']._serialized_end=886
+  _globals['_CRASHAFTERPREPARE']._serialized_start=251
+  _globals['_CRASHAFTERPREPARE']._serialized_end=319
+  _globals['_INJECTFAULTREQUEST']._serialized_start=322
+  _globals['_INJECTFAULTREQUEST']._serialized_end=530
+  _globals['_INJECTFAULTRESPONSE']._serialized_start=532
+  _globals['_INJECTFAULTRESPONSE']._serialized_end=571
+  _globals['_CLEARFAULTSREQUEST']._serialized_start=573
+  _globals['_CLEARFAULTSREQUEST']._serialized_end=593
+  _globals['_LISTFAULTSREQUEST']._serialized_start=595
+  _globals['_LISTFAULTSREQUEST']._serialized_end=614
+  _globals['_FAULTSTATE']._serialized_start=616
+  _globals['_FAULTSTATE']._serialized_end=720
+  _globals['_FAULTSRESPONSE']._serialized_start=722
+  _globals['_FAULTSRESPONSE']._serialized_end=777
+  _globals['_FAULTINJECTOR']._serialized_start=780
+  _globals['_FAULTINJECTOR']._serialized_end=1017
 # @@protoc_insertion_point(module_scope)

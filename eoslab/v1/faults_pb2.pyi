@@ -32,13 +32,23 @@ class ReplayEndTxn(_message.Message):
     next_transaction: bool
     def __init__(self, transactional_id: _Optional[str] = ..., count: _Optional[int] = ..., min_delay_ms: _Optional[int] = ..., max_delay_ms: _Optional[int] = ..., next_transaction: _Optional[bool] = ...) -> None: ...
 
+class CrashAfterPrepare(_message.Message):
+    __slots__ = ("transactional_id", "prepare_abort")
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    PREPARE_ABORT_FIELD_NUMBER: _ClassVar[int]
+    transactional_id: str
+    prepare_abort: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., prepare_abort: _Optional[bool] = ...) -> None: ...
+
 class InjectFaultRequest(_message.Message):
-    __slots__ = ("drop_produce_responses", "replay_end_txn")
+    __slots__ = ("drop_produce_responses", "replay_end_txn", "crash_after_prepare")
     DROP_PRODUCE_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     REPLAY_END_TXN_FIELD_NUMBER: _ClassVar[int]
+    CRASH_AFTER_PREPARE_FIELD_NUMBER: _ClassVar[int]
     drop_produce_responses: DropProduceResponses
     replay_end_txn: ReplayEndTxn
-    def __init__(self, drop_produce_responses: _Optional[_Union[DropProduceResponses, _Mapping]] = ..., replay_end_txn: _Optional[_Union[ReplayEndTxn, _Mapping]] = ...) -> None: ...
+    crash_after_prepare: CrashAfterPrepare
+    def __init__(self, drop_produce_responses: _Optional[_Union[DropProduceResponses, _Mapping]] = ..., replay_end_txn: _Optional[_Union[ReplayEndTxn, _Mapping]] = ..., crash_after_prepare: _Optional[_Union[CrashAfterPrepare, _Mapping]] = ...) -> None: ...
 
 class InjectFaultResponse(_message.Message):
     __slots__ = ("fault_id",)

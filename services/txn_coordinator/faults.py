@@ -1,4 +1,5 @@
-"""In-process fault injection for the transaction coordinator: a delayed copy of an EndTxn (KAFKA-17754).
+"""In-process fault injection for the transaction coordinator: a delayed copy of an EndTxn (KAFKA-17754)
+and a coordinator lost between PrepareCommit (PrepareAbort) and its markers.
 
 Guarantees: only faults injected through the FaultInjector RPC exist (the
 service must be started with --enable-fault-injection); a replay fault
@@ -17,12 +18,26 @@ answer is kept in the fault's state and logged, never sent anywhere.
 (a copy waiting out its delay is dropped at once). Every delay and wait is
 measured on the injected `Time`, so on a MockTime a copy is handed over
 when the test moves the clock past its delay, and not before.
+
+A crash fault (`crash_after_prepare`) names one transactional.id (required)
+and which Prepare* it waits for: the first time the coordinator has written
+that state for that id to __transaction_state and the append is acknowledged
+by the partition's ISR (acks=all, `TransactionCoordinator.after_prepare`,
+called before the marker thread starts and before EndTxn is answered), the
+registry logs it (WARNING, handlers flushed) and ends the process with
+`exit_process(CRASH_EXIT_CODE)` — `os._exit`, no cleanup, no answer, no
+marker — exactly as a coordinator that crashes there. Other ids and the
+other Prepare* pass untouched; a registry built on the coordinator's own
+`end_txn` attaches itself as that coordinator's `after_prepare`, so the hook
+exists only when the service runs with --enable-fault-injection.
 """
 from __future__ import annotations
 
 import itertools
 import logging
+import os
 import random
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -35,6 +50,7 @@ log = logging.getLogger(__name__)
 NEXT_TRANSACTION_WAIT_S = 5.0
 UNVERIFIED_WAIT_S = 0.2      # where no broker verifies (before 3.6): how long after the open to wait
 POLL_S = 0.002               # how often (of the clock) a copy for the next transaction looks for it
+CRASH_EXIT_CODE = 86         # the exit status of a coordinator a crash_after_prepare fault ended
 
 
 @dataclass
@@ -55,12 +71,32 @@ class ReplayEndTxn:
         return f"replay EndTxn of {who} {self.min_delay_ms}-{self.max_delay_ms} ms after {since}"
 
 
+@dataclass
+class CrashAfterPrepare:
+    fault_id: str
+    transactional_id: str
+    prepare_abort: bool
+    remaining: int = 1
+    applied: int = 0
+
+    def state(self) -> str:
+        return "PrepareAbort" if self.prepare_abort else "PrepareCommit"
+
+    def describe(self) -> str:
+        return f"crash the coordinator once {self.state()} of {self.transactional_id} is written, before its markers"
+
+
 class CoordinatorFaultRegistry:
     """The coordinator's injected faults; `after_end_txn` is called once per handled EndTxn."""
 
     def __init__(self, handle_end_txn, txn_open=lambda tid: True, seed: int | None = None,
-                 time: Time = SYSTEM):
+                 time: Time = SYSTEM, exit_process=os._exit):
         self.time = time
+        self._exit = exit_process              # code -> never returns (os._exit); a test passes its own
+        self._crashes: list[CrashAfterPrepare] = []
+        coordinator = getattr(handle_end_txn, "__self__", None)
+        if coordinator is not None and hasattr(coordinator, "after_prepare"):
+            coordinator.after_prepare = self.after_prepare
         self._handle = handle_end_txn          # request -> EndTxnResponse: the coordinator's own path
         self._txn_open = txn_open              # tid -> is a transaction of it open (Ongoing) now
         self._lock = threading.Lock()
@@ -82,6 +118,34 @@ class CoordinatorFaultRegistry:
                              max_delay_ms, next_transaction)
             self._faults.append(f)
             return f.fault_id
+
+    def add_crash(self, transactional_id: str, prepare_abort: bool = False) -> str:
+        with self._lock:
+            f = CrashAfterPrepare(f"crash-after-prepare-{next(self._ids)}", transactional_id, prepare_abort)
+            self._crashes.append(f)
+            return f.fault_id
+
+    def after_prepare(self, transactional_id: str, committed: bool) -> None:
+        """The coordinator wrote Prepare{Commit,Abort} of the id (acknowledged); a matching crash fault
+        ends the process here, before the markers."""
+        if not self._crashes:
+            return
+        with self._lock:
+            hit = next((f for f in self._crashes if f.remaining > 0 and f.transactional_id == transactional_id
+                        and f.prepare_abort == (not committed)), None)
+            if hit is None:
+                return
+            hit.remaining, hit.applied = 0, 1
+        log.warning("fault %s: %s of %s is written to the transaction log; the coordinator exits now "
+                    "(os._exit %d), before any marker", hit.fault_id, hit.state(), transactional_id,
+                    CRASH_EXIT_CODE)
+        for h in logging.getLogger().handlers:
+            try:
+                h.flush()
+            except Exception:  # noqa: BLE001 - the crash goes ahead whatever the log does
+                pass
+        sys.stderr.flush()
+        self._exit(CRASH_EXIT_CODE)
 
     def after_end_txn(self, request) -> None:
         if not self._faults:
@@ -136,22 +200,32 @@ class CoordinatorFaultRegistry:
             for t in self._timers:
                 t.cancel()
             self._timers.clear()
+            self._crashes.clear()
 
     def states(self) -> faults_pb2.FaultsResponse:
         with self._lock:
             return faults_pb2.FaultsResponse(faults=[
                 faults_pb2.FaultState(fault_id=f.fault_id, description=f.describe(), remaining=f.remaining,
-                                      applied=f.applied, answers=f.answers) for f in self._faults])
+                                      applied=f.applied, answers=f.answers) for f in self._faults] + [
+                faults_pb2.FaultState(fault_id=f.fault_id, description=f.describe(), remaining=f.remaining,
+                                      applied=f.applied) for f in self._crashes])
 
 
 class CoordinatorFaultInjectorService(FaultInjectorService):
-    """The broker's FaultInjector service (ClearFaults, ListFaults) taking the coordinator's fault kind."""
+    """The broker's FaultInjector service (ClearFaults, ListFaults) taking the coordinator's fault kinds."""
 
     def InjectFault(self, request, context):
         import grpc
-        if request.WhichOneof("fault") != "replay_end_txn":
+        kind = request.WhichOneof("fault")
+        if kind == "crash_after_prepare":
+            c = request.crash_after_prepare
+            if not c.transactional_id:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "crash_after_prepare needs a transactional_id")
+            return faults_pb2.InjectFaultResponse(fault_id=self.registry.add_crash(c.transactional_id,
+                                                                                   c.prepare_abort))
+        if kind != "replay_end_txn":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                          "a transaction coordinator takes replay_end_txn faults only")
+                          "a transaction coordinator takes replay_end_txn and crash_after_prepare faults only")
         r = request.replay_end_txn
         if r.count <= 0 or r.min_delay_ms < 0 or r.max_delay_ms < r.min_delay_ms or r.max_delay_ms > 600_000:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT,

@@ -80,6 +80,7 @@ class TransactionCoordinator(TransactionTimeouts):
         self.offsets_partitions = offsets_partitions   # () -> number of __consumer_offsets partitions
         self.concurrent_hold = concurrent_hold_ms / 1000.0
         self.tsm.on_loaded = self._on_loaded
+        self.after_prepare = None    # (tid, committed) -> None once Prepare* is durable: faults.py's crash hook
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._scheduler, name="txn-timeouts", daemon=True)
 
@@ -296,6 +297,8 @@ class TransactionCoordinator(TransactionTimeouts):
         err = self._write(op, md, transit)
         if err != E.NONE:
             return err
+        if self.after_prepare is not None:      # --enable-fault-injection: may end the process here
+            self.after_prepare(md.transactional_id, committed)
         threading.Thread(target=self._complete, args=(op, md), daemon=True,
                          name=f"markers-{md.transactional_id}").start()
         return E.NONE

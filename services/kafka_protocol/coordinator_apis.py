@@ -11,13 +11,15 @@ the id's __transaction_state partition, as Kafka's coordinator answers).
 DescribeTransactions and ListTransactions are txn_admin_apis'. Kafka clients treat the
 coordinator as one more node, and some send it
 whatever a node may get: Metadata and FindCoordinator are answered from the
-brokers (over gRPC) with Kafka listener addresses, and an idempotent
+brokers (over gRPC) with Kafka listener addresses (Metadata, when no broker
+answers, from the last answers seen: never an empty topic list), and an idempotent
 InitProducerId (no transactional id) gets a producer id from the
 coordinator's own id blocks, unique across the cluster.
 """
 from __future__ import annotations
 
 import logging
+import threading
 
 import grpc
 
@@ -31,6 +33,7 @@ log = logging.getLogger(__name__)
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
 VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
             ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3)}
+METADATA_TRIES = 2      # brokers asked in turn for one Metadata request before the last answers are used
 
 
 class CoordinatorApis(ApiHandlers):
@@ -39,6 +42,9 @@ class CoordinatorApis(ApiHandlers):
         self.s = server          # TransactionCoordinatorServer
         self.svc = service       # TransactionCoordinatorService
         self.endpoints = KafkaEndpoints(server.zk)
+        self._seen_lock = threading.Lock()
+        self._seen_brokers: list = []
+        self._seen_topics: dict = {}
         for key, fn in ((apis.METADATA, self.metadata), (apis.FIND_COORDINATOR, self.find_coordinator),
                         (INIT_PRODUCER_ID, self.init_producer_id), (ADD_PARTITIONS_TO_TXN, self.add_partitions_to_txn),
                         (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn)):
@@ -48,16 +54,45 @@ class CoordinatorApis(ApiHandlers):
 
     def metadata(self, header, req) -> dict:
         topics = apis.metadata_topics(header, req)
-        md = self.s.tsm.metadata
-        try:
-            resp = md.stub(md.any_broker()).Metadata(broker_pb2.MetadataRequest(topics=topics or []), timeout=5)
-        except grpc.RpcError as e:
-            log.info("Metadata from the brokers failed: %s", e.code())
-            resp = broker_pb2.MetadataResponse()
+        resp = self._broker_metadata(topics)
         if topics == []:
             del resp.topics[:]
         controller = resp.brokers[0].broker_id if resp.brokers else -1
         return apis.metadata_values(resp, self.endpoints, controller)
+
+    def _broker_metadata(self, topics: list[str] | None) -> broker_pb2.MetadataResponse:
+        """The brokers' answer (up to METADATA_TRIES of them asked in turn), else one built from the last
+        answers seen, as a Kafka broker answers from its metadata cache: a coordinator cut off from the
+        brokers never tells a client that its topics are gone (an empty answer made clients drop their
+        partitions' leaders). A topic never seen is LEADER_NOT_AVAILABLE then, which clients retry."""
+        md = self.s.tsm.metadata
+        err = None
+        for addr in md.addresses()[:METADATA_TRIES]:
+            try:
+                resp = md.stub(addr).Metadata(broker_pb2.MetadataRequest(topics=topics or []), timeout=2)
+            except grpc.RpcError as e:
+                err = e
+                continue
+            self._remember(resp)
+            return resp
+        log.info("Metadata from the brokers failed (%s): answered from the last one seen",
+                 err.code() if err is not None else "no broker known")
+        with self._seen_lock:
+            names = list(self._seen_topics) if topics is None else topics
+            return broker_pb2.MetadataResponse(
+                brokers=self._seen_brokers,
+                topics=[self._seen_topics.get(n) or broker_pb2.TopicMetadata(name=n, error=E.LEADER_NOT_AVAILABLE)
+                        for n in names])
+
+    def _remember(self, resp: broker_pb2.MetadataResponse) -> None:
+        with self._seen_lock:
+            if resp.brokers:
+                self._seen_brokers = list(resp.brokers)
+            for t in resp.topics:
+                if t.error == E.NONE:
+                    self._seen_topics[t.name] = t
+                elif t.error == E.UNKNOWN_TOPIC_OR_PARTITION:
+                    self._seen_topics.pop(t.name, None)
 
     def _find(self, pb: broker_pb2.FindCoordinatorRequest) -> broker_pb2.FindCoordinatorResponse:
         md = self.s.tsm.metadata

@@ -31,12 +31,18 @@ class ClusterSpec:
     broker_args: tuple[str, ...] = ()
     txn_coordinator_args: tuple[str, ...] = ()
     session_timeout_ms: int = 2000
+    disk: str | None = None            # "lazy": brokers' and ZooKeeper's data dirs on the lazy filesystem
+    faketime: bool = False             # libfaketime preloaded into the services (clock faults)
 
     def describe(self) -> str:
         parts = [f"{self.brokers} broker{'s' if self.brokers != 1 else ''}",
                  f"{self.controllers} controller{'s' if self.controllers != 1 else ''}"]
         if self.txn_coordinators:
             parts.append(f"{self.txn_coordinators} txn coordinator{'s' if self.txn_coordinators != 1 else ''}")
+        if self.disk:
+            parts.append(f"{self.disk} disks")
+        if self.faketime:
+            parts.append("faketime")
         flags = list(self.broker_args) + list(self.txn_coordinator_args)
         return ", ".join(parts) + (f" ({' '.join(flags)})" if flags else "")
 

@@ -82,7 +82,10 @@ def play(sc: Scenario, out: str, home: str | None = None, kafka_version: str | N
     rt = LocalRuntime(f"scenario-{sc.name[:24]}-{uuid.uuid4().hex[:6]}", home=home, brokers=c.brokers,
                       controllers=c.controllers, broker_args=v + list(c.broker_args),
                       session_timeout_ms=c.session_timeout_ms, txn_coordinators=c.txn_coordinators,
-                      txn_coordinator_args=v + list(c.txn_coordinator_args))
+                      txn_coordinator_args=v + list(c.txn_coordinator_args), disk=c.disk)
+    if c.faketime:
+        from cluster import faketime
+        faketime.enable(rt)                     # before up(): every service starts with the preload
     history = History(os.path.join(out, "history.jsonl"))
     ctx = None
     error = None

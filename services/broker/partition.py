@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from eoslab.v1 import common_pb2
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
-from services.broker.checkpoints import HW_CHECKPOINT, fsync_file, read_hw_checkpoint, write_hw_checkpoint
+from services.broker.checkpoints import HW_CHECKPOINT, fsync_file, read_hw_checkpoint
 from services.broker.isr_maintenance import IsrMaintenance
+from services.broker.partition_checkpoints import PartitionCheckpoints
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log_config import LogConfig
 from services.broker.log import StoredBatch, UnifiedLog
@@ -68,7 +69,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-class Partition(IsrMaintenance):
+class Partition(IsrMaintenance, PartitionCheckpoints):
     def __init__(self, topic: str, partition: int, data_dir: str, broker_id: int, config: LogConfig,
                  producer_id_known=None, time: Time = SYSTEM):
         self.time = time
@@ -360,35 +361,6 @@ class Partition(IsrMaintenance):
             log.info("%s-%d: producer state of %s expired (producer.id.expiration.ms %d)", self.topic,
                      self.partition, gone, self.config.producer_id_expiration_ms)
         return gone
-
-    def checkpoint_hw(self) -> None:
-        """Write the high watermark to disk when it moved since the last write. Called off the append
-        path (the ReplicaManager's maintenance thread, about once a second, as Kafka's
-        replica.high.watermark.checkpoint.interval.ms) and on close; a stale checkpoint is only lower,
-        which is safe."""
-        hw = self.high_watermark
-        if hw == self._hw_checkpointed:
-            return
-        try:
-            write_hw_checkpoint(self.hw_checkpoint_path, hw)
-            self._hw_checkpointed = hw
-        except OSError as e:
-            log.warning("%s-%d: high watermark checkpoint failed: %s", self.topic, self.partition, e)
-
-    def flush_if_due(self) -> None:
-        """The log flusher (every log.flush.scheduler.interval.ms): flush when flush.ms has passed."""
-        self._log_io(self.log.flush_if_due, "log flush")
-
-    def checkpoint_recovery_point(self) -> None:
-        """Every log.flush.offset.checkpoint.interval.ms: write the log's recovery point if it moved."""
-        self._log_io(self.log.checkpoint_recovery_point, "recovery point checkpoint")
-
-    def _log_io(self, fn, what: str) -> None:
-        with self.lock:
-            try:
-                fn()
-            except OSError as e:
-                log.warning("%s-%d: %s failed: %s", self.topic, self.partition, what, e)
 
     def close(self, snapshot: bool = True) -> None:
         """A clean close: the log is flushed whole and marked clean (docs/durability.md)."""

@@ -9,7 +9,18 @@ reason {"setting", "value", "source" ("set" | "client default" | "release"),
 settings it can read or whose default it knows (the lab's client takes its
 release's defaults; confluent-kafka's librdkafka, kafka-python and aiokafka
 their documented ones); an anomaly no rule explains gets no entry, never a
-guess. Nothing here changes the verdict.
+guess. Given the history's ops as well (`explain(types, run, ops=ops)`, run may
+then be None), it adds "fenced": one reason per op of a transactional producer
+refused with a fencing error (PRODUCER_FENCED, INVALID_PRODUCER_EPOCH,
+INVALID_TXN_STATE) whose cause the history records (`explain_fencings`): a
+transaction timeout when, before the fencing, the coordinator is recorded
+aborting that transactional id on its timeout (an op whose value names the id
+with reason "timeout") or a forward clock jump on a transaction coordinator
+(nemesis `start-clock-jump`/`start-clock-strobe`) was in force during the
+fenced op ("fenced by transaction timeout (clock jump on NODE)"), never
+"zombie"; otherwise a zombie when a newer instance (another session's
+init-producer of the same id at a higher epoch) preceded it. A fencing with
+neither gets no reason. Nothing here changes the verdict.
 """
 from __future__ import annotations
 
@@ -54,9 +65,68 @@ def _reason(setting: str, value: Any, source: str, why: str, scenario: str | Non
     return {"setting": setting, "value": value, "source": source, "why": why, "scenario": scenario}
 
 
-def explain(anomaly_types, run: dict | None) -> dict[str, list[dict]]:
+FENCING_ERRORS = ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE")
+CLOCK_FAULTS = ("clock-jump", "clock-strobe")
+
+
+def _forward_s(v: dict) -> int:
+    offs = v.get("offsets_s") if isinstance(v.get("offsets_s"), list) else [v.get("offset_s")]
+    return max((int(o) for o in offs if isinstance(o, (int, float))), default=0)
+
+
+def explain_fencings(ops: list[dict]) -> list[dict]:
+    """Why each fenced op of a transactional producer was fenced, read from the history (see above)."""
+    out: list[dict] = []
+    jumps: dict[str, dict] = {}          # coordinator -> its forward clock fault in force: {offset, start, stop}
+    timeouts: dict[str, dict] = {}       # transactional id -> the coordinator's last abort on timeout
+    inits: dict[str, list] = {}          # transactional id -> [(session, epoch)] of ok init-producer ops
+    invoked: dict = {}                   # process -> index of its open op's invoke
+    past: list[dict] = []                # clock faults that have stopped: {node, offset, start, stop}
+    for o in ops:
+        f, v, i = o.get("f") or "", o.get("value"), o.get("index", 0)
+        if o.get("process") == "nemesis" or o.get("process") == "lab":
+            if isinstance(v, dict) and v.get("reason") == "timeout" and v.get("transactional_id"):
+                timeouts[v["transactional_id"]] = {"index": i, **v}
+            fault = f.split("-", 1)[1] if f.startswith(("start-", "stop-")) else None
+            if fault in CLOCK_FAULTS and isinstance(v, dict) and str(v.get("node", "")).startswith("txn-coordinator"):
+                if f.startswith("start-") and _forward_s(v) > 0:
+                    jumps[v["node"]] = {"node": v["node"], "offset": _forward_s(v), "start": i, "stop": None}
+                elif f.startswith("stop-") and v["node"] in jumps:
+                    past.append(dict(jumps.pop(v["node"]), stop=i))
+            continue
+        if o.get("type") == "invoke":
+            invoked[o.get("process")] = i
+            continue
+        pr = o.get("producer") if isinstance(o.get("producer"), dict) else {}
+        tid = pr.get("transactional_id")
+        if f == "init-producer" and o.get("type") == "ok" and tid:
+            inits.setdefault(tid, []).append((pr.get("session"), pr.get("epoch")))
+        if not tid or o.get("type") == "ok" or o.get("error") not in FENCING_ERRORS:
+            continue
+        began = invoked.get(o.get("process"), i)
+        clock = [j for j in list(jumps.values()) + past if j["stop"] is None or j["stop"] > began]
+        base = {"op": i, "transactional_id": tid, "error": o["error"], "source": "history"}
+        if clock or tid in timeouts:
+            j = clock[-1] if clock else None
+            why = (f"fenced by transaction timeout (clock jump on {j['node']}): its wall clock ran {j['offset']} s "
+                   "ahead, so the open transaction looked older than transaction.timeout.ms and was aborted "
+                   "with an epoch bump" if j else "fenced by transaction timeout: the coordinator aborted the "
+                   "transaction on its transaction.timeout.ms and bumped the epoch")
+            out.append(dict(base, setting="clock-jump" if j else "transaction.timeout.ms",
+                            value=f"{j['node']} +{j['offset']} s" if j else "exceeded", cause="transaction-timeout",
+                            why=why, scenario="clock-jump-fences-live-producer" if j else
+                            "txn-timeout-fences-slow-producer"))
+        elif any(s != pr.get("session") and (e or 0) > (pr.get("epoch") or 0) for s, e in inits.get(tid, [])):
+            out.append(dict(base, setting="transactional.id", value=tid, cause="zombie", scenario=None,
+                            why="fenced by a newer instance of its transactional.id (a zombie): another "
+                                "init_transactions bumped the epoch"))
+    return out
+
+
+def explain(anomaly_types, run: dict | None, ops: list[dict] | None = None) -> dict[str, list[dict]]:
+    fenced = explain_fencings(ops) if ops else []
     if not run:
-        return {}
+        return {"fenced": fenced} if fenced else {}
     types = set(anomaly_types)
     eff = effective(run)
     b = run.get("kafka_behaviour") or {}
@@ -100,4 +170,6 @@ def explain(anomaly_types, run: dict | None) -> dict[str, list[dict]]:
                                            "before 3.6 (KIP-890 part 1) a leader appends a transactional batch "
                                            "without asking the coordinator: a late produce opens a transaction "
                                            "no one ends", "hanging-late-produce"))
+    if fenced:
+        out["fenced"] = fenced
     return out

@@ -124,6 +124,10 @@ def judge(sc: Scenario, out: str, kafka_version: str | None = None) -> tuple[dic
         except Exception as e:  # noqa: BLE001 - a fact that cannot be read from the history does not hold
             facts[f.name] = f"could not be checked: {type(e).__name__}: {e}"
     observed = frozenset(result.get("anomalies", {}))
+    from checker.explain import explain
+    why = explain(observed, None, ops=ops)         # what the history alone says: why an op was fenced
+    if why:
+        result["why"] = {**(result.get("why") or {}), **why}
     title = (f"scenario {sc.name} on Kafka {kafka_version or kv.DEFAULT}: expected "
              f"{describe_verdict(sc.expected_for(kafka_version))}, observed {describe_verdict(observed)}")
     write_report(os.path.join(out, "report.html"), result, series, title=title)

@@ -19,6 +19,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
 from services.common.faults import FaultInjectorService, FaultRegistry
+from services.broker.broker_service import BrokerService
 from services.broker.group_coordinator import GroupCoordinator
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
@@ -26,7 +27,6 @@ from services.common.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import auth, rpc
-from eoslab.common import record_batch as rb
 from services.common import zk_paths
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
@@ -257,151 +257,3 @@ class KafkaServer:
         self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
         self.channels.close_all()
-
-
-class BrokerService(broker_pb2_grpc.BrokerServicer):
-    def __init__(self, server: KafkaServer):
-        self.s = server
-        self.rm = server.replica_manager
-
-    def Metadata(self, request, context):
-        return self.s.metadata.metadata(list(request.topics))
-
-    def CreateTopics(self, request, context):
-        addr = self.s.controller_address
-        if addr is None:
-            return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
-                name=t.name, error=E.NOT_CONTROLLER, error_message="no active controller") for t in request.topics])
-        from eoslab.v1 import controller_pb2_grpc
-        try:
-            with rpc.channel(addr) as ch:
-                return controller_pb2_grpc.ControllerStub(ch).CreateTopics(request, timeout=30)
-        except grpc.RpcError as e:
-            return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
-                name=t.name, error=E.NOT_CONTROLLER, error_message=f"controller unreachable: {e.code()}")
-                for t in request.topics])
-
-    def _produce(self, request):
-        if self.s.transactional_produce_needs_id and not request.transactional_id and \
-                any(pd.batch.attributes & rb.TRANSACTIONAL_FLAG for pd in request.partitions):
-            resp = broker_pb2.ProduceResponse(correlation_id=request.correlation_id)
-            for pd in request.partitions:         # Kafka answers the whole request so, appending nothing
-                resp.partitions.add(topic=pd.topic, partition=pd.partition, base_offset=-1,
-                                    error=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                    error_message="transactional batches need the request's transactional.id")
-            return resp
-        try:
-            return self.rm.append_records(request)
-        except Exception as e:  # noqa: BLE001 - a bug must not take the broker down
-            log.exception("produce failed")
-            resp = broker_pb2.ProduceResponse(correlation_id=request.correlation_id)
-            for pd in request.partitions:
-                resp.partitions.add(topic=pd.topic, partition=pd.partition, base_offset=-1,
-                                    error=E.UNKNOWN_SERVER_ERROR, error_message=str(e))
-            return resp
-
-    def Produce(self, request, context):
-        resp = self._produce(request)
-        if self.s.faults.should_drop(request):
-            context.abort(grpc.StatusCode.UNAVAILABLE, "response lost (lost-ack fault)")
-        return resp
-
-    def ProduceStream(self, request_iterator, context):
-        # A stream is Kafka's connection: answers go out in request order. Once an answer is lost
-        # (lost-ack fault), no later answer on this connection reaches the producer either (a later
-        # ACK cannot overtake a lost one over TCP); requests are still appended until the producer's
-        # request timeout closes the stream.
-        lost = False
-        for request in request_iterator:
-            resp = self._produce(request)
-            if self.s.faults.should_drop(request):
-                lost = True
-            if lost or request.acks == 0:
-                continue
-            yield resp
-
-    def Fetch(self, request, context):
-        cancelled, done = threading.Event(), threading.Event()   # the caller went away: free this thread
-
-        def gone():
-            if not done.is_set():       # (also called after a normal answer: then nobody needs waking)
-                cancelled.set()
-                self.rm.wake_fetches()
-        if context is not None and not context.add_callback(gone):
-            cancelled.set()
-        try:
-            return self.rm.fetch(request, cancelled)
-        finally:
-            done.set()
-
-    def ReplicaFetch(self, request_iterator, context):
-        # A follower's fetch session: each request answered in order, each long poll ended early when
-        # the follower goes away (its stream ends or breaks).
-        cancelled = threading.Event()
-
-        def gone():
-            cancelled.set()
-            self.rm.wake_fetches()
-        if context is not None and not context.add_callback(gone):
-            return
-        for request in request_iterator:
-            yield self.rm.fetch(request, cancelled)
-            if cancelled.is_set():
-                return
-
-    def ListOffsets(self, request, context):
-        return self.rm.list_offsets(request)
-
-    def InitProducerId(self, request, context):
-        if request.transactional_id:
-            return broker_pb2.InitProducerIdResponse(error=E.NOT_COORDINATOR, producer_id=-1, producer_epoch=-1)
-        err, pid = self.s.pid_manager.generate_producer_id()
-        if err != E.NONE:
-            return broker_pb2.InitProducerIdResponse(error=err, producer_id=-1, producer_epoch=-1)
-        return broker_pb2.InitProducerIdResponse(error=E.NONE, producer_id=pid, producer_epoch=0)
-
-    def OffsetsForLeaderEpoch(self, request, context):
-        return self.rm.offsets_for_leader_epoch(request)
-
-    def LeaderAndIsr(self, request, context):
-        return self.rm.become_leader_or_follower(request)
-
-    def FindCoordinator(self, request, context):
-        return self.s.find_coordinator(request)
-
-    def WriteTxnMarkers(self, request, context):
-        return self.rm.write_txn_markers(request)
-
-    def JoinGroup(self, request, context):
-        return self.s.group_coordinator.join(request)
-
-    def SyncGroup(self, request, context):
-        return self.s.group_coordinator.sync(request)
-
-    def Heartbeat(self, request, context):
-        return self.s.group_coordinator.heartbeat(request)
-
-    def LeaveGroup(self, request, context):
-        return self.s.group_coordinator.leave(request)
-
-    def OffsetCommit(self, request, context):
-        return self.s.group_coordinator.offset_commit(request)
-
-    def TxnOffsetCommit(self, request, context):
-        return self.s.group_coordinator.txn_offset_commit(request)
-
-    def OffsetFetch(self, request, context):
-        return self.s.group_coordinator.offset_fetch(request)
-
-    def TransactionMetrics(self, request, context):
-        late, longest, where = self.rm.transaction_metrics()
-        return broker_pb2.TransactionMetricsResponse(broker_id=self.s.broker_id,
-                                                     partitions_with_late_transactions_count=late,
-                                                     max_active_transaction_duration_ms=longest,
-                                                     max_active_transaction_partition=where)
-
-    def UpdateMetadata(self, request, context):
-        if not self.rm.check_controller_epoch(request.controller_epoch):
-            return broker_pb2.UpdateMetadataResponse(error=E.STALE_CONTROLLER_EPOCH)
-        self.s.metadata.update(request)
-        return broker_pb2.UpdateMetadataResponse(error=E.NONE)

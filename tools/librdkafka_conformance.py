@@ -141,23 +141,42 @@ def order(numbers, first=PRIORITY) -> list[str]:
     return [n for n in first if n in numbers] + [n for n in numbers if n not in first]
 
 
-def header_comment(text: str, limit: int = 100) -> str:
-    """The first sentence of a test file's first comment after its license."""
-    for block in re.findall(r"/\*+(.*?)\*/", text, re.S):
-        lines = [re.sub(r"^\s*\*?\s?", "", ln).strip() for ln in block.splitlines()]
-        lines = [re.sub(r"^@(name|brief)\s*", "", ln) for ln in lines if ln]
-        words = " ".join(ln for ln in lines if not ln.startswith("@")).strip()
-        if not words or "Copyright" in words or words.startswith("Typical include"):
+COMMENT = re.compile(r"^/\*+(.*?)\*/", re.S | re.M)
+CODE = re.compile(r"^(static|class|int|void|#define|struct|typedef|extern|using|enum)\b", re.M)
+
+
+def _sentence(block: str, limit: int) -> str:
+    lines = [re.sub(r"^\s*\*?\s?", "", ln).strip() for ln in block.splitlines()]
+    lines = [re.sub(r"^@(name|brief)\s*", "", ln) for ln in lines if ln]
+    words = " ".join(ln for ln in lines if not ln.startswith("@")).strip()
+    words = re.split(r"(?<=\.)\s|\s-\s", words)[0].rstrip(".").strip()
+    return words if len(words) <= limit else words[:limit - 1] + "…"
+
+
+def header_comment(text: str, limit: int = 100, main: str = "") -> str:
+    """What a test file says it tests: its header comment (one before any code), else the comment
+    right above its main function, else ""."""
+    code = CODE.search(text)
+    end = code.start() if code else len(text)
+    for m in COMMENT.finditer(text, 0, end):
+        block = m.group(1)
+        if "Copyright" in block or "Typical include" in block or len(block.split()) < 3:
             continue
-        words = re.split(r"(?<=\.)\s", words)[0].rstrip(".")
-        return words if len(words) <= limit else words[:limit - 1] + "…"
+        return _sentence(block, limit)
+    if main:
+        m = re.search(r"/\*+((?:(?!\*/).)*?)\*/\s*(?:extern \"C\" )?int\s+" + re.escape(main), text, re.S)
+        if m:
+            return _sentence(m.group(1), limit)
     return ""
 
 
 def describe(tests_dir: str, number: str) -> str:
     for name in sorted(os.listdir(tests_dir)):
         if name.startswith(number + "-") and name.endswith((".c", ".cpp")):
-            return header_comment(open(os.path.join(tests_dir, name), errors="replace").read())
+            text = open(os.path.join(tests_dir, name), errors="replace").read()
+            main = re.search(r"\bmain_" + number + r"\w*", text)
+            stem = name.split("-", 1)[1].rsplit(".", 1)[0].replace("_", " ").replace("-", " ")
+            return header_comment(text, main=main.group(0) if main else "") or f"({stem}; no header comment)"
     return ""
 
 

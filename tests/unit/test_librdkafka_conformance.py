@@ -102,10 +102,17 @@ def test_every_exclusion_is_a_test_number_with_a_reason():
 
 
 def test_header_comment_skips_the_license_and_keeps_the_first_sentence():
-    text = "/*\n * Copyright (c) 2012, Magnus\n */\n#include \"test.h\"\n" \
+    text = "/*\n * Copyright (c) 2012, Magnus\n */\n#include \"rdkafka.h\" /* for Kafka driver */\n" \
            "/* Typical include path */\n/**\n * @name Producer transaction tests.\n * More.\n */\n"
     assert conf.header_comment(text) == "Producer transaction tests"
-    assert conf.header_comment("/** " + "x" * 300 + " */", limit=20).endswith("…")
+    assert conf.header_comment("/** " + "x y " * 100 + " */", limit=20).endswith("…")
+
+
+def test_without_a_header_the_comment_above_main_is_used():
+    text = "/*\n * Copyright x\n */\nstatic int x;\n/** @brief a helper we skip */\nstatic void f(void) {}\n" \
+           "/**\n * @brief Test the retry path.\n */\nint main_0076_produce_retry(int argc, char **argv) {\n"
+    assert conf.header_comment(text, main="main_0076_produce_retry") == "Test the retry path"
+    assert conf.header_comment(text) == ""
 
 
 def test_markdown_escapes_pipes_and_has_one_row_per_test():

@@ -1,21 +1,15 @@
 #!/usr/bin/env python3
 """librdkafka's own broker test suite run against a lab cluster's Kafka listener.
 
-Guarantees:
-- librdkafka is exported from the snapshot at --mirror into a cache directory outside the
-  repository (<cache>/librdkafka-<commit12>) and built there once (configure without SSL,
-  GSSAPI, curl, zstd and external lz4; `nice -n 10 make -j2`); a finished build is reused.
-- A missing build tool or header is reported as the Debian package to install; nothing is
-  installed.
-- Per --kafka-version a lab cluster of its own name is started, used, and stopped (also on
-  Ctrl-C or an error).
-- Only broker tests run (the runner's -L); every test left out is in EXCLUDED with its reason,
-  and tests the runner marks local, manual or known-issue are never started.
-- Each test number runs in its own test-runner process under --timeout; at most --parallel
-  run at once; once --budget minutes have passed no new test starts (the rest are "not run").
-- Every test of the selection gets exactly one of: pass, fail, skip, excluded, not run; a
-  failure or skip carries the runner's first failure/skip line.
-- Results go to <out>/librdkafka-conformance-<version>.json and .md (a Markdown table).
+Guarantees: librdkafka is exported from --mirror into <cache>/librdkafka-<commit12>, outside the
+repository, and built there once (no SSL, GSSAPI, curl, zstd, external lz4; `nice -n 10 make
+-j2`), a finished build is reused; a missing build tool or header is named as its Debian package,
+nothing is installed. Per --kafka-version a cluster of its own name is started and, also after an
+error, stopped. Only broker tests run (-L); EXCLUDED names every test left out and why; local,
+manual and known-issue tests are never started. Each test number runs in its own test-runner
+under --timeout, at most --parallel at once; after --budget minutes none starts ("not run").
+Every selected test gets one of pass, fail, skip, excluded, not run, a failure or skip with the
+runner's first failure/skip line, in <out>/librdkafka-conformance-<version>.json and .md.
 """
 from __future__ import annotations
 
@@ -28,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +47,7 @@ EXCLUDED = {
     "0098": "needs Kafka's Java TransactionProducerCli tool",
     "0115": "needs kafka-acls.sh (Kafka's Java tools) and an authorizer",
     "0119": "needs kafka-acls.sh (Kafka's Java tools) and an authorizer",
+    "0109": "needs kafka-acls.sh (KAFKA_PATH) for its unauthorized-topic part",
     **{n: _SHARE for n in ("0170", "0171", "0172", "0173", "0174", "0175", "0176", "0177",
                            "0178", "0179", "0180", "0181", "0184", "0185", "0190")},
 }
@@ -67,24 +61,21 @@ SUMMARY = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|D
 FAILHDR = re.compile(r'^### Test "(\d{4}_\w+)(?: \(.*\))?" failed at .*###$')
 PASSLINE = re.compile(r"=+ Test (\d{4}_\w+) PASSED =+")
 STARTLINE = re.compile(r"=+ Running test (\d{4}_\w+) =+")
+ENDED = "the runner ended before the test did"
 STATE = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "RUNNING": "fail", "DNS": "skip"}
 
 
 class Usage(Exception):
-    pass
+    """Bad input: reported as one error line, exit status 2."""
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message):  # one line, not argparse's usage text
         raise Usage(message)
 
 
 def say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def run(cmd, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=True, **kw)
 
 
 def missing_deps() -> list[str]:
@@ -99,18 +90,16 @@ def prepare(mirror: str, cache: str) -> tuple[str, str]:
     src = os.path.join(os.path.expanduser(cache), f"librdkafka-{commit[:12]}")
     if os.path.realpath(src).startswith(REPO + os.sep):
         raise Usage(f"--cache must be outside the repository: {src}")
-    runner = os.path.join(src, "tests", "test-runner")
-    if os.path.exists(runner) and os.path.exists(os.path.join(src, ".eoslab-built")):
+    if all(os.path.exists(os.path.join(src, f)) for f in ("tests/test-runner", ".eoslab-built")):
         say(f"reusing build in {src}")
         return src, commit
-    missing = missing_deps()
-    if missing:
+    if missing := missing_deps():
         raise Usage("missing build dependencies, install with: apt-get install " + " ".join(missing))
     if not os.path.exists(os.path.join(src, "configure")):
         say(f"exporting librdkafka {commit[:12]} to {src}")
         os.makedirs(src, exist_ok=True)
         archive = subprocess.Popen(["git", "-C", mirror, "archive", commit], stdout=subprocess.PIPE)
-        run(["tar", "-x", "-C", src], stdin=archive.stdout)
+        subprocess.run(["tar", "-x", "-C", src], stdin=archive.stdout, check=True)
         if archive.wait():
             raise RuntimeError("git archive failed")
     log = open(os.path.join(src, "eoslab-build.log"), "a")
@@ -125,11 +114,25 @@ def prepare(mirror: str, cache: str) -> tuple[str, str]:
     return src, commit
 
 
+def _body(test_c: str) -> str:
+    body = test_c[test_c.index("struct test tests[] = {"):]
+    return body[:body.index("\n};")]
+
+
 def test_table(test_c: str) -> list[tuple[str, str]]:
     """(name, flags) of every entry of test.c's tests[] table."""
-    body = test_c[test_c.index("struct test tests[] = {"):]
-    body = body[:body.index("\n};")]
+    body = _body(test_c)
     return [(m.group(1), m.group(2).strip()) for m in re.finditer(r"_TEST\((\w+),\s*([^,)]+)", body)]
+
+
+def scenarios(test_c: str) -> dict[str, str]:
+    """Test name -> the scenario it requires, for tests that name one."""
+    out = {}
+    for chunk in _body(test_c).split("_TEST(")[1:]:
+        m = re.search(r'\.scenario\s*=\s*"([^"]+)"', chunk)
+        if m:
+            out[chunk.split(",")[0].strip()] = m.group(1)
+    return out
 
 
 def broker_tests(table) -> list[tuple[str, str]]:
@@ -157,17 +160,11 @@ def header_comment(text: str, limit: int = 100, main: str = "") -> str:
     """What a test file says it tests: its header comment (one before any code), else the comment
     right above its main function, else ""."""
     code = CODE.search(text)
-    end = code.start() if code else len(text)
-    for m in COMMENT.finditer(text, 0, end):
-        block = m.group(1)
-        if "Copyright" in block or "Typical include" in block or len(block.split()) < 3:
-            continue
-        return _sentence(block, limit)
-    if main:
-        m = re.search(r"/\*+((?:(?!\*/).)*?)\*/\s*(?:extern \"C\" )?int\s+" + re.escape(main), text, re.S)
-        if m:
+    for m in COMMENT.finditer(text, 0, code.start() if code else len(text)):
+        if not ("Copyright" in m.group(1) or "Typical include" in m.group(1) or len(m.group(1).split()) < 3):
             return _sentence(m.group(1), limit)
-    return ""
+    m = main and re.search(r"/\*+((?:(?!\*/).)*?)\*/\s*(?:extern \"C\" )?int\s+" + re.escape(main), text, re.S)
+    return _sentence(m.group(1), limit) if m else ""
 
 
 def describe(tests_dir: str, number: str) -> str:
@@ -200,35 +197,29 @@ def parse_output(text: str) -> dict[str, dict]:
         m = SUMMARY.match(line.strip())
         if m:
             name, state, reason = m.groups()
-            result = STATE[state]
-            if result == "pass":
-                reason = ""
-            elif state == "RUNNING":
-                reason = "still running when the runner ended"
-            results[name] = {"result": result, "reason": reason or first_failure.get(name, "")}
+            reason = "" if state == "PASSED" else "still running when the runner ended" if state == "RUNNING" else reason
+            results[name] = {"result": STATE[state], "reason": reason or first_failure.get(name, "")}
     # no summary (the runner aborted or was killed): what its progress lines tell
     for name in PASSLINE.findall(text):
         results.setdefault(name, {"result": "pass", "reason": ""})
     for name, reason in first_failure.items():
         results.setdefault(name, {"result": "fail", "reason": reason})
     for name in STARTLINE.findall(text):
-        results.setdefault(name, {"result": "fail", "reason": "the runner ended before the test did"})
+        results.setdefault(name, {"result": "fail", "reason": ENDED})
     return results
 
 
 def cluster_up(eoslab: str, name: str, version: str, brokers: int) -> str:
     cmd = [eoslab, "cluster", "up", "--runtime", "local", "--name", name, "--brokers", str(brokers),
            "--controllers", "1", "--kafka-version", version]
-    for attempt in range(3):
+    for _ in range(3):  # a start can fail on a port an orphan of a dead cluster still binds
         say("starting cluster: " + " ".join(cmd[1:]))
         p = subprocess.run(cmd, capture_output=True, text=True)
         if not p.returncode:
-            break
+            return json.loads(p.stdout[p.stdout.index("{"):])["kafka_bootstrap"]
         say(f"cluster up failed: {(p.stderr or p.stdout).strip()[:200]}")
         time.sleep(5)
-    else:
-        raise RuntimeError(f"cluster {name} did not start (3 attempts)")
-    return json.loads(p.stdout[p.stdout.index("{"):])["kafka_bootstrap"]
+    raise RuntimeError(f"cluster {name} did not start (3 attempts)")
 
 
 def cluster_down(eoslab: str, name: str) -> None:
@@ -244,16 +235,15 @@ def results_of(text: str, number: str) -> dict[str, dict]:
     """Per-test results of one test-runner log, including the end marker run_number appends."""
     results = parse_output(text)
     killed, exited = KILLED.search(text), EXITED.search(text)
-    if killed:
-        for r in results.values():
-            if r["result"] != "pass":
-                r["result"] = "fail"
-                r["reason"] = f"timeout after {killed.group(1)}s" + (f"; {r['reason']}" if r["reason"] else "")
-        if not results:
-            results[number] = {"result": "fail", "reason": f"timeout after {killed.group(1)}s"}
-    elif not results:
+    for r in results.values():
+        if killed and r["result"] != "pass":
+            r["result"], r["reason"] = "fail", "; ".join(filter(None, [f"timeout after {killed.group(1)}s", r["reason"]]))
+        elif exited and r["reason"] == ENDED:
+            r["reason"] += f" (test-runner exit code {exited.group(1)})"
+    if not results:
         code = exited.group(1) if exited else "unknown"
-        results[number] = {"result": "fail", "reason": f"test-runner exit code {code}, no summary"}
+        why = f"timeout after {killed.group(1)}s" if killed else f"test-runner exit code {code}, no summary"
+        results[number] = {"result": "fail", "reason": why}
     return results
 
 
@@ -285,7 +275,8 @@ def markdown(rows) -> str:
 
 def run_version(args, src, commit, version) -> dict:
     tests_dir = os.path.join(src, "tests")
-    table = broker_tests(test_table(open(os.path.join(tests_dir, "test.c")).read()))
+    test_c = open(os.path.join(tests_dir, "test.c")).read()
+    table = broker_tests(test_table(test_c))
     names = {}
     for name, flags in table:
         if "KNOWN_ISSUE" in flags and "WIN32" not in flags and "OSX" not in flags:
@@ -310,7 +301,7 @@ def run_version(args, src, commit, version) -> dict:
         say(f"{version}: results read back from {workdir}/logs")
     else:
         bootstrap = run_tests(args, src, version, numbers, workdir, name, deadline, per_number)
-    rows = rows_of(numbers, names, per_number, tests_dir)
+    rows = rows_of(numbers, names, per_number, tests_dir, scenarios(test_c))
     totals = {k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "skip", "excluded", "not run")}
     report = {"librdkafka_commit": commit, "kafka_version": version, "bootstrap": bootstrap,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "totals": totals, "tests": rows}
@@ -328,7 +319,6 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
         open(conf, "w").write(test_conf(bootstrap))
         say(f"{version}: {bootstrap}; {len(numbers)} test numbers, test.conf {conf}")
         todo = [n for n in numbers if n not in EXCLUDED]
-        lock = threading.Lock()
         with cf.ThreadPoolExecutor(max_workers=args.parallel) as pool:
             def job(n):
                 if deadline and time.time() > deadline:
@@ -336,8 +326,7 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
                 return run_number(src, n, conf, VERSIONS[version], args.timeout, os.path.join(workdir, "logs"))
             for fut in cf.as_completed([pool.submit(job, n) for n in todo]):
                 n, res, secs = fut.result()
-                with lock:
-                    per_number[n] = res
+                per_number[n] = res
                 if res is not None:
                     summary = ", ".join(f"{k}={v['result']}" for k, v in sorted(res.items()))
                     say(f"{n} ({secs:.0f}s): {summary}")
@@ -346,7 +335,8 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
     return bootstrap
 
 
-def rows_of(numbers, names, per_number, tests_dir) -> list[dict]:
+def rows_of(numbers, names, per_number, tests_dir, scen=None) -> list[dict]:
+    scen = scen or {}
     rows = []
     for n in numbers:
         what = describe(tests_dir, n)
@@ -356,7 +346,9 @@ def rows_of(numbers, names, per_number, tests_dir) -> list[dict]:
             elif per_number.get(n) is None:
                 r = {"result": "not run", "reason": "budget exhausted"}
             else:
-                r = per_number[n].get(tname, {"result": "skip", "reason": "not started by the runner"})
+                r = dict(per_number[n].get(tname, {"result": "skip", "reason": "not started by the runner"}))
+            if r["result"] == "skip" and "default" not in scen.get(tname, "default"):
+                r["reason"] = f"requires test scenario {scen[tname]}; the run uses the default scenario"
             rows.append({"test": tname, "what": what, **r})
     return rows
 
@@ -365,16 +357,13 @@ def parse_args(argv):
     p = Parser(description=__doc__.splitlines()[0])
     p.add_argument("--kafka-version", action="append", choices=sorted(VERSIONS), dest="versions")
     p.add_argument("--tests", help="comma-separated 4-digit test numbers (default: all broker tests)")
-    p.add_argument("--parallel", type=int, default=2)
-    p.add_argument("--timeout", type=int, default=300, help="seconds per test number")
-    p.add_argument("--budget", type=float, default=0, help="minutes after which no new test starts")
-    p.add_argument("--brokers", type=int, default=3)
-    p.add_argument("--out", default="/tmp")
-    p.add_argument("--cache", default="~/.cache/eoslab")
-    p.add_argument("--mirror", default=MIRROR)
-    p.add_argument("--name", default="rdk-conf")
-    p.add_argument("--from-logs", action="store_true",
-                   help="no cluster, no tests: rebuild the results from the logs of an earlier run under --out")
+    for flag, kind, default, text in [
+            ("--parallel", int, 2, "test numbers run at once"), ("--timeout", int, 300, "seconds per test number"),
+            ("--budget", float, 0, "minutes after which no new test starts"), ("--brokers", int, 3, "brokers"),
+            ("--out", str, "/tmp", "results directory"), ("--cache", str, "~/.cache/eoslab", "build cache"),
+            ("--mirror", str, MIRROR, "librdkafka bare repo"), ("--name", str, "rdk-conf", "cluster name prefix")]:
+        p.add_argument(flag, type=kind, default=default, help=text)
+    p.add_argument("--from-logs", action="store_true", help="only rebuild the results from an earlier run's logs")
     p.add_argument("--eoslab", default=os.path.join(REPO, ".venv", "bin", "eoslab"))
     a = p.parse_args(argv)
     a.versions = a.versions or ["4.0"]

@@ -155,7 +155,8 @@ def test_an_aborted_runner_is_read_from_its_progress_lines():
         "0045_subscribe_update": {"result": "pass", "reason": ""},
         "0045_resubscribe_with_regex": {"result": "fail",
                                         "reason": "Test assertion failed: DeleteTopics_result_topics returned NULL"},
-        "0045_subscribe_many_updates": {"result": "fail", "reason": "the runner ended before the test did"},
+        "0045_subscribe_many_updates": {"result": "fail",
+                                        "reason": "the runner ended before the test did (test-runner exit code -6)"},
     }
 
 
@@ -170,3 +171,18 @@ def test_a_killed_runner_fails_what_had_not_passed_with_the_timeout_first():
 def test_a_runner_that_printed_nothing_fails_with_its_exit_code():
     assert conf.results_of("Git version: x\n### eoslab: test-runner exit code 134\n", "0050") == {
         "0050": {"result": "fail", "reason": "test-runner exit code 134, no summary"}}
+
+
+def test_scenario_requirements_are_read_and_explain_a_silent_skip(tmp_path):
+    text = TEST_C.replace("_TEST(0103_transactions, 0,", '_TEST(0103_transactions, 0, .scenario = "noautocreate",')
+    assert conf.scenarios(text) == {"0103_transactions": "noautocreate"}
+    (tmp_path / "0103-transactions.c").write_text("/**\n * @name Producer transaction tests\n */\n")
+    per_number = {"0103": {"0103_transactions": {"result": "skip", "reason": ""}}, "0001": None}
+    rows = conf.rows_of(["0103", "0001", "0097"], {"0103": ["0103_transactions"], "0001": ["0001_multiobj"],
+                                                   "0097": ["0097_ssl_verify"]},
+                        per_number, str(tmp_path), conf.scenarios(text))
+    assert [(r["test"], r["result"]) for r in rows] == [
+        ("0103_transactions", "skip"), ("0001_multiobj", "not run"), ("0097_ssl_verify", "excluded")]
+    assert rows[0]["reason"].startswith("requires test scenario noautocreate")
+    assert rows[0]["what"] == "Producer transaction tests"
+    assert rows[1]["what"] == ""

@@ -22,6 +22,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +62,8 @@ SUMMARY = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|D
 FAILHDR = re.compile(r'^### Test "(\d{4}_\w+)(?: \(.*\))?" failed at .*###$')
 PASSLINE = re.compile(r"=+ Test (\d{4}_\w+) PASSED =+")
 STARTLINE = re.compile(r"=+ Running test (\d{4}_\w+) =+")
+RUNNING: set = set()            # test-runner processes now running; killed when the run is interrupted
+STOP = threading.Event()        # set on an interruption: no test starts any more
 ENDED = "the runner ended before the test did"
 STATE = {"PASSED": "pass", "FAILED": "fail", "SKIPPED": "skip", "RUNNING": "fail", "DNS": "skip"}
 
@@ -78,11 +81,6 @@ def say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def missing_deps() -> list[str]:
-    return [pkg for what, pkg in BUILD_DEPS
-            if not (os.path.exists(what) if what.startswith("/") else shutil.which(what))]
-
-
 def prepare(mirror: str, cache: str) -> tuple[str, str]:
     """Export and build librdkafka and tests/test-runner; returns (source dir, commit)."""
     commit = subprocess.run(["git", "-C", mirror, "rev-parse", "HEAD"], capture_output=True,
@@ -93,7 +91,7 @@ def prepare(mirror: str, cache: str) -> tuple[str, str]:
     if all(os.path.exists(os.path.join(src, f)) for f in ("tests/test-runner", ".eoslab-built")):
         say(f"reusing build in {src}")
         return src, commit
-    if missing := missing_deps():
+    if missing := [pkg for what, pkg in BUILD_DEPS if not (os.path.exists(what) if what[0] == "/" else shutil.which(what))]:
         raise Usage("missing build dependencies, install with: apt-get install " + " ".join(missing))
     if not os.path.exists(os.path.join(src, "configure")):
         say(f"exporting librdkafka {commit[:12]} to {src}")
@@ -255,6 +253,7 @@ def run_number(src, number, conf_path, version, timeout, logdir) -> tuple[str, d
     with open(log, "w") as out:
         p = subprocess.Popen(["nice", "-n", "10", "./test-runner", "-L", "-p1"], cwd=f"{src}/tests",
                              env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        RUNNING.add(p)
         try:
             p.wait(timeout=timeout)
             out.write(f"\n### eoslab: test-runner exit code {p.returncode}\n")
@@ -262,6 +261,7 @@ def run_number(src, number, conf_path, version, timeout, logdir) -> tuple[str, d
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             out.write(f"\n### eoslab: test-runner killed after {timeout}s\n")
+        RUNNING.discard(p)
     return number, results_of(open(log, errors="replace").read(), number), time.monotonic() - t0
 
 
@@ -283,8 +283,7 @@ def run_version(args, src, commit, version) -> dict:
             continue
         names.setdefault(name[:4], []).append(name)
     numbers = order(args.tests or names.keys())
-    unknown = [n for n in numbers if n not in names]
-    if unknown:
+    if unknown := [n for n in numbers if n not in names]:
         raise Usage(f"not broker tests of this librdkafka: {','.join(unknown)}")
     name = f"{args.name}-{version.replace('.', '')}"
     workdir = os.path.join(args.out, f"librdkafka-conformance-{version}")
@@ -296,8 +295,7 @@ def run_version(args, src, commit, version) -> dict:
             log = os.path.join(workdir, "logs", f"{n}.log")
             if n not in EXCLUDED and os.path.exists(log):
                 per_number[n] = results_of(open(log, errors="replace").read(), n)
-        conf = os.path.join(workdir, "test.conf")
-        bootstrap = open(conf).readline().strip().partition("=")[2] if os.path.exists(conf) else ""
+        bootstrap = open(os.path.join(workdir, "test.conf")).readline().strip().partition("=")[2]
         say(f"{version}: results read back from {workdir}/logs")
     else:
         bootstrap = run_tests(args, src, version, numbers, workdir, name, deadline, per_number)
@@ -321,15 +319,19 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
         todo = [n for n in numbers if n not in EXCLUDED]
         with cf.ThreadPoolExecutor(max_workers=args.parallel) as pool:
             def job(n):
-                if deadline and time.time() > deadline:
+                if STOP.is_set() or (deadline and time.time() > deadline):
                     return n, None, 0.0
                 return run_number(src, n, conf, VERSIONS[version], args.timeout, os.path.join(workdir, "logs"))
-            for fut in cf.as_completed([pool.submit(job, n) for n in todo]):
-                n, res, secs = fut.result()
-                per_number[n] = res
-                if res is not None:
-                    summary = ", ".join(f"{k}={v['result']}" for k, v in sorted(res.items()))
-                    say(f"{n} ({secs:.0f}s): {summary}")
+            try:
+                for fut in cf.as_completed([pool.submit(job, n) for n in todo]):
+                    n, per_number[n], secs = fut.result()
+                    if per_number[n] is not None:
+                        say(f"{n} ({secs:.0f}s): " + ", ".join(f"{k}={v['result']}" for k, v in sorted(per_number[n].items())))
+            except BaseException:   # Ctrl-C or an error: start nothing more, kill what runs
+                STOP.set()
+                for p in list(RUNNING):
+                    subprocess.run(["kill", "-9", f"-{p.pid}"], capture_output=True)
+                raise
     finally:
         cluster_down(args.eoslab, name)
     return bootstrap
@@ -390,8 +392,8 @@ def main(argv=None) -> int:
     except Usage as e:
         print(f"librdkafka_conformance: error: {e}", file=sys.stderr)
         return 2
-    except (RuntimeError, subprocess.CalledProcessError, OSError) as e:
-        print(f"librdkafka_conformance: failed: {e}", file=sys.stderr)
+    except (RuntimeError, subprocess.CalledProcessError, OSError, KeyboardInterrupt) as e:
+        print(f"librdkafka_conformance: failed: {e or 'interrupted'}", file=sys.stderr)
         return 1
     return 0
 

@@ -41,6 +41,7 @@ CLUSTER = ClusterSpec(brokers=1, controllers=1, txn_coordinators=2)
 def _lost_after_prepare(ctx, tid: str, commit: bool) -> None:
     prepared, done = ("PrepareCommit", "CompleteCommit") if commit else ("PrepareAbort", "CompleteAbort")
     ctx.create_topic(TOPIC, PARTITIONS)
+    cf.wait_assignment_settled(ctx)                 # the start-up rebalance is over: only the crash moves the id
     monitor = OffsetsMonitor(ctx.md, ctx.history, TOPIC, PARTITIONS, interval=SAMPLE_S)
     p = ctx.producer(transactional_id=tid, linger_ms=0, request_timeout_ms=3000)
     ctx.init_producer(0, p, "app")

@@ -1,6 +1,8 @@
 """What the coordinator-crash scenarios do to and read from transaction coordinators, and their facts.
 
-Guarantees: `arm_crash` injects one `crash_after_prepare` fault through the owning coordinator's
+Guarantees: `wait_assignment_settled` returns once every running coordinator owns a loaded share
+of __transaction_state and each partition has one owner (so the only move after it is the one a
+crash causes); `arm_crash` injects one `crash_after_prepare` fault through the owning coordinator's
 FaultInjector RPC (services/txn_coordinator/faults.py) and records nemesis `start-coordinator-crash`;
 `wait_crashed` waits until that coordinator's process is gone and records `stop-coordinator-crash`
 with the fault's own log line (so the fault window ends at the crash: the time the next owner then
@@ -15,7 +17,6 @@ from __future__ import annotations
 import grpc
 
 from cluster.scenarios.base import completions, nemesis_ops
-from cluster.scenarios.context import ScenarioError
 from eoslab.common import rpc
 from eoslab.v1 import faults_pb2, faults_pb2_grpc, txn_pb2, txn_pb2_grpc
 
@@ -36,6 +37,30 @@ def describe_everywhere(ctx, tid: str) -> list[tuple[int, object]]:
             continue
         out += [(r.coordinator_id, t) for t in r.transactions if t.transactional_id == tid]
     return out
+
+
+def wait_assignment_settled(ctx, timeout: float = 60.0) -> dict[int, list[int]]:
+    """Until every running coordinator owns a share of __transaction_state, loaded, and together they
+    own each partition once: the start-up rebalance (the second coordinator to register takes half of
+    the first one's partitions) is over, so no partition moves unless a coordinator dies."""
+    def settled():
+        owned: dict[int, list[int]] = {}
+        total = 0
+        nodes = [n for n in ctx.rt.info().by_role(ROLE) if n.state == "running"]
+        for n in nodes:
+            try:
+                with rpc.channel(n.address) as ch:
+                    r = txn_pb2_grpc.TransactionCoordinatorStub(ch).DescribeTransactions(
+                        txn_pb2.DescribeTransactionsRequest(transactional_ids=["-"]), timeout=2)
+            except grpc.RpcError:
+                return None
+            if not r.owned or any(o.loading for o in r.owned):
+                return None
+            owned[r.coordinator_id] = sorted(o.partition for o in r.owned)
+            total = max(total, r.num_partitions)
+        parts = sorted(p for ps in owned.values() for p in ps)
+        return owned if nodes and parts == list(range(total)) else None
+    return ctx.wait(settled, "the coordinators' share of __transaction_state to settle", timeout, every=0.1)
 
 
 def owner(ctx, tid: str, timeout: float = 30.0) -> tuple[int, str, str]:

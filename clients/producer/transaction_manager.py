@@ -42,13 +42,13 @@ waiting to be added are in `pending_partitions`.
 """
 from __future__ import annotations
 
-import bisect
 import logging
 import threading
 
 from eoslab.common.errors import E, KafkaError
 from clients.producer.record_accumulator import ProducerBatch
 from clients.producer.transaction_state import VALID_PREVIOUS, InvalidStateTransition, State
+from clients.producer.txn_partition_map import TxnPartitionMap
 from eoslab.common import record_batch as rb
 
 __all__ = ["InvalidStateTransition", "State", "TransactionManager", "VALID_PREVIOUS"]
@@ -60,10 +60,8 @@ UNINITIALIZED, INITIALIZING, READY, IN_TRANSACTION = S.UNINITIALIZED, S.INITIALI
 COMMITTING, ABORTING = S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION
 ABORTABLE_ERROR, FATAL_ERROR = S.ABORTABLE_ERROR, S.FATAL_ERROR
 
-NO_LAST_ACKED = -1
 
-
-class TransactionManager:
+class TransactionManager(TxnPartitionMap):
     def __init__(self, idempotent: bool, transactional_id: str = "", version=None, on_out_of_order: str | None = None):
         self.idempotent = idempotent
         self.transactional_id = transactional_id
@@ -298,59 +296,6 @@ class TransactionManager:
         self.last_acked.clear()
         self.unresolved.clear()
 
-    # -- sequences ----------------------------------------------------------------------------------
-    def assign(self, batch: ProducerBatch) -> None:
-        """Stamp the batch with the producer id, epoch and (first time only) its sequence."""
-        if not self.idempotent:
-            return
-        batch.producer_id, batch.producer_epoch = self.producer_id, self.producer_epoch
-        if batch.base_sequence is None:
-            tp = batch.tp
-            seq = self.next_seq.get(tp, 0)
-            batch.base_sequence = seq
-            self.next_seq[tp] = _wrap(seq + batch.record_count)
-            lst = self.unacked.setdefault(tp, [])
-            keys = [b.base_sequence for b in lst]
-            lst.insert(bisect.bisect(keys, seq), batch)
-
-    def acked(self, batch: ProducerBatch) -> None:
-        """The batch is complete (acknowledged or failed): it no longer holds a pending sequence."""
-        lst = self.unacked.get(batch.tp)
-        if lst and batch in lst:
-            lst.remove(batch)
-
-    def handle_completed_batch(self, batch: ProducerBatch) -> None:
-        """The broker acknowledged the batch (also a late answer for a batch that already expired)."""
-        self.acked(batch)
-        if batch.base_sequence is None or batch.producer_epoch != self.producer_epoch \
-                or batch.producer_id != self.producer_id:
-            return
-        last = _wrap(batch.base_sequence + batch.record_count - 1)
-        prev = self.last_acked.get(batch.tp, NO_LAST_ACKED)
-        if prev == NO_LAST_ACKED or _seq_after(last, prev):
-            self.last_acked[batch.tp] = last
-
-    def unacked_before(self, batch: ProducerBatch) -> list[ProducerBatch]:
-        return [b for b in self.unacked.get(batch.tp, ()) if b is not batch
-                and b.base_sequence is not None and batch.base_sequence is not None
-                and b.base_sequence < batch.base_sequence]
-
-    def has_unresolved_sequence(self, tp: tuple[str, int]) -> bool:
-        return tp in self.unresolved
-
-    def mark_sequence_unresolved(self, batch: ProducerBatch) -> None:
-        """The batch expired after it was sent: whether the log holds it is unknown for now."""
-        if batch.base_sequence is None or batch.producer_epoch != self.producer_epoch:
-            return
-        nxt = _wrap(batch.base_sequence + batch.record_count)
-        cur = self.unresolved.get(batch.tp)
-        self.unresolved[batch.tp] = nxt if cur is None or _seq_after(nxt, cur) else cur
-        log.info("%s-%d: sequence %d unresolved (an expired batch may have been written)",
-                 batch.topic, batch.partition, batch.base_sequence)
-
-    def is_next_sequence(self, tp: tuple[str, int], seq: int) -> bool:
-        return seq == _wrap(self.last_acked.get(tp, NO_LAST_ACKED) + 1)
-
     def maybe_resolve_sequences(self, in_flight) -> None:
         """Judge every unresolved partition with nothing of it in flight (`in_flight(tp)` says), as the module
         doc says."""
@@ -398,13 +343,3 @@ class TransactionManager:
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= rb.MAX_PRODUCER_EPOCH
 
-
-def _wrap(seq: int) -> int:
-    """Sequences wrap from MAX_SEQUENCE to 0 (and -1 + 1 is 0)."""
-    return seq % (rb.MAX_SEQUENCE + 1)
-
-
-def _seq_after(a: int, b: int) -> bool:
-    """a comes after b in sequence order (within half the sequence space)."""
-    d = (a - b) % (rb.MAX_SEQUENCE + 1)
-    return 0 < d < (rb.MAX_SEQUENCE + 1) // 2

@@ -1,0 +1,49 @@
+"""What the real-client tests share: a module-scoped local cluster with Kafka listeners (`kcluster`, a
+fixture of this package's conftest), topic creation and a read-until-quiet helper through librdkafka."""
+import os
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def start_kcluster(eoslab_home):
+    from cluster.local import LocalRuntime
+    from tests.conftest import _zookeeper_missing
+    missing = _zookeeper_missing()
+    if missing:
+        pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
+    rt = LocalRuntime(f"t-{worker}-kp-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1)
+    rt.up()
+    yield rt
+    rt.down()
+
+
+def _topic(boot: str, name: str, partitions: int = 1) -> str:
+    name = f"{name}-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": boot})    # kept until the result: its handle serves the future
+    for f in admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30).values():
+        f.result(30)
+    return name
+
+
+def _read_all(boot, topic, partitions, isolation, expect, timeout_s=20.0):
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, deadline = [], time.monotonic() + timeout_s
+    quiet_until = None
+    while time.monotonic() < deadline:
+        m = c.poll(0.2)
+        if m is None or m.error():
+            if len(got) >= expect:
+                quiet_until = quiet_until or time.monotonic() + 1.0   # nothing more may come after
+                if time.monotonic() > quiet_until:
+                    break
+            continue
+        got.append(m.value().decode())
+    c.close()
+    return got

@@ -1,0 +1,97 @@
+"""Operators' views through real Kafka clients: `eoslab cluster status`, ListTransactions and
+DescribeProducers (KIP-664) against a real local cluster."""
+import os
+import uuid
+
+import pytest
+
+from tests import helpers as h
+
+pytestmark = pytest.mark.integration
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Producer  # noqa: E402
+from confluent_kafka.admin import AdminClient  # noqa: E402
+from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
+
+
+def test_cluster_status_shows_kafka_bootstrap_beside_bootstrap(kcluster, eoslab_home):
+    import json
+    import subprocess
+    import sys
+    env = dict(os.environ, EOSLAB_HOME=eoslab_home)
+    info = kcluster.info()
+    run = [sys.executable, "-m", "eoslab", "cluster", "status", "--name", kcluster.cluster_name, "--runtime", "local"]
+    text = subprocess.run(run, env=env, capture_output=True, text=True, timeout=60).stdout
+    assert f"bootstrap {info.bootstrap}, kafka_bootstrap {info.kafka_bootstrap}" in text
+    d = json.loads(subprocess.run(run + ["--json"], env=env, capture_output=True, text=True, timeout=60).stdout)
+    assert d["kafka_bootstrap"] == info.kafka_bootstrap
+    assert [a.split(":")[0] for a in d["kafka_bootstrap"].split(",")] == [n.host for n in info.by_role("broker")]
+
+
+def test_list_transactions_on_the_coordinators_names_a_committed_transactional_id(kcluster):
+    import socket
+
+    from cluster.local_nodes import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-list")
+    tid = f"listed-{uuid.uuid4().hex[:6]}"
+    p = Producer({"bootstrap.servers": boot, "transactional.id": tid})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"x")
+    p.commit_transaction(30)
+
+    def listed() -> dict:
+        seen = {}
+        for node in kcluster.info().by_role("txn-coordinator"):
+            with socket.create_connection((node.host, KAFKA_PORT), timeout=10) as s:
+                s.sendall(_request(66, 1, 5, state_filters=["CompleteCommit", "NoSuchState"],
+                                   producer_id_filters=[], duration_filter=-1))
+                corr, r = _response(_read_frame(s), 66, 1)
+            assert corr == 5 and r.error_code.value == 0 and list(r.unknown_state_filters) == ["NoSuchState"]
+            assert all(t.transaction_state == "CompleteCommit" for t in r.transaction_states)
+            seen.update({t.transactional_id: t.transaction_state for t in r.transaction_states})
+        return seen
+    h.wait_for(lambda: tid in listed(), timeout=15, what=f"{tid} listed in CompleteCommit")   # after the markers
+
+
+def test_describe_producers_shows_the_producer_state_on_leader_and_followers(kcluster):
+    import socket
+
+    from cluster.local_nodes import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-desc")
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "acks": "all"})
+    for i in range(7):
+        p.produce(topic, f"v{i}".encode())
+        p.flush(30)                                        # one batch per record: sequences 0..6
+    t = Producer({"bootstrap.servers": boot, "transactional.id": f"desc-{uuid.uuid4().hex[:6]}"})
+    t.init_transactions(30)
+    t.begin_transaction()
+    t.produce(topic, b"open")
+    assert t.flush(30) == 0                                 # written at offset 7, the transaction left open
+    leader = AdminClient({"bootstrap.servers": boot}).list_topics(topic, timeout=30).topics[topic].partitions[0].leader
+
+    def describe(node):
+        with socket.create_connection((node.host, KAFKA_PORT), timeout=10) as s:
+            s.sendall(_request(61, 0, 9, topics=[{"name": topic, "partition_indexes": [0]}]))
+            corr, r = _response(_read_frame(s), 61, 0)
+        assert corr == 9
+        [part] = r.topics[0].partitions
+        return part
+    brokers = kcluster.info().by_role("broker")
+    part = describe(next(n for n in brokers if n.node_id == leader))
+    assert part.error_code.value == 0
+    states = sorted((s.last_sequence, s.current_txn_start_offset) for s in part.active_producers)
+    assert states == [(0, 7), (6, -1)]
+    assert all(s.last_timestamp > 0 and s.producer_id >= 0 for s in part.active_producers)
+    follower = next(n for n in brokers if n.node_id != leader)
+
+    def follower_states():    # Kafka answers on any replica from its own producer state, once replicated
+        part = describe(follower)
+        assert part.error_code.value == 0
+        return sorted((s.last_sequence, s.current_txn_start_offset) for s in part.active_producers)
+    h.wait_for(lambda: follower_states() == states, timeout=15, what="the follower's producer state")
+    t.abort_transaction(30)

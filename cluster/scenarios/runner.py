@@ -5,8 +5,9 @@ slot and always tears it down (also on error or interrupt); the scenario's
 ops and faults go to DIR/NAME/history.jsonl as they happen; the verdict is
 `checker.kafka.check_kafka` on that file — the analysis `eoslab check
 --model kafka` runs — written as DIR/NAME/results.json (the checker's result
-plus its "verdict" and a "scenario" section: expected, observed, facts,
-match) and DIR/NAME/report.html; a run the lab broke before the checker
+plus its "verdict", a "scenario" section: expected, observed, facts,
+match, and under "why" what checker.explain reads from the history alone, such as
+why an op was fenced) and DIR/NAME/report.html; a run the lab broke before the checker
 could judge it (the cluster or the scenario raised) has the verdict
 lab-error with the reason in "lab_errors", never an observed anomaly set. Observed = the set of anomaly types the checker
 reports; the run matches when that set equals the expected one and every

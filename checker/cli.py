@@ -133,13 +133,24 @@ def run(args) -> int:
     return _finish(args, result, report, lambda r: [n for n in (_lab_errors(r) or _nothing_to_check(r),) if n])
 
 
+def _lab_ops(path: str) -> list[dict] | None:
+    """A lab run's history as plain ops (for the say-why of fenced producers), None when unreadable."""
+    import gzip
+    try:
+        with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return None
+
+
 def _finish(args, result: dict, report, notes) -> int:
     """The steps every model shares: run.json's run and lab errors into the result, DIR/results.json and
     the report (`report(path, result, run)`) with --out, the stderr notes, the JSON line, the exit code."""
     run = run_of(args.history)
     if run:
         result["run"] = run
-    why = explain(result.get("anomalies") or {}, run_json_of(args.history))
+    run_json = run_json_of(args.history)
+    why = explain(result.get("anomalies") or {}, run_json, ops=_lab_ops(args.history) if run_json else None)
     if why:
         result["why"] = why
     result = with_verdict(result, lab_errors_of(args.history))

@@ -154,7 +154,7 @@ def slow_producer(ctx) -> None:
                                         "transaction_timeout_ms": 1000})
     after = ctx.wait(lambda: (s := ctx.transaction_state(tid)) is not None and s.state == "CompleteAbort" and s,
                      "the coordinator to abort the timed-out transaction", timeout=30, every=0.1)
-    ctx.nemesis("stop-slow-producer", {"transactional_id": tid, "state": after.state,
+    ctx.nemesis("stop-slow-producer", {"transactional_id": tid, "state": after.state, "reason": "timeout",
                                        "epoch_before": before.producer_epoch, "epoch": after.producer_epoch})
     t.commit()                                    # the producer wakes up and commits
     ctx.read_all(TOPIC, isolation="read_committed")

@@ -119,3 +119,25 @@ def test_time_limit_must_be_a_finite_number_of_seconds(bad):
     out = check(DATA / "valid.jsonl", "--time-limit", bad)
     assert out.returncode == 2 and "--time-limit" in out.stderr and len(out.stderr.strip().splitlines()) <= 2, \
         out.stderr
+
+
+def test_a_lab_runs_fenced_producer_gets_its_say_why_in_results(tmp_path):
+    """`eoslab check` on a run directory reads the history's ops for the say-why: a producer fenced
+    after a clock jump on its coordinator is "fenced by transaction timeout", not a zombie."""
+    tid = "clock-batch"
+    prod = {"pid": 1000, "epoch": 0, "session": "app", "transactional_id": tid}
+    ops = [{"process": 0, "type": "invoke", "f": "init-producer", "value": None},
+           {"process": 0, "type": "ok", "f": "init-producer", "value": None, "producer": prod},
+           {"process": 0, "type": "invoke", "f": "txn", "value": [["send", 0, 1]]},
+           {"process": "nemesis", "type": "info", "f": "start-clock-jump", "value": None},
+           {"process": "nemesis", "type": "info", "f": "start-clock-jump",
+            "value": {"node": "txn-coordinator-1", "offset_s": 120}},
+           {"process": 0, "type": "fail", "f": "txn", "value": [["send", 0, 1]], "producer": prod,
+            "error": "PRODUCER_FENCED"}]
+    h = tmp_path / "history.jsonl"
+    h.write_text("".join(json.dumps(dict(o, index=i, time=i)) + "\n" for i, o in enumerate(ops)))
+    (tmp_path / "run.json").write_text(json.dumps({"kafka_version": "4.0", "workload": "txn", "seed": 3}))
+    r = check(h, "--model", "kafka", "--out", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    why = json.loads((tmp_path / "out" / "results.json").read_text())["why"]
+    assert why["fenced"][0]["why"].startswith("fenced by transaction timeout (clock jump on txn-coordinator-1)")

@@ -12,7 +12,8 @@ application's abort: PrepareAbort, crash, CompleteAbort on the next owner, nothi
 
 Guarantees: every scenario here registers itself in cluster.scenarios.base.REGISTRY on import.
 One broker, one controller, two transaction coordinators (ZooKeeper session 2 s: the survivor is
-given the dead one's partitions once its session expires). The offsets monitor samples both
+given the dead one's partitions once its session expires); the fault is armed only once their
+start-up rebalance of __transaction_state is over, so the id moves because of the crash alone. The offsets monitor samples both
 partitions' LSO and high watermark throughout (process "monitor"); the fault is in force from its
 injection (`start-coordinator-crash`) to the crash (`stop-coordinator-crash`), so the takeover
 itself counts against the hang threshold (THRESHOLD_S, far below Kafka's 900 s default, far above

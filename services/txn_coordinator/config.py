@@ -40,7 +40,7 @@ class CoordinatorConfig(ServiceConfig):
                    "KIP-890 part 2: bump the producer epoch at every commit and abort", kafka_name="")
            .define("init.with.producer.id", bool, BY_VERSION,
                    "KIP-360: InitProducerId may carry (producer id, epoch)", kafka_name="")
-           .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (replay_end_txn)",
+           .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (replay_end_txn, crash_after_prepare)",
                    kafka_name="")
            .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
                    "unset", kafka_name="listeners", process=True)

@@ -24,7 +24,8 @@ def _ops(path) -> list[dict]:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("name,version", [(COMMIT, "4.0"), (COMMIT, "0.11"), (ABORT, "4.0"), (ABORT, "0.11")])
+# on the default release, tests/scenarios/test_scenarios.py plays both with their facts
+@pytest.mark.parametrize("name,version", [(COMMIT, "0.11"), (ABORT, "0.11")])
 def test_the_next_owner_completes_the_transaction_the_crashed_coordinator_prepared(name, version, tmp_path,
                                                                                     eoslab_home):
     sc = get(name)

@@ -19,7 +19,8 @@ request timeout is touched by the jump.
 from __future__ import annotations
 
 from cluster import faketime
-from cluster.scenarios.base import ClusterSpec, Fact, completions, nemesis_ops, register
+from cluster.scenarios.base import ClusterSpec, Fact, nemesis_ops, register
+from cluster.scenarios.transactions import commit_refused
 
 TOPIC = "clock"
 TIMEOUT_MS = 20000               # transaction.timeout.ms: a transaction of milliseconds never reaches it
@@ -41,13 +42,7 @@ def aborted_on_timeout(ops: list[dict]) -> str | None:
 
 
 def producer_fenced(ops: list[dict]) -> str | None:
-    txns = completions(ops, "txn")
-    if not txns:
-        return "the producer's transaction has no completion"
-    t = txns[-1]
-    if t["type"] == "ok":
-        return "the producer committed after the coordinator had aborted its transaction"
-    return None if t.get("error") in FENCING else f"the commit failed with {t.get('error')!r}, not with a fencing error"
+    return commit_refused(ops, "the producer", FENCING)
 
 
 @register("clock-jump-fences-live-producer", seed="KIP-98 (transaction.timeout.ms on the coordinator's wall clock)",

@@ -107,15 +107,20 @@ register("delayed-end-txn-kip890", seed="KIP-890 parts 1 and 2; KAFKA-17754",
          expected=())(delayed_end_txn)
 
 
-def slow_commit_refused(ops: list[dict]) -> str | None:
+def commit_refused(ops: list[dict], who: str, errors) -> str | None:
+    """None when the last transaction's commit failed with one of `errors` (it had been aborted under it)."""
     txns = completions(ops, "txn")
     if not txns:
-        return "the slow producer's transaction has no completion"
+        return f"{who}'s transaction has no completion"
     t = txns[-1]
     if t["type"] == "ok":
-        return "the slow producer committed after the coordinator had aborted its transaction"
-    return None if t.get("error") in ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE") else \
-        f"the slow producer's commit failed with {t.get('error')!r}, not with a fencing error"
+        return f"{who} committed after the coordinator had aborted its transaction"
+    return None if t.get("error") in errors else \
+        f"{who}'s commit failed with {t.get('error')!r}, not with a fencing error"
+
+
+def slow_commit_refused(ops: list[dict]) -> str | None:
+    return commit_refused(ops, "the slow producer", ("PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH", "INVALID_TXN_STATE"))
 
 
 def aborted_on_timeout(ops: list[dict]) -> str | None:

@@ -1,7 +1,9 @@
 """`eoslab shrink RUN_DIR`: Jepsen-style delta debugging of an anomalous run's fault schedule.
 
-Guarantees: from a run whose results.json says "invalid", `shrink` looks for
-a smaller run that still shows one of the run's anomaly types: ddmin
+Guarantees: from a run whose results.json says "invalid", `shrink` first
+replays the original schedule, and stops there, saying so, when it does not
+reproduce; then it looks for a smaller run that still shows one of the
+run's anomaly types: ddmin
 (Zeller's delta debugging) over the events of run.json's "schedule", each
 kept event with its own "at" and "duration", then one try with a shorter
 time limit (the last kept fault's end plus MARGIN_S). Every candidate is
@@ -236,6 +238,7 @@ class Shrinker:
         self.budget = Budget(runs=opts.budget_runs, minutes=opts.budget_minutes)
         self.candidates: list[dict] = []          # each: n, schedule, time_limit, hits, tries, reproduced
         self.best: dict | None = None             # the smallest reproducing candidate, with its try folder
+        self.confirmed: bool | None = None        # whether the original schedule reproduced when replayed
 
     def say(self, msg: str) -> None:
         used = f"runs {self.budget.used}/{self.budget.runs}, {(time.monotonic() - self.budget.t0) / 60:.1f} min"
@@ -309,6 +312,10 @@ class Shrinker:
                  f"({describe(self.events)}), time limit {self.time_limit:g} s; reproduces = {opts.need} of "
                  f"{opts.tries} tries; budget {opts.budget_runs} runs"
                  + (f", {opts.budget_minutes:g} min" if opts.budget_minutes else ""))
+        self.say("first, the original schedule as it was recorded")
+        self.confirmed = self.test(self.events, self.time_limit)
+        if not self.confirmed:              # nothing to shrink: the anomaly needs timing a replay did not give
+            return self.finish(t0)
         order = {id(e): i for i, e in enumerate(self.events)}
         kept = ddmin(self.events, lambda sub: self.test(sub, self.time_limit), self.budget)
         kept = sorted(kept, key=lambda e: order[id(e)])
@@ -341,7 +348,8 @@ class Shrinker:
                "original": {"schedule": self.events, "time_limit": self.time_limit},
                "minimal": {"schedule": sched, "time_limit": limit, "folder": os.path.abspath(minimal),
                            "from": os.path.abspath(src)},
-               "reproduction": rate, "rule": {"tries": opts.tries, "need": opts.need},
+               "reproduction": rate, "original_reproduced": self.confirmed,
+               "rule": {"tries": opts.tries, "need": opts.need},
                "runs_used": self.budget.used, "budget": {"runs": opts.budget_runs, "minutes": opts.budget_minutes},
                "budget_cut_search": self.budget.cut, "seconds": round(time.time() - t0, 1),
                "candidates": [{k: v for k, v in c.items() if k != "folder"} for c in self.candidates],
@@ -356,7 +364,13 @@ def summary(doc: dict) -> str:
     o, m = doc["original"], doc["minimal"]
     n0, n1 = len(o["schedule"]), len(m["schedule"])
     types = ", ".join(doc["minimal_anomalies"] or doc["anomaly_types"])
-    if doc["reproduction"] is None:
+    if doc.get("original_reproduced") is False:
+        c = doc["candidates"][0] if doc["candidates"] else {"hits": 0, "tries": 0}
+        head = (f"The original schedule did not reproduce {types} when replayed ({c['hits']} of {c['tries']} "
+                f"tries; a candidate counts at {doc['rule']['need']} of {doc['rule']['tries']}): the anomaly "
+                f"needs timing the replays did not give, so there is nothing to shrink; try more --tries.")
+        rate = ""
+    elif doc["reproduction"] is None:
         head = (f"No smaller run reproduced {types} within {doc['runs_used']} runs: the original "
                 f"{n0} faults stand ({describe(o['schedule'])}; time limit {o['time_limit']:g} s).")
         rate = ""

@@ -175,3 +175,22 @@ def test_shrinker_end_to_end_with_fake_replays(tmp_path, monkeypatch):
     assert saved["minimal"]["schedule"] == doc["minimal"]["schedule"] and "--schedule" in saved["replay"]
     assert "lost-ack at 6 s for 2 s" in doc["summary"] and "Replay: eoslab run" in doc["summary"]
     assert json.loads((tmp_path / "o" / "minimal" / "results.json").read_text())["anomalies"]["duplicate"]
+
+
+def test_a_run_whose_original_schedule_does_not_reproduce_is_not_shrunk(tmp_path, monkeypatch):
+    """The original schedule is replayed first; when it does not reproduce, no smaller candidate is
+    tried and the summary says why (a smaller "reproduction" would then be chance)."""
+    sched = [dict(e) for e in EVENTS[:4]]
+    d = _run_dir(tmp_path, "run", {"verdict": "invalid", "anomalies": {"duplicate": [{}]}}, sched)
+    played = []
+
+    def once(self, cand_dir, sched_file, time_limit, k, seen):
+        with open(sched_file) as f:
+            played.append(len(json.load(f)))
+        return False
+    monkeypatch.setattr(sh.Shrinker, "_once", once)
+    doc = sh.Shrinker(str(d), sh.Options(out=str(tmp_path / "o"), budget_runs=10)).shrink()
+    assert played and set(played) == {4}                      # only the original schedule was replayed
+    assert doc["original_reproduced"] is False and len(doc["candidates"]) == 1
+    assert doc["minimal"]["schedule"] == sched
+    assert "did not reproduce duplicate when replayed" in doc["summary"] and "nothing to shrink" in doc["summary"]

@@ -323,14 +323,19 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
                     return n, None, 0.0
                 return run_number(src, n, conf, VERSIONS[version], args.timeout, os.path.join(workdir, "logs"))
             try:
-                for fut in cf.as_completed([pool.submit(job, n) for n in todo]):
-                    n, per_number[n], secs = fut.result()
-                    if per_number[n] is not None:
-                        say(f"{n} ({secs:.0f}s): " + ", ".join(f"{k}={v['result']}" for k, v in sorted(per_number[n].items())))
+                pending = {pool.submit(job, n) for n in todo}
+                while pending:  # a timed wait, so that a signal is handled at once, not when a test ends
+                    done, pending = cf.wait(pending, timeout=1, return_when=cf.FIRST_COMPLETED)
+                    for n, per_number[n], secs in (f.result() for f in done):
+                        if per_number[n] is not None:
+                            say(f"{n} ({secs:.0f}s): " + ", ".join(f"{k}={v['result']}" for k, v in sorted(per_number[n].items())))
             except BaseException:   # Ctrl-C or an error: start nothing more, kill what runs
                 STOP.set()
                 for p in list(RUNNING):
-                    subprocess.run(["kill", "-9", f"-{p.pid}"], capture_output=True)
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
                 raise
     finally:
         cluster_down(args.eoslab, name)
@@ -382,7 +387,13 @@ def parse_args(argv):
     return a
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv=None) -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM):  # also when started in the background, where SIGINT is ignored
+        signal.signal(sig, _interrupt)
     try:
         args = parse_args(argv)
         os.makedirs(args.out, exist_ok=True)

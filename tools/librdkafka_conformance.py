@@ -57,8 +57,7 @@ PRIORITY = ["0001", "0012", "0017", "0090", "0103", "0129", "0018", "0113", "003
             "0015", "0031", "0034", "0019", "0035", "0007", "0044", "0081", "0002", "0005"]
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SUMMARY = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|"
-                     r"\s*[\d.]+s\s*\|\s*(.*?)\s*$")
+SUMMARY = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*(PASSED|FAILED|SKIPPED|RUNNING|DNS)\s*\|\s*[\d.]+s\s*\|\s*(.*?)\s*$")
 FAILHDR = re.compile(r'^### Test "(\d{4}_\w+)(?: \(.*\))?" failed at .*###$')
 PASSLINE = re.compile(r"=+ Test (\d{4}_\w+) PASSED =+")
 STARTLINE = re.compile(r"=+ Running test (\d{4}_\w+) =+")
@@ -343,15 +342,14 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
 
 
 def rows_of(numbers, names, per_number, tests_dir, scen=None) -> list[dict]:
-    scen = scen or {}
-    rows = []
+    rows, scen = [], scen or {}
     for n in numbers:
         what = describe(tests_dir, n)
         for tname in names[n]:
             if n in EXCLUDED:
                 r = {"result": "excluded", "reason": EXCLUDED[n]}
             elif per_number.get(n) is None:
-                r = {"result": "not run", "reason": "budget exhausted"}
+                r = {"result": "not run", "reason": "budget exhausted or run interrupted"}
             else:
                 r = dict(per_number[n].get(tname, {"result": "skip", "reason": "not started by the runner"}))
             if r["result"] == "skip" and "default" not in scen.get(tname, "default"):

@@ -39,10 +39,12 @@ class TransactionMetricsResponse(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., partitions_with_late_transactions_count: _Optional[int] = ..., max_active_transaction_duration_ms: _Optional[int] = ..., max_active_transaction_partition: _Optional[str] = ...) -> None: ...
 
 class MetadataRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "allow_auto_topic_creation")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_AUTO_TOPIC_CREATION_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    allow_auto_topic_creation: bool
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., allow_auto_topic_creation: _Optional[bool] = ...) -> None: ...
 
 class PartitionMetadata(_message.Message):
     __slots__ = ("error", "partition", "leader", "leader_epoch", "replicas", "isr")

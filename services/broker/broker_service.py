@@ -32,7 +32,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         self.rm = server.replica_manager
 
     def Metadata(self, request, context):
-        return self.s.metadata.metadata(list(request.topics))
+        resp = self.s.metadata.metadata(list(request.topics))
+        if request.topics and request.allow_auto_topic_creation:     # a coordinator asking for its Kafka client
+            from services.kafka_protocol.broker_apis import unknown_topics
+            unknown_topics(resp, getattr(self.s, "auto_create_topics_enable", True),
+                           lambda pb: self.CreateTopics(pb, None))
+        return resp
 
     def CreateTopics(self, request, context):
         addr = self.s.controller_address

@@ -42,6 +42,32 @@ VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETC
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
 
+def unknown_topics(resp: broker_pb2.MetadataResponse, auto_create: bool, create_topics) -> None:
+    """Kafka's answer for topics the cache does not know (KafkaApis.getTopicMetadata and
+    AutoTopicCreationManager): an illegal name is INVALID_TOPIC_EXCEPTION; with auto-creation the
+    topic is created through the controller (`create_topics(CreateTopicsRequest)`: num.partitions 1,
+    the controller's default.replication.factor) and answered LEADER_NOT_AVAILABLE, or the
+    creation's error; without it, UNKNOWN_TOPIC_OR_PARTITION."""
+    unknown = [t for t in resp.topics if t.error == E.UNKNOWN_TOPIC_OR_PARTITION]
+    create = []
+    for t in unknown:
+        if validate_topic_name(t.name) is not None:
+            t.error = E.INVALID_TOPIC_EXCEPTION
+        elif auto_create and t.name not in auth.INTERNAL_TOPICS:   # the lab creates those its own way
+            create.append(t)
+    if not create:
+        return
+    pb = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
+        name=t.name, num_partitions=AUTO_CREATE_PARTITIONS, replication_factor=0) for t in create])
+    results = {r.name: r for r in create_topics(pb).topics}
+    for t in create:
+        r = results.get(t.name)
+        err = r.error if r is not None else E.UNKNOWN_SERVER_ERROR
+        t.error = E.LEADER_NOT_AVAILABLE if err in (E.NONE, E.TOPIC_ALREADY_EXISTS) else err
+        if r is not None and err not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
+            log.info("auto-creation of %s failed: %s", t.name, r.error_message)
+
+
 class BrokerApis(ApiHandlers):
     def __init__(self, server, service):
         super().__init__()
@@ -73,29 +99,7 @@ class BrokerApis(ApiHandlers):
         return apis.metadata_values(resp, self.endpoints, self.s.broker_id)
 
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
-        """Kafka's answer for topics the cache does not know (KafkaApis.getTopicMetadata and
-        AutoTopicCreationManager): an illegal name is INVALID_TOPIC_EXCEPTION; with auto-creation the
-        topic is created through the controller (num.partitions 1, the controller's
-        default.replication.factor) and answered LEADER_NOT_AVAILABLE, or the creation's error;
-        without it, UNKNOWN_TOPIC_OR_PARTITION."""
-        unknown = [t for t in resp.topics if t.error == E.UNKNOWN_TOPIC_OR_PARTITION]
-        create = []
-        for t in unknown:
-            if validate_topic_name(t.name) is not None:
-                t.error = E.INVALID_TOPIC_EXCEPTION
-            elif auto_create and t.name not in auth.INTERNAL_TOPICS:   # the lab creates those its own way
-                create.append(t)
-        if not create:
-            return
-        pb = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
-            name=t.name, num_partitions=AUTO_CREATE_PARTITIONS, replication_factor=0) for t in create])
-        results = {r.name: r for r in self.svc.CreateTopics(pb, None).topics}
-        for t in create:
-            r = results.get(t.name)
-            err = r.error if r is not None else E.UNKNOWN_SERVER_ERROR
-            t.error = E.LEADER_NOT_AVAILABLE if err in (E.NONE, E.TOPIC_ALREADY_EXISTS) else err
-            if r is not None and err not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
-                log.info("auto-creation of %s failed: %s", t.name, r.error_message)
+        unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None))
 
     def create_topics(self, header, req) -> dict:
         if req.validate_only:

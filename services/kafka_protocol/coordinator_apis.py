@@ -12,7 +12,8 @@ DescribeTransactions and ListTransactions are txn_admin_apis'. Kafka clients tre
 coordinator as one more node, and some send it
 whatever a node may get: Metadata and FindCoordinator are answered from the
 brokers (over gRPC) with Kafka listener addresses (Metadata, when no broker
-answers, from the last answers seen: never an empty topic list), and an idempotent
+answers, from the last answers seen: never an empty topic list; an unknown
+topic is auto-created by the broker asked, as its own listener would), and an idempotent
 InitProducerId (no transactional id) gets a producer id from the
 coordinator's own id blocks, unique across the cluster.
 """
@@ -54,13 +55,13 @@ class CoordinatorApis(ApiHandlers):
 
     def metadata(self, header, req) -> dict:
         topics = apis.metadata_topics(header, req)
-        resp = self._broker_metadata(topics)
+        resp = self._broker_metadata(topics, bool(getattr(req, "allow_auto_topic_creation", True)))
         if topics == []:
             del resp.topics[:]
         controller = resp.brokers[0].broker_id if resp.brokers else -1
         return apis.metadata_values(resp, self.endpoints, controller)
 
-    def _broker_metadata(self, topics: list[str] | None) -> broker_pb2.MetadataResponse:
+    def _broker_metadata(self, topics: list[str] | None, auto_create: bool = False) -> broker_pb2.MetadataResponse:
         """The brokers' answer (up to METADATA_TRIES of them asked in turn), else one built from the last
         answers seen, as a Kafka broker answers from its metadata cache: a coordinator cut off from the
         brokers never tells a client that its topics are gone (an empty answer made clients drop their
@@ -69,7 +70,8 @@ class CoordinatorApis(ApiHandlers):
         err = None
         for addr in md.addresses()[:METADATA_TRIES]:
             try:
-                resp = md.stub(addr).Metadata(broker_pb2.MetadataRequest(topics=topics or []), timeout=2)
+                resp = md.stub(addr).Metadata(broker_pb2.MetadataRequest(
+                    topics=topics or [], allow_auto_topic_creation=auto_create), timeout=10 if topics else 2)
             except grpc.RpcError as e:
                 err = e
                 continue

@@ -42,3 +42,30 @@ def test_a_coordinator_cut_off_from_the_brokers_answers_metadata_from_what_it_la
     rt.kill("broker-1")                            # no broker answers the coordinator now
     got = _topics_from(coordinator)
     assert got.get(name) == [1, 1], got            # an empty list made clients forget the partitions' leaders
+
+
+def _metadata_from(address: str, topic: str) -> int:
+    """One Kafka Metadata request (v9, naming `topic`, auto-creation allowed) to this node alone: the
+    topic's error code."""
+    import socket
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(_request(3, 9, 1, topics=[{"name": topic}], allow_auto_topic_creation=True,
+                              include_topic_authorized_operations=False))
+        _, resp = _response(_read_frame(sock), 3, 9)
+    [t] = [t for t in resp.topics if t.name == topic]
+    return t.error_code
+
+
+def test_a_topic_first_named_to_a_coordinator_is_auto_created_as_a_broker_would(small_cluster):
+    """Clients send Metadata to any node they know, coordinators included: a new topic named there is
+    created by a broker (auto.create.topics.enable) and answered LEADER_NOT_AVAILABLE, not
+    UNKNOWN_TOPIC_OR_PARTITION for ever (librdkafka's test 0103 timed out on it)."""
+    from cluster.local import KAFKA_PORT
+    info = small_cluster.info()
+    coordinator = f"{info.by_role('txn-coordinator')[0].host}:{KAFKA_PORT}"
+    name = f"auto-{uuid.uuid4().hex[:6]}"
+    assert _metadata_from(coordinator, name) == 5                       # LEADER_NOT_AVAILABLE: being created
+    assert wait_for(lambda: _metadata_from(coordinator, name) == 0, timeout=30)
+    assert _metadata_from(coordinator, "bad/name") == 17                # INVALID_TOPIC_EXCEPTION

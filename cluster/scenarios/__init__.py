@@ -25,7 +25,7 @@ from cluster.scenarios.base import REGISTRY, ClusterSpec, Fact, Scenario
 
 FAMILIES = ("cluster.scenarios.idempotence", "cluster.scenarios.restarts", "cluster.scenarios.replication",
             "cluster.scenarios.transactions", "cluster.scenarios.hanging", "cluster.scenarios.coordinator_crash",
-            "cluster.scenarios.durability", "cluster.scenarios.clock")
+            "cluster.scenarios.durability", "cluster.scenarios.clock", "cluster.scenarios.hanging_unclean")
 
 __all__ = ["ClusterSpec", "Fact", "Scenario", "get", "scenarios"]
 

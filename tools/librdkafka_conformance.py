@@ -150,6 +150,7 @@ def _sentence(block: str, limit: int) -> str:
     lines = [re.sub(r"^@(name|brief)\s*", "", ln) for ln in lines if ln]
     words = " ".join(ln for ln in lines if not ln.startswith("@")).strip()
     words = re.split(r"(?<=\.)\s|\s-\s", words)[0].rstrip(".").strip()
+    words = re.sub(r"\b[Ii]ssue #(\d+)", r"librdkafka#\1", words)     # the tracker the test cites
     return words if len(words) <= limit else words[:limit - 1] + "…"
 
 

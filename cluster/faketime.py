@@ -194,11 +194,8 @@ def clock_packages(names) -> list[str]:
 
 def check_run(cfg) -> None:
     """ValueError with one line when a run's faults include a clock fault that cannot run here."""
-    names = list(cfg.nemesis)
-    if cfg.schedule_file:
-        from cluster import run_schedule
-        names += [e.package for e in run_schedule.load(cfg.schedule_file, cfg.time_limit)]
-    wanted = clock_packages(names)
+    from cluster.run_schedule import played_packages
+    wanted = clock_packages(played_packages(cfg))
     if not wanted:
         return
     if cfg.runtime != "local":

@@ -42,11 +42,8 @@ FILES_RECORDED = 20                  # per node, the files with the most bytes d
 
 def run_disk(cfg) -> str | None:
     """The disk a run's cluster needs: "lazy" when it plays a disk package, else None."""
-    from cluster import run_schedule
-    names = list(cfg.nemesis)
-    if getattr(cfg, "schedule_file", None):
-        names += run_schedule.packages(run_schedule.load(cfg.schedule_file, cfg.time_limit))
-    return "lazy" if any(n in DISK_PACKAGES for n in names) else None
+    from cluster.run_schedule import played_packages
+    return "lazy" if any(n in DISK_PACKAGES for n in played_packages(cfg)) else None
 
 
 def refusal(cfg) -> str | None:

@@ -61,6 +61,14 @@ def packages(events: list[nem.Event]) -> list[str]:
     return list(dict.fromkeys(e.package for e in events))
 
 
+def played_packages(cfg) -> list[str]:
+    """Every fault package a run may play: its --nemesis names and its schedule file's."""
+    names = list(cfg.nemesis)
+    if getattr(cfg, "schedule_file", None):
+        names += packages(load(cfg.schedule_file, cfg.time_limit))
+    return names
+
+
 def events(cfg) -> list[nem.Event]:
     """The schedule the run plays: the file's, else the one drawn from the seed."""
     if getattr(cfg, "schedule_file", None):

@@ -56,16 +56,20 @@ def test_a_late_txn_offset_commit_per_release(make_cluster, version, late_error)
             c = send(kafka, 10, 4, key_type=key_type, coordinator_keys=[key]).coordinators[0]
             return f"{c.host}:{c.port}" if c.error_code.value == 0 else None
         return h.wait_for(found, timeout=60, what=f"the coordinator of {key}")
-    txn, groups = coordinator(1, tid), coordinator(0, group)
+    groups = coordinator(0, group)
 
     errors = []
 
     def init():
-        r = send(txn, 22, 4, transactional_id=tid, transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
+        # As Kafka's TransactionManager: each attempt asks for the coordinator again, since the answer
+        # NOT_COORDINATOR means the one found has lost the id's partition (the coordinators were still
+        # settling their partitions when the cluster came up).
+        at = coordinator(1, tid)
+        r = send(at, 22, 4, transactional_id=tid, transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
         errors.append(r.error_code.name)
-        return (r.producer_id, r.producer_epoch) if r.error_code.value == 0 else None
+        return (at, r.producer_id, r.producer_epoch) if r.error_code.value == 0 else None
     try:
-        pid, epoch = h.wait_for(init, timeout=30, what="InitProducerId")
+        txn, pid, epoch = h.wait_for(init, timeout=60, what="InitProducerId")
     except AssertionError:
         raise AssertionError(f"InitProducerId never succeeded: its answers {sorted(set(errors))}") from None
 

@@ -491,44 +491,58 @@ class WriteTxnMarkersResponse(_message.Message):
     def __init__(self, markers: _Optional[_Iterable[_Union[TxnMarkerResult, _Mapping]]] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "protocol_type", "topics")
+    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "protocol_type", "topics", "protocols")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
     member_id: str
     protocol_type: str
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
+    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ...) -> None: ...
+
+class GroupProtocol(_message.Message):
+    __slots__ = ("name", "metadata")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    metadata: bytes
+    def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupMember(_message.Message):
-    __slots__ = ("member_id", "topics")
+    __slots__ = ("member_id", "topics", "metadata")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, member_id: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    metadata: bytes
+    def __init__(self, member_id: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
-    __slots__ = ("error", "generation_id", "protocol_name", "leader", "member_id", "members")
+    __slots__ = ("error", "generation_id", "protocol_name", "leader", "member_id", "members", "protocol_type")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorCode
     generation_id: int
     protocol_name: str
     leader: str
     member_id: str
     members: _containers.RepeatedCompositeFieldContainer[JoinGroupMember]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., generation_id: _Optional[int] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupMember, _Mapping]]] = ...) -> None: ...
+    protocol_type: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., generation_id: _Optional[int] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupMember, _Mapping]]] = ..., protocol_type: _Optional[str] = ...) -> None: ...
 
 class PartitionList(_message.Message):
     __slots__ = ("partitions",)
@@ -537,7 +551,7 @@ class PartitionList(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class SyncGroupRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id", "assignments")
+    __slots__ = ("group_id", "generation_id", "member_id", "assignments", "assignment_bytes")
     class AssignmentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -545,23 +559,38 @@ class SyncGroupRequest(_message.Message):
         key: str
         value: PartitionList
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[PartitionList, _Mapping]] = ...) -> None: ...
+    class AssignmentBytesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: bytes
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[bytes] = ...) -> None: ...
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
     assignments: _containers.MessageMap[str, PartitionList]
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., assignments: _Optional[_Mapping[str, PartitionList]] = ...) -> None: ...
+    assignment_bytes: _containers.ScalarMap[str, bytes]
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., assignments: _Optional[_Mapping[str, PartitionList]] = ..., assignment_bytes: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
 
 class SyncGroupResponse(_message.Message):
-    __slots__ = ("error", "assignment")
+    __slots__ = ("error", "assignment", "assignment_bytes", "protocol_type", "protocol_name")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_NAME_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorCode
     assignment: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., assignment: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
+    assignment_bytes: bytes
+    protocol_type: str
+    protocol_name: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., assignment: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., assignment_bytes: _Optional[bytes] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("group_id", "generation_id", "member_id")

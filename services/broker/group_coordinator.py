@@ -211,7 +211,7 @@ class GroupCoordinator:
         if err != E.NONE:
             return broker_pb2.SyncGroupResponse(error=err)
         r = self.membership.sync(req)
-        if r.error == E.NONE and req.assignments:         # the leader's sync made the generation Stable
+        if r.error == E.NONE and (req.assignments or req.assignment_bytes):         # the leader's sync made the generation Stable
             self._store_group(req.group_id)
         return r
 

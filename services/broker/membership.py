@@ -36,14 +36,18 @@ Guarantees, per group:
 """
 from __future__ import annotations
 
+import base64
 import enum
 import threading
 import uuid
 from dataclasses import dataclass, field
 
 from eoslab.v1 import broker_pb2, common_pb2
+from eoslab.common.consumer_protocol import encode_assignment, encode_subscription
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
+from services.broker import group_protocols
+from services.broker.group_protocols import CONSUMER
 
 
 
@@ -88,12 +92,16 @@ class Member:
     joined: bool = False           # rejoined for the rebalance under way
     awaiting_sync: bool = False    # in SyncGroup, waiting for the leader's assignment
     assignment: list = field(default_factory=list)
+    protocols: list = field(default_factory=list)   # (name, metadata) offered, most preferred first
+    assignment_bytes: bytes | None = None          # the leader's bytes for this member, untouched
 
 
 @dataclass
 class Group:
     group_id: str
     state: GroupState = EMPTY
+    protocol_type: str = ""
+    protocol: str = ""             # chosen when a generation forms (group_protocols.select)
     generation: int = 0
     leader: str = ""
     members: dict[str, Member] = field(default_factory=dict)
@@ -155,10 +163,14 @@ class GroupMembership:
         g.members = {m.member_id: m for m in joined}
         g.generation += 1
         g.leader = sorted(g.members)[0]
+        g.protocol = group_protocols.select(g.members.values())
         g.transition_to(COMPLETING)
         for m in g.members.values():
-            m.assignment = []
+            m.assignment, m.assignment_bytes = [], None
             m.last_heartbeat = now
+            if g.protocol_type == CONSUMER:
+                m.topics = group_protocols.consumer_topics(
+                    CONSUMER, group_protocols.metadata_for(m.protocols, g.protocol)) or m.topics
         self.cond.notify_all()
 
     def expire(self) -> None:
@@ -184,19 +196,30 @@ class GroupMembership:
                 req.rebalance_timeout_ms > GROUP_MAX_SESSION_TIMEOUT_MS:
             return broker_pb2.JoinGroupResponse(error=E.INVALID_SESSION_TIMEOUT, generation_id=-1)
         now = self.time.monotonic()
+        protocols = group_protocols.offered(req)
+        # the lab's gRPC clients may leave the type out; a Kafka client must name one
+        protocol_type = req.protocol_type if not len(req.topics) else (req.protocol_type or CONSUMER)
         with self.cond:
             g = self.groups.setdefault(req.group_id, Group(req.group_id))
             mid = req.member_id
             if mid and mid not in g.members:
                 return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
+            others = [x for k, x in g.members.items() if k != mid]
+            err = group_protocols.check_join(g.protocol_type, others, protocol_type, protocols)
+            if err != E.NONE:
+                return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
+            if not others:
+                g.protocol_type = protocol_type
+            topics = list(req.topics) or group_protocols.consumer_topics(protocol_type, protocols[0][1])
             if not mid:
                 mid = f"consumer-{uuid.uuid4().hex[:12]}" if client_id is None else f"{client_id}-{uuid.uuid4()}"
             st = max(req.session_timeout_ms, 100) / 1000.0
             rt = max(req.rebalance_timeout_ms or req.session_timeout_ms, 100) / 1000.0
             m = g.members.get(mid)
             if m is None:
-                m = g.members[mid] = Member(mid, list(req.topics), st, rt, now)
-            m.topics, m.session_timeout, m.rebalance_timeout, m.last_heartbeat = list(req.topics), st, rt, now
+                m = g.members[mid] = Member(mid, topics, st, rt, now)
+            m.topics, m.session_timeout, m.rebalance_timeout, m.last_heartbeat = topics, st, rt, now
+            m.protocols = protocols
             if g.state != PREPARING:
                 delay = self.initial_delay if g.generation == 0 or g.state == EMPTY else rt
                 self._prepare(g, now, delay)
@@ -212,11 +235,12 @@ class GroupMembership:
                 return broker_pb2.JoinGroupResponse(error=E.REBALANCE_IN_PROGRESS, generation_id=-1)
             if not joined():
                 return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
-            resp = broker_pb2.JoinGroupResponse(error=E.NONE, generation_id=g.generation, protocol_name="range",
-                                                leader=g.leader, member_id=mid)
+            resp = broker_pb2.JoinGroupResponse(error=E.NONE, generation_id=g.generation, protocol_name=g.protocol,
+                                                leader=g.leader, member_id=mid, protocol_type=g.protocol_type)
             if mid == g.leader:
                 for x in g.members.values():
-                    resp.members.add(member_id=x.member_id, topics=x.topics)
+                    resp.members.add(member_id=x.member_id, topics=x.topics,
+                                     metadata=group_protocols.metadata_for(x.protocols, g.protocol))
             return resp
 
     def sync(self, req) -> broker_pb2.SyncGroupResponse:
@@ -232,6 +256,10 @@ class GroupMembership:
                 for mid, plist in req.assignments.items():
                     if mid in g.members:
                         g.members[mid].assignment = list(plist.partitions)
+                for mid, data in req.assignment_bytes.items():
+                    if mid in g.members:
+                        g.members[mid].assignment_bytes = bytes(data)
+                        g.members[mid].assignment = group_protocols.consumer_assignment(g.protocol_type, bytes(data))
                 g.transition_to(STABLE)
                 g.synced_generation = g.generation
                 self.cond.notify_all()
@@ -252,7 +280,11 @@ class GroupMembership:
             if m is None:
                 return broker_pb2.SyncGroupResponse(error=E.UNKNOWN_MEMBER_ID)
             m.last_heartbeat = self.time.monotonic()
-            return broker_pb2.SyncGroupResponse(error=E.NONE, assignment=m.assignment)
+            data = m.assignment_bytes
+            if data is None:
+                data = encode_assignment(m.assignment) if g.protocol_type == CONSUMER else b""
+            return broker_pb2.SyncGroupResponse(error=E.NONE, assignment=m.assignment, assignment_bytes=data,
+                                                protocol_type=g.protocol_type, protocol_name=g.protocol)
 
     def heartbeat(self, req) -> broker_pb2.HeartbeatResponse:
         with self.cond:
@@ -284,11 +316,15 @@ class GroupMembership:
             g = self.groups.get(group)
             if g is None:
                 return None
-            return {"generation": g.generation, "leader": g.leader,
+            return {"generation": g.generation, "leader": g.leader, "protocol_type": g.protocol_type,
+                    "protocol": g.protocol,
                     "state": STABLE if g.members and g.state == STABLE else EMPTY if not g.members else g.state,
                     "members": [{"id": m.member_id, "topics": m.topics, "session_ms": int(m.session_timeout * 1000),
                                  "rebalance_ms": int(m.rebalance_timeout * 1000),
-                                 "assignment": [[t, p] for t, p in _pairs(m.assignment)]}
+                                 "assignment": [[t, p] for t, p in _pairs(m.assignment)],
+                                 "protocols": [[n, _b64(d)] for n, d in m.protocols],
+                                 "assignment_bytes": None if m.assignment_bytes is None
+                                 else _b64(m.assignment_bytes)}
                                 for m in g.members.values()]}
 
     def load(self, group: str, meta: dict | None) -> None:
@@ -300,11 +336,16 @@ class GroupMembership:
             if meta is None:
                 self.groups.pop(group, None)
                 return
-            g = Group(group, generation=int(meta["generation"]), leader=meta.get("leader", ""))
+            g = Group(group, generation=int(meta["generation"]), leader=meta.get("leader", ""),
+                      protocol_type=meta.get("protocol_type", CONSUMER), protocol=meta.get("protocol", "range"))
             for d in meta.get("members", []):
                 m = Member(d["id"], list(d.get("topics", [])), d.get("session_ms", 10000) / 1000.0,
                            d.get("rebalance_ms", 10000) / 1000.0, now)
                 m.assignment = [common_pb2.TopicPartition(topic=t, partition=p) for t, p in d.get("assignment", [])]
+                m.protocols = [(n, base64.b64decode(x)) for n, x in d["protocols"]] if "protocols" in d \
+                    else [("range", encode_subscription(m.topics))]     # stored before protocols were kept
+                raw = d.get("assignment_bytes")
+                m.assignment_bytes = None if raw is None else base64.b64decode(raw)
                 g.members[m.member_id] = m
             if g.members and meta.get("state") == STABLE:
                 g.state, g.synced_generation = STABLE, g.generation    # loaded as stored, not a transition
@@ -337,6 +378,10 @@ class GroupMembership:
             if not transactional and g.state != EMPTY:
                 return E.UNKNOWN_MEMBER_ID
             return E.NONE
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def _pairs(assignment) -> list[tuple[str, int]]:

@@ -1,175 +1,60 @@
 """The group coordinator's Kafka requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch and TxnOffsetCommit, translated to the calls the broker's gRPC servicer makes.
 
-Guarantees: the lab's group coordinator runs Kafka's eager rebalance for
-consumer groups; here a member's subscription (Kafka's
-ConsumerProtocolSubscription, versions 0-3) becomes its topic list and the
-leader's assignments (ConsumerProtocolAssignment) become partition lists,
-both ways. The protocol a group uses is the first one its first member
-offered that is range or roundrobin (else that member's first), kept while
-the group has members; a member that does not offer it gets
-INCONSISTENT_GROUP_PROTOCOL. The leader receives each member's subscription
-re-encoded from its topics (version 0: assignor user data and owned
-partitions are not kept). A group of another protocol type than "consumer"
-is refused with INCONSISTENT_GROUP_PROTOCOL. Errors are the coordinator's
+Guarantees: the lab's group coordinator runs Kafka's classic (eager)
+group protocol for any protocol type ("consumer", Kafka Streams' and
+Connect's "connect", ...): each member's offered protocols and their
+metadata, and the leader's assignments, pass through untouched, so
+assignor user data and KIP-429's owned partitions reach the leader as the
+members sent them and cooperative rebalancing (a client-side protocol on the
+classic one) works. The protocol is chosen as Kafka's ClassicGroup chooses
+it (services.broker.group_protocols). Errors are the coordinator's
 (NOT_COORDINATOR, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, ...). A committed
 offset keeps the leader epoch its OffsetCommit/TxnOffsetCommit carried, and
 OffsetFetch returns it (-1 when the commit had none).
 """
 from __future__ import annotations
 
-import struct
-import threading
-
 from eoslab.v1 import broker_pb2, common_pb2
 from services.kafka_protocol.apis import E, fenced_error, ms
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
-PREFERRED = ("range", "roundrobin")
-
-
-class ProtocolError(ValueError):
-    pass
-
-
-# -- the consumer protocol's embedded bytes --------------------------------------------------------
-class _Reader:
-    def __init__(self, data: bytes):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt: str):
-        st = struct.Struct(fmt)
-        if self.pos + st.size > len(self.data):
-            raise ProtocolError("truncated consumer protocol bytes")
-        v = st.unpack_from(self.data, self.pos)
-        self.pos += st.size
-        return v[0] if len(v) == 1 else v
-
-    def string(self) -> str:
-        n = self.take(">h")
-        if n < 0 or self.pos + n > len(self.data):
-            raise ProtocolError("bad string in consumer protocol bytes")
-        s = self.data[self.pos:self.pos + n].decode("utf-8", "replace")
-        self.pos += n
-        return s
-
-    def count(self) -> int:
-        n = self.take(">i")
-        if n < 0 or n > len(self.data):
-            raise ProtocolError("bad array length in consumer protocol bytes")
-        return n
-
-
-def subscription_topics(metadata: bytes) -> list[str]:
-    r = _Reader(bytes(metadata or b""))
-    r.take(">h")   # version: later versions only add fields after the topics
-    return [r.string() for _ in range(r.count())]
-
-
-def encode_subscription(topics: list[str]) -> bytes:
-    out = bytearray(struct.pack(">hi", 0, len(topics)))
-    for t in topics:
-        b = t.encode()
-        out += struct.pack(">h", len(b)) + b
-    out += struct.pack(">i", -1)   # no user data
-    return bytes(out)
-
-
-def assignment_partitions(data: bytes) -> list[tuple[str, int]]:
-    if not data:
-        return []
-    r = _Reader(bytes(data))
-    r.take(">h")
-    out = []
-    for _ in range(r.count()):
-        topic = r.string()
-        out += [(topic, r.take(">i")) for _ in range(r.count())]
-    return out
-
-
-def encode_assignment(parts) -> bytes:
-    by_topic: dict[str, list[int]] = {}
-    for tp in parts:
-        by_topic.setdefault(tp.topic, []).append(tp.partition)
-    out = bytearray(struct.pack(">hi", 0, len(by_topic)))
-    for t, ps in by_topic.items():
-        b = t.encode()
-        out += struct.pack(">h", len(b)) + b + struct.pack(">i", len(ps)) + b"".join(struct.pack(">i", p)
-                                                                                      for p in sorted(ps))
-    out += struct.pack(">i", -1)
-    return bytes(out)
 
 
 class GroupApis:
     def __init__(self, broker_apis):
         self.svc = broker_apis.svc
         self.gc = broker_apis.s.group_coordinator   # offsets with their leader epochs (not in the gRPC messages)
-        self.lock = threading.Lock()
-        self.protocols: dict[str, str] = {}   # group -> protocol name in use
-
-    def _protocol_for(self, group: str, offered: list[str], fresh: bool) -> str | None:
-        with self.lock:
-            current = None if fresh else self.protocols.get(group)
-            if current is None:
-                current = next((p for p in offered if p in PREFERRED), offered[0] if offered else None)
-                if current is not None:
-                    self.protocols[group] = current
-            return current if current in offered else None
-
-    def _empty(self, group: str) -> bool:
-        """Whether the group has no members (its protocol is chosen anew)."""
-        membership = self.svc.s.group_coordinator.membership
-        try:
-            with membership.cond:
-                g = membership.groups.get(group)
-                return g is None or not g.members
-        except AttributeError:   # another membership implementation: keep the protocol once chosen
-            with self.lock:
-                return group not in self.protocols
 
     def join_group(self, header, req) -> dict:
         def fail(err):
             return {"error_code": err, "generation_id": -1, "protocol_name": "", "leader": "",
                     "member_id": req.member_id or ""}
-        if req.protocol_type != "consumer":
-            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
-        offered = {p.name: p.metadata for p in req.protocols}
-        fresh = self._empty(req.group_id)
-        name = self._protocol_for(req.group_id, list(offered), fresh)
-        if name is None:
-            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
-        try:
-            topics = subscription_topics(offered[name])
-        except ProtocolError:
-            return fail(E.INCONSISTENT_GROUP_PROTOCOL)
         session = ms(req.session_timeout)
         rebalance = ms(getattr(req, "rebalance_timeout", session))
         r = self.gc.join(broker_pb2.JoinGroupRequest(
             group_id=req.group_id, session_timeout_ms=session, rebalance_timeout_ms=rebalance if rebalance > 0
-            else session, member_id=req.member_id or "", protocol_type="consumer", topics=topics),
+            else session, member_id=req.member_id or "", protocol_type=req.protocol_type or "",
+            protocols=[broker_pb2.GroupProtocol(name=p.name, metadata=bytes(p.metadata or b""))
+                       for p in req.protocols]),
             header.client_id or "")
         if r.error != E.NONE:
             return fail(r.error)
-        return {"error_code": E.NONE, "generation_id": r.generation_id, "protocol_type": "consumer",
-                "protocol_name": name, "leader": r.leader, "member_id": r.member_id,
-                "members": [{"member_id": m.member_id, "group_instance_id": None,
-                             "metadata": encode_subscription(list(m.topics))} for m in r.members]}
+        return {"error_code": E.NONE, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
+                "protocol_name": r.protocol_name, "leader": r.leader, "member_id": r.member_id,
+                "members": [{"member_id": m.member_id, "group_instance_id": None, "metadata": bytes(m.metadata)}
+                            for m in r.members]}
 
     def sync_group(self, header, req) -> dict:
         pb = broker_pb2.SyncGroupRequest(group_id=req.group_id, generation_id=int(req.generation_id),
                                          member_id=req.member_id)
-        try:
-            for a in req.assignments:
-                pb.assignments[a.member_id].partitions.extend(
-                    common_pb2.TopicPartition(topic=t, partition=p) for t, p in assignment_partitions(a.assignment))
-        except ProtocolError:
-            return {"error_code": E.INCONSISTENT_GROUP_PROTOCOL, "assignment": b""}
+        for a in req.assignments:
+            pb.assignment_bytes[a.member_id] = bytes(a.assignment or b"")
         r = self.svc.SyncGroup(pb, None)
-        with self.lock:
-            name = self.protocols.get(req.group_id)
-        return {"error_code": r.error, "protocol_type": "consumer", "protocol_name": name,
-                "assignment": encode_assignment(r.assignment) if r.error == E.NONE else b""}
+        return {"error_code": r.error, "protocol_type": r.protocol_type or None,
+                "protocol_name": r.protocol_name or None,
+                "assignment": bytes(r.assignment_bytes) if r.error == E.NONE else b""}
 
     def heartbeat(self, header, req) -> dict:
         r = self.svc.Heartbeat(broker_pb2.HeartbeatRequest(group_id=req.group_id,

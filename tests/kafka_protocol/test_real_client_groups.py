@@ -1,0 +1,61 @@
+"""Consumer groups of real clients on the classic protocol: librdkafka's cooperative-sticky assignor
+(KIP-429, which needs each member's owned partitions to reach the leader) shares a topic between
+members that join one after another, and a group of another protocol type (Kafka Connect's "connect")
+gets its members' metadata and its leader's assignments back byte for byte."""
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+
+from tests.kafka_protocol.real_clients_support import _topic
+from tests.kafka_protocol.test_hanging_toolkit import send
+
+pytestmark = pytest.mark.integration
+
+
+def test_librdkafka_cooperative_sticky_members_share_a_topic_and_read_every_record(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "coop", partitions=4)
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True})
+    for i in range(400):
+        p.produce(topic, str(i).encode(), partition=i % 4)
+    assert p.flush(30) == 0
+    child = subprocess.run([sys.executable, "-m", "tests.kafka_protocol.coop_consumers", boot, topic,
+                            f"g-{uuid.uuid4().hex[:6]}", "cooperative-sticky", "2", "400"],
+                           capture_output=True, text=True, timeout=150)
+    assert child.returncode == 0, f"the consumers' process ended {child.returncode}: {child.stderr[-2000:]}"
+    out = json.loads(child.stdout.strip().splitlines()[-1])
+    first, second = out["assignments"]
+    assert first and second and sorted(first + second) == [0, 1, 2, 3], out    # shared, no overlap
+    assert out["read"] == 400, out
+
+
+def test_a_connect_group_gets_its_bytes_back_untouched_over_the_kafka_wire(kcluster):
+    boot = kcluster.info().kafka_bootstrap.split(",")[0]
+    group = f"connect-{uuid.uuid4().hex[:6]}"
+
+    def coordinator():
+        c = send(boot, 10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]
+        return f"{c.host}:{c.port}" if c.error_code.value == 0 else None
+    from tests import helpers as h
+    at = h.wait_for(coordinator, timeout=60, what="the group's coordinator")
+    worker_state = b'\x00\x01{"url":"http://worker-1:8083","configOffset":7}'   # Connect's own encoding
+    j = send(at, 11, 7, group_id=group, session_timeout=10000, rebalance_timeout=10000, member_id="",
+             group_instance_id=None, protocol_type="connect",
+             protocols=[{"name": "sessioned", "metadata": worker_state}, {"name": "default", "metadata": b"x"}])
+    if j.error_code.value == 79:        # MEMBER_ID_REQUIRED (KIP-394): join again with the id given
+        j = send(at, 11, 7, group_id=group, session_timeout=10000, rebalance_timeout=10000,
+                 member_id=j.member_id, group_instance_id=None, protocol_type="connect",
+                 protocols=[{"name": "sessioned", "metadata": worker_state}, {"name": "default", "metadata": b"x"}])
+    assert j.error_code.value == 0, j.error_code
+    assert (j.protocol_type, j.protocol_name, j.leader) == ("connect", "sessioned", j.member_id)
+    assert [bytes(m.metadata) for m in j.members] == [worker_state]
+    assignment = b'\x00\x01\x00\x00{"leader":"w1","tasks":["sink-0"]}'
+    s = send(at, 14, 5, group_id=group, generation_id=j.generation_id, member_id=j.member_id,
+             group_instance_id=None, protocol_type="connect", protocol_name="sessioned",
+             assignments=[{"member_id": j.member_id, "assignment": assignment}])
+    assert s.error_code.value == 0, s.error_code
+    assert (bytes(s.assignment), s.protocol_type, s.protocol_name) == (assignment, "connect", "sessioned")

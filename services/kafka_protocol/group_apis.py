@@ -11,7 +11,9 @@ classic one) works. The protocol is chosen as Kafka's ClassicGroup chooses
 it (services.broker.group_protocols). Errors are the coordinator's
 (NOT_COORDINATOR, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, ...). A committed
 offset keeps the leader epoch its OffsetCommit/TxnOffsetCommit carried, and
-OffsetFetch returns it (-1 when the commit had none).
+OffsetFetch returns it (-1 when the commit had none). A commit's partition
+this broker's metadata does not know is answered UNKNOWN_TOPIC_OR_PARTITION
+and never reaches the coordinator, as in Kafka's KafkaApis.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class GroupApis:
     def __init__(self, broker_apis):
         self.svc = broker_apis.svc
         self.gc = broker_apis.s.group_coordinator   # offsets with their leader epochs (not in the gRPC messages)
+        self.metadata = broker_apis.s.metadata      # the broker's MetadataCache
 
     def join_group(self, header, req) -> dict:
         def fail(err):
@@ -70,12 +73,18 @@ class GroupApis:
         return {"error_code": top, "members": [{"member_id": mid, "group_instance_id": None, "error_code": e}
                                                for mid, e in results]}
 
+    def _unknown(self, req) -> set:
+        """The (topic, partition) pairs a commit names that this broker's metadata does not know: Kafka's
+        KafkaApis answers them UNKNOWN_TOPIC_OR_PARTITION and hands only the rest to the coordinator."""
+        return {(t.name, int(p.partition_index)) for t in req.topics for p in t.partitions
+                if not self.metadata.has_partition(t.name, int(p.partition_index))}
+
     @staticmethod
-    def _commit_partitions(req) -> list:
+    def _commit_partitions(req, unknown: set) -> list:
         return [broker_pb2.OffsetCommitPartition(topic=t.name, partition=int(p.partition_index),
                                                  offset=int(p.committed_offset),
                                                  metadata=p.committed_metadata or "")
-                for t in req.topics for p in t.partitions]
+                for t in req.topics for p in t.partitions if (t.name, int(p.partition_index)) not in unknown]
 
     @staticmethod
     def _commit_epochs(req) -> dict:
@@ -84,28 +93,36 @@ class GroupApis:
                 for t in req.topics for p in t.partitions}
 
     @staticmethod
-    def _commit_answer(req, resp) -> dict:
-        errors = {(p.topic, p.partition): p.error for p in resp.partitions}
+    def _commit_answer(req, resp, unknown: set) -> dict:
+        errors = {(p.topic, p.partition): p.error for p in resp.partitions} if resp is not None else {}
+        top = resp.error if resp is not None else E.NONE
+
+        def error(topic, partition):
+            if (topic, partition) in unknown:
+                return E.UNKNOWN_TOPIC_OR_PARTITION
+            return top if top != E.NONE else errors.get((topic, partition), E.NONE)
         return {"topics": [{"name": t.name, "partitions": [
-            {"partition_index": p.partition_index,
-             "error_code": resp.error if resp.error != E.NONE else errors.get((t.name, int(p.partition_index)),
-                                                                              E.NONE)}
+            {"partition_index": p.partition_index, "error_code": error(t.name, int(p.partition_index))}
             for p in t.partitions]} for t in req.topics]}
 
     def offset_commit(self, header, req) -> dict:
         generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
+        unknown = self._unknown(req)
+        known = self._commit_partitions(req, unknown)
         r = self.gc.offset_commit(broker_pb2.OffsetCommitRequest(
             group_id=req.group_id, generation_id=generation, member_id=req.member_id or "",
-            partitions=self._commit_partitions(req)), self._commit_epochs(req))
-        return self._commit_answer(req, r)
+            partitions=known), self._commit_epochs(req)) if known or not unknown else None
+        return self._commit_answer(req, r, unknown)
 
     def txn_offset_commit(self, header, req) -> dict:
+        unknown = self._unknown(req)
+        known = self._commit_partitions(req, unknown)
         r = self.gc.txn_offset_commit(broker_pb2.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id, group_id=req.group_id, producer_id=int(req.producer_id),
             producer_epoch=int(req.producer_epoch), generation_id=int(getattr(req, "generation_id", -1)),
-            member_id=getattr(req, "member_id", "") or "", partitions=self._commit_partitions(req)),
-            self._commit_epochs(req))
-        out = self._commit_answer(req, r)
+            member_id=getattr(req, "member_id", "") or "", partitions=known),
+            self._commit_epochs(req)) if known or not unknown else None
+        out = self._commit_answer(req, r, unknown)
         for t in out["topics"]:              # KIP-588: PRODUCER_FENCED from v3 on
             for p in t["partitions"]:
                 p["error_code"] = fenced_error(p["error_code"], header.api_version, 3)

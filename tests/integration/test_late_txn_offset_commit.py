@@ -49,6 +49,10 @@ def test_a_late_txn_offset_commit_per_release(make_cluster, version, late_error)
     flag = f"--kafka-version={version}"
     rt = make_cluster(controllers=1, broker_args=[flag], txn_coordinator_args=[flag])
     kafka = rt.info().kafka_bootstrap.split(",")[0]
+    h.new_topic(rt.info().bootstrap, "in")      # a commit for a topic the broker does not know is refused
+    h.wait_for(lambda: send(kafka, 3, 9, topics=[{"name": "in", "topic_id": None}], allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False).topics[0].error_code.value == 0,
+               timeout=30, what="the topic in the Kafka listener's metadata")
     tid, group = f"copier-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
 
     def coordinator(key_type, key):

@@ -59,3 +59,26 @@ def test_a_connect_group_gets_its_bytes_back_untouched_over_the_kafka_wire(kclus
              assignments=[{"member_id": j.member_id, "assignment": assignment}])
     assert s.error_code.value == 0, s.error_code
     assert (bytes(s.assignment), s.protocol_type, s.protocol_name) == (assignment, "connect", "sessioned")
+
+
+def test_a_commit_naming_an_unknown_topic_or_partition_is_refused_for_those_partitions_only(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    known = _topic(boot, "known", partitions=2)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    first = boot.split(",")[0]
+    from tests import helpers as h
+    at = h.wait_for(lambda: (lambda c: f"{c.host}:{c.port}" if c.error_code.value == 0 else None)(
+        send(first, 10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]), timeout=60, what="coordinator")
+
+    def commit():
+        r = send(at, 8, 8, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                 topics=[{"name": n, "partitions": [{"partition_index": p, "committed_offset": 5,
+                                                     "committed_leader_epoch": -1, "committed_metadata": ""}
+                                                    for p in ps]}
+                         for n, ps in ((known, [0, 7]), (f"never-{uuid.uuid4().hex[:6]}", [0]))])
+        return [(t.name == known, p.partition_index, p.error_code.value) for t in r.topics for p in t.partitions]
+    answers = h.wait_for(lambda: (lambda a: a if a[0][2] == 0 else None)(commit()), timeout=30,
+                         what="the known partition's commit")             # the coordinator's metadata may lag
+    assert answers == [(True, 0, 0), (True, 7, 3), (False, 0, 3)]      # 3: UNKNOWN_TOPIC_OR_PARTITION
+    f = send(at, 9, 7, group_id=group, require_stable=False, topics=[{"name": known, "partition_indexes": [0, 7]}])
+    assert [(p.partition_index, p.committed_offset) for p in f.topics[0].partitions] == [(0, 5), (7, -1)]

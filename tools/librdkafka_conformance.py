@@ -27,6 +27,8 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIRROR = "/work/.mirror/confluentinc+librdkafka/repo"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from librdkafka_tree import describe, header_comment, scenario_partitions, scenarios, test_table  # noqa: E402,F401
 VERSIONS = {"0.11": "0.11.0.3", "2.5": "2.5.1", "3.0": "3.0.2", "3.6": "3.6.2", "4.0": "4.0.0"}
 CONFIGURE = ["--disable-ssl", "--disable-gssapi", "--disable-curl", "--disable-zstd", "--disable-lz4-ext"]
 # (command or header, Debian package)
@@ -111,27 +113,6 @@ def prepare(mirror: str, cache: str) -> tuple[str, str]:
     return src, commit
 
 
-def _body(test_c: str) -> str:
-    body = test_c[test_c.index("struct test tests[] = {"):]
-    return body[:body.index("\n};")]
-
-
-def test_table(test_c: str) -> list[tuple[str, str]]:
-    """(name, flags) of every entry of test.c's tests[] table."""
-    body = _body(test_c)
-    return [(m.group(1), m.group(2).strip()) for m in re.finditer(r"_TEST\((\w+),\s*([^,)]+)", body)]
-
-
-def scenarios(test_c: str) -> dict[str, str]:
-    """Test name -> the scenario it requires, for tests that name one."""
-    out = {}
-    for chunk in _body(test_c).split("_TEST(")[1:]:
-        m = re.search(r'\.scenario\s*=\s*"([^"]+)"', chunk)
-        if m:
-            out[chunk.split(",")[0].strip()] = m.group(1)
-    return out
-
-
 def broker_tests(table) -> list[tuple[str, str]]:
     return [(n, f) for n, f in table if not re.search(r"TEST_F_(LOCAL|MANUAL)", f)]
 
@@ -139,40 +120,6 @@ def broker_tests(table) -> list[tuple[str, str]]:
 def order(numbers, first=PRIORITY) -> list[str]:
     numbers = sorted(set(numbers))
     return [n for n in first if n in numbers] + [n for n in numbers if n not in first]
-
-
-COMMENT = re.compile(r"^/\*+(.*?)\*/", re.S | re.M)
-CODE = re.compile(r"^(static|class|int|void|#define|struct|typedef|extern|using|enum)\b", re.M)
-
-
-def _sentence(block: str, limit: int) -> str:
-    lines = [re.sub(r"^\s*\*?\s?", "", ln).strip() for ln in block.splitlines()]
-    lines = [re.sub(r"^@(name|brief)\s*", "", ln) for ln in lines if ln]
-    words = " ".join(ln for ln in lines if not ln.startswith("@")).strip()
-    words = re.split(r"(?<=\.)\s|\s-\s", words)[0].rstrip(".").strip()
-    words = re.sub(r"\b[Ii]ssue #(\d+)", r"librdkafka#\1", words)     # the tracker the test cites
-    return words if len(words) <= limit else words[:limit - 1] + "…"
-
-
-def header_comment(text: str, limit: int = 100, main: str = "") -> str:
-    """What a test file says it tests: its header comment (one before any code), else the comment
-    right above its main function, else ""."""
-    code = CODE.search(text)
-    for m in COMMENT.finditer(text, 0, code.start() if code else len(text)):
-        if not ("Copyright" in m.group(1) or "Typical include" in m.group(1) or len(m.group(1).split()) < 3):
-            return _sentence(m.group(1), limit)
-    m = main and re.search(r"/\*+((?:(?!\*/).)*?)\*/\s*(?:extern \"C\" )?int\s+" + re.escape(main), text, re.S)
-    return _sentence(m.group(1), limit) if m else ""
-
-
-def describe(tests_dir: str, number: str) -> str:
-    for name in sorted(os.listdir(tests_dir)):
-        if name.startswith(number + "-") and name.endswith((".c", ".cpp")):
-            text = open(os.path.join(tests_dir, name), errors="replace").read()
-            main = re.search(r"\bmain_" + number + r"\w*", text)
-            stem = name.split("-", 1)[1].rsplit(".", 1)[0].replace("_", " ").replace("-", " ")
-            return header_comment(text, main=main.group(0) if main else "") or f"({stem}; no header comment)"
-    return ""
 
 
 def test_conf(bootstrap: str, extra: dict | None = None) -> str:
@@ -207,9 +154,9 @@ def parse_output(text: str) -> dict[str, dict]:
     return results
 
 
-def cluster_up(eoslab: str, name: str, version: str, brokers: int) -> str:
+def cluster_up(eoslab: str, name: str, version: str, brokers: int, num_partitions: int = 1) -> str:
     cmd = [eoslab, "cluster", "up", "--runtime", "local", "--name", name, "--brokers", str(brokers),
-           "--controllers", "1", "--kafka-version", version]
+           "--controllers", "1", "--kafka-version", version, f"--broker-arg=--num-partitions={num_partitions}"]
     for _ in range(3):  # a start can fail on a port an orphan of a dead cluster still binds
         say("starting cluster: " + " ".join(cmd[1:]))
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -311,7 +258,8 @@ def run_version(args, src, commit, version) -> dict:
 
 
 def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) -> str:
-    bootstrap = cluster_up(args.eoslab, name, version, args.brokers)
+    bootstrap = cluster_up(args.eoslab, name, version, args.brokers,
+                           scenario_partitions(os.path.join(src, "tests")))
     try:
         conf = os.path.join(workdir, "test.conf")
         open(conf, "w").write(test_conf(bootstrap))

@@ -19,6 +19,7 @@ from eoslab.v1 import broker_pb2, broker_pb2_grpc
 from eoslab.common import rpc
 from eoslab.common import record_batch as rb
 from eoslab.common.errors import E
+from services.broker.auto_topic_creation import unknown_topics
 
 if TYPE_CHECKING:
     from services.broker.kafka_server import KafkaServer
@@ -34,9 +35,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def Metadata(self, request, context):
         resp = self.s.metadata.metadata(list(request.topics))
         if request.topics and request.allow_auto_topic_creation:     # a coordinator asking for its Kafka client
-            from services.kafka_protocol.broker_apis import unknown_topics
             unknown_topics(resp, getattr(self.s, "auto_create_topics_enable", True),
-                           lambda pb: self.CreateTopics(pb, None))
+                           lambda pb: self.CreateTopics(pb, None), getattr(self.s, "num_partitions", 1))
         return resp
 
     def CreateTopics(self, request, context):

@@ -58,8 +58,10 @@ class BrokerConfig(ServiceConfig):
            .define("producer.id.expiration.check.interval.ms", int, 600000, "how often idle producers are looked for",
                    min=1)
            .define("auto.create.topics.enable", bool, True,
-                   "a Kafka Metadata request naming an unknown topic creates it (1 partition, the controller's "
-                   "default replication factor)")
+                   "a Kafka Metadata request naming an unknown topic creates it (num.partitions partitions, the "
+                   "controller's default replication factor)")
+           .define("num.partitions", int, 1, "partitions of a topic created without a count: auto-created, or "
+                   "by CreateTopics with -1", min=1)
            .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (lost ACKs)", kafka_name="")
            .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
                    "unset", kafka_name="listeners", process=True)

@@ -14,11 +14,9 @@ WriteTxnMarkers from an admin client, DescribeTransactions and
 ListTransactions are txn_admin_apis' (KIP-664's toolkit).
 Produce answers a KIP-890 verification's PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, as Kafka's produce path does. Metadata naming an
-unknown topic answers INVALID_TOPIC_EXCEPTION for an illegal name (Kafka's
-Topic.validate); otherwise, when the request allows it (v4+ flag, always
-before) and the broker's auto.create.topics.enable is on, the topic is
-created through the controller and answered LEADER_NOT_AVAILABLE, else
-UNKNOWN_TOPIC_OR_PARTITION.
+unknown topic is answered by services.broker.auto_topic_creation (the
+request's v4+ flag allows creation; before v4 it is always allowed), as is
+the defaulting and refusal of CreateTopics' partition and replica counts.
 """
 from __future__ import annotations
 
@@ -27,45 +25,18 @@ import logging
 from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
 from eoslab.common import auth
+from services.broker.auto_topic_creation import creatable, unknown_topics
 from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
-from eoslab.common.topics import validate_topic_name
 
 E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-AUTO_CREATE_PARTITIONS = 1   # Kafka's num.partitions default
 VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
-
-
-def unknown_topics(resp: broker_pb2.MetadataResponse, auto_create: bool, create_topics) -> None:
-    """Kafka's answer for topics the cache does not know (KafkaApis.getTopicMetadata and
-    AutoTopicCreationManager): an illegal name is INVALID_TOPIC_EXCEPTION; with auto-creation the
-    topic is created through the controller (`create_topics(CreateTopicsRequest)`: num.partitions 1,
-    the controller's default.replication.factor) and answered LEADER_NOT_AVAILABLE, or the
-    creation's error; without it, UNKNOWN_TOPIC_OR_PARTITION."""
-    unknown = [t for t in resp.topics if t.error == E.UNKNOWN_TOPIC_OR_PARTITION]
-    create = []
-    for t in unknown:
-        if validate_topic_name(t.name) is not None:
-            t.error = E.INVALID_TOPIC_EXCEPTION
-        elif auto_create and t.name not in auth.INTERNAL_TOPICS:   # the lab creates those its own way
-            create.append(t)
-    if not create:
-        return
-    pb = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
-        name=t.name, num_partitions=AUTO_CREATE_PARTITIONS, replication_factor=0) for t in create])
-    results = {r.name: r for r in create_topics(pb).topics}
-    for t in create:
-        r = results.get(t.name)
-        err = r.error if r is not None else E.UNKNOWN_SERVER_ERROR
-        t.error = E.LEADER_NOT_AVAILABLE if err in (E.NONE, E.TOPIC_ALREADY_EXISTS) else err
-        if r is not None and err not in (E.NONE, E.TOPIC_ALREADY_EXISTS):
-            log.info("auto-creation of %s failed: %s", t.name, r.error_message)
 
 
 class BrokerApis(ApiHandlers):
@@ -99,21 +70,28 @@ class BrokerApis(ApiHandlers):
         return apis.metadata_values(resp, self.endpoints, self.s.broker_id)
 
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
-        unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None))
+        unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None),
+                       getattr(self.s, "num_partitions", 1))
 
     def create_topics(self, header, req) -> dict:
         if req.validate_only:
             return {"topics": [{"name": t.name, "error_code": E.INVALID_REQUEST,
                                 "error_message": "validate_only is not served"} for t in req.topics]}
-        pb = broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(
-            name=t.name, num_partitions=t.num_partitions if t.num_partitions > 0 else 1,
-            replication_factor=max(0, int(t.replication_factor)),
-            configs={c.name: c.value for c in t.configs if c.value is not None}) for t in req.topics])
-        resp = self.svc.CreateTopics(pb, None)
-        return {"topics": [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None,
-                            "num_partitions": r.num_partitions or -1,
-                            "replication_factor": r.replication_factor or -1, "configs": []}
-                           for r in resp.topics]}
+        refused, pb = [], broker_pb2.CreateTopicsRequest()
+        for t in req.topics:
+            err, message, partitions, rf = creatable(int(t.num_partitions), int(t.replication_factor),
+                                                     getattr(self.s, "num_partitions", 1))
+            if err != E.NONE:
+                refused.append({"name": t.name, "error_code": err, "error_message": message, "num_partitions": -1,
+                                "replication_factor": -1, "configs": []})
+                continue
+            pb.topics.add(name=t.name, num_partitions=partitions, replication_factor=rf,
+                          configs={c.name: c.value for c in t.configs if c.value is not None})
+        resp = self.svc.CreateTopics(pb, None) if pb.topics else broker_pb2.CreateTopicsResponse()
+        return {"topics": refused + [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None,
+                                      "num_partitions": r.num_partitions or -1,
+                                      "replication_factor": r.replication_factor or -1, "configs": []}
+                                     for r in resp.topics]}
 
     # -- produce ----------------------------------------------------------------------------------
     def produce(self, header, req):

@@ -33,9 +33,10 @@ class _Svc:
         return resp
 
 
-def _apis(auto_create=True, svc=None) -> BrokerApis:
+def _apis(auto_create=True, svc=None, num_partitions=1) -> BrokerApis:
     apis = BrokerApis.__new__(BrokerApis)
     apis.s = NS(metadata=MetadataCache(), broker_id=0, auto_create_topics_enable=auto_create,
+                num_partitions=num_partitions,
                 faults=NS(should_drop=lambda req: False))
     apis.svc = svc or _Svc()
     apis.endpoints = NS(broker=lambda node: None, coordinator_nodes=lambda: [])
@@ -52,6 +53,29 @@ def test_metadata_for_an_unknown_topic_creates_it_and_answers_leader_not_availab
     apis = _apis()
     assert _metadata(apis, ["fresh"]) == {"fresh": E.LEADER_NOT_AVAILABLE}
     assert [(t.name, t.num_partitions, t.replication_factor) for t in apis.svc.created] == [("fresh", 1, 0)]
+
+
+def test_an_auto_created_topic_and_a_create_topics_with_minus_one_get_the_broker_s_num_partitions():
+    apis = _apis(num_partitions=4)
+    assert _metadata(apis, ["fresh"]) == {"fresh": E.LEADER_NOT_AVAILABLE}
+    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, topics=[
+        NS(name="defaults", num_partitions=-1, replication_factor=-1, configs=[]),
+        NS(name="given", num_partitions=2, replication_factor=1, configs=[])]))
+    assert [t["error_code"] for t in out["topics"]] == [E.NONE, E.NONE]
+    assert [(t.name, t.num_partitions, t.replication_factor) for t in apis.svc.created] == [
+        ("fresh", 4, 0), ("defaults", 4, 0), ("given", 2, 1)]      # 0: the controller's default factor
+
+
+@pytest.mark.parametrize("partitions,rf,error", [(0, 3, E.INVALID_PARTITIONS), (-5, 3, E.INVALID_PARTITIONS),
+                                                 (1, 0, E.INVALID_REPLICATION_FACTOR),
+                                                 (1, -2, E.INVALID_REPLICATION_FACTOR)])
+def test_create_topics_with_no_partitions_or_replicas_is_refused_before_the_controller(partitions, rf, error):
+    apis = _apis()
+    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, topics=[
+        NS(name="bad", num_partitions=partitions, replication_factor=rf, configs=[]),
+        NS(name="good", num_partitions=1, replication_factor=1, configs=[])]))
+    assert {t["name"]: t["error_code"] for t in out["topics"]} == {"bad": error, "good": E.NONE}
+    assert [t.name for t in apis.svc.created] == ["good"]
 
 
 @pytest.mark.parametrize("auto_create,allow,version", [(False, True, 12), (True, False, 12), (False, True, 0)])

@@ -160,7 +160,18 @@ class GroupCoordinator:
 
     def _state(self, group: str):
         """(error, partition, loaded state) for the group's offsets partition on this broker."""
-        n = self.partition_for(group)
+        return self._partition_state(self.partition_for(group))
+
+    def led_partition_states(self) -> dict[int, OffsetsPartitionState]:
+        """Partition -> loaded state, for every offsets partition this broker leads (loading those not yet)."""
+        out = {}
+        for n in range(self.num_partitions()):
+            err, _, st = self._partition_state(n)
+            if err == E.NONE:
+                out[n] = st
+        return out
+
+    def _partition_state(self, n: int):
         p = self.rm.get_partition(CONSUMER_OFFSETS_TOPIC, n) if n >= 0 else None
         if p is None or not p.is_leader:
             return E.NOT_COORDINATOR, None, None

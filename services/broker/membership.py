@@ -94,6 +94,7 @@ class Member:
     assignment: list = field(default_factory=list)
     protocols: list = field(default_factory=list)   # (name, metadata) offered, most preferred first
     assignment_bytes: bytes | None = None          # the leader's bytes for this member, untouched
+    client_id: str = ""                            # the Kafka request header's (DescribeGroups shows it)
 
 
 @dataclass
@@ -219,7 +220,7 @@ class GroupMembership:
             if m is None:
                 m = g.members[mid] = Member(mid, topics, st, rt, now)
             m.topics, m.session_timeout, m.rebalance_timeout, m.last_heartbeat = topics, st, rt, now
-            m.protocols = protocols
+            m.protocols, m.client_id = protocols, client_id or ""
             if g.state != PREPARING:
                 delay = self.initial_delay if g.generation == 0 or g.state == EMPTY else rt
                 self._prepare(g, now, delay)
@@ -322,7 +323,7 @@ class GroupMembership:
                     "members": [{"id": m.member_id, "topics": m.topics, "session_ms": int(m.session_timeout * 1000),
                                  "rebalance_ms": int(m.rebalance_timeout * 1000),
                                  "assignment": [[t, p] for t, p in _pairs(m.assignment)],
-                                 "protocols": [[n, _b64(d)] for n, d in m.protocols],
+                                 "protocols": [[n, _b64(d)] for n, d in m.protocols], "client_id": m.client_id,
                                  "assignment_bytes": None if m.assignment_bytes is None
                                  else _b64(m.assignment_bytes)}
                                 for m in g.members.values()]}
@@ -344,6 +345,7 @@ class GroupMembership:
                 m.assignment = [common_pb2.TopicPartition(topic=t, partition=p) for t, p in d.get("assignment", [])]
                 m.protocols = [(n, base64.b64decode(x)) for n, x in d["protocols"]] if "protocols" in d \
                     else [("range", encode_subscription(m.topics))]     # stored before protocols were kept
+                m.client_id = d.get("client_id", "")
                 raw = d.get("assignment_bytes")
                 m.assignment_bytes = None if raw is None else base64.b64decode(raw)
                 g.members[m.member_id] = m

@@ -15,7 +15,8 @@ brokers (over gRPC) with Kafka listener addresses (Metadata, when no broker
 answers, from the last answers seen: never an empty topic list; an unknown
 topic is auto-created by the broker asked, as its own listener would), and an idempotent
 InitProducerId (no transactional id) gets a producer id from the
-coordinator's own id blocks, unique across the cluster.
+coordinator's own id blocks, unique across the cluster; ListGroups, which
+admin clients send to every node, is answered with no groups.
 """
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ from services.kafka_protocol.endpoints import KafkaEndpoints
 
 E = apis.E
 log = logging.getLogger(__name__)
-INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN = 22, 24, 25, 26
+INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, LIST_GROUPS = 22, 24, 25, 26, 16
 VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
-            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3)}
+            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3), LIST_GROUPS: (0, 4)}
 METADATA_TRIES = 2      # brokers asked in turn for one Metadata request before the last answers are used
 
 
@@ -48,10 +49,17 @@ class CoordinatorApis(ApiHandlers):
         self._seen_topics: dict = {}
         for key, fn in ((apis.METADATA, self.metadata), (apis.FIND_COORDINATOR, self.find_coordinator),
                         (INIT_PRODUCER_ID, self.init_producer_id), (ADD_PARTITIONS_TO_TXN, self.add_partitions_to_txn),
-                        (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn)):
+                        (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn),
+                        (LIST_GROUPS, self.list_groups)):
             self.register(key, *VERSIONS[key], fn)
         from services.kafka_protocol.txn_admin_apis import register_coordinator
         register_coordinator(self)
+
+    @staticmethod
+    def list_groups(header, req) -> dict:
+        """A coordinator leads no __consumer_offsets partition, so it coordinates no group; an admin
+        client asks every node of Metadata, this one too, and gets an empty list as from such a broker."""
+        return {"error_code": E.NONE, "groups": []}
 
     def metadata(self, header, req) -> dict:
         topics = apis.metadata_topics(header, req)

@@ -1,5 +1,5 @@
 """The group coordinator's Kafka requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch and TxnOffsetCommit, translated to the calls the broker's gRPC servicer makes.
+OffsetFetch, TxnOffsetCommit, ListGroups and DescribeGroups (services.broker.group_listing), translated to the calls the broker's gRPC servicer makes.
 
 Guarantees: the lab's group coordinator runs Kafka's classic (eager)
 group protocol for any protocol type ("consumer", Kafka Streams' and
@@ -18,9 +18,11 @@ and never reaches the coordinator, as in Kafka's KafkaApis.
 from __future__ import annotations
 
 from eoslab.v1 import broker_pb2, common_pb2
+from services.broker import group_listing
 from services.kafka_protocol.apis import E, fenced_error, ms
 
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648   # Kafka's answer when they were not asked for
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
 
 
@@ -145,8 +147,21 @@ class GroupApis:
                 else r.error})
         return {"error_code": r.error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
+    def list_groups(self, header, req) -> dict:
+        groups = group_listing.list_groups(self.gc, getattr(req, "states_filter", None) or ())
+        return {"error_code": E.NONE, "groups": [{"group_id": g, "protocol_type": t, "group_state": st}
+                                                 for g, t, st in groups]}
 
-VERSIONS = {JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 8),
+    def describe_groups(self, header, req) -> dict:
+        out = []
+        for group in req.groups:
+            err, fields = group_listing.describe_group(self.gc, group)
+            out.append(dict(fields, error_code=err, group_id=group,
+                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+        return {"groups": out}
+
+
+VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 8),
             OFFSET_FETCH: (1, 7), TXN_OFFSET_COMMIT: (0, 3)}
 
 
@@ -154,5 +169,6 @@ def register_group_apis(apis) -> None:
     g = GroupApis(apis)
     for key, fn in ((JOIN_GROUP, g.join_group), (SYNC_GROUP, g.sync_group), (HEARTBEAT, g.heartbeat),
                     (LEAVE_GROUP, g.leave_group), (OFFSET_COMMIT, g.offset_commit), (OFFSET_FETCH, g.offset_fetch),
-                    (TXN_OFFSET_COMMIT, g.txn_offset_commit)):
+                    (TXN_OFFSET_COMMIT, g.txn_offset_commit), (LIST_GROUPS, g.list_groups),
+                    (DESCRIBE_GROUPS, g.describe_groups)):
         apis.register(key, *VERSIONS[key], fn)

@@ -82,3 +82,39 @@ def test_a_commit_naming_an_unknown_topic_or_partition_is_refused_for_those_part
     assert answers == [(True, 0, 0), (True, 7, 3), (False, 0, 3)]      # 3: UNKNOWN_TOPIC_OR_PARTITION
     f = send(at, 9, 7, group_id=group, require_stable=False, topics=[{"name": known, "partition_indexes": [0, 7]}])
     assert [(p.partition_index, p.committed_offset) for p in f.topics[0].partitions] == [(0, 5), (7, -1)]
+
+
+def test_librdkafka_admin_lists_and_describes_a_group_as_its_coordinator_holds_it(kcluster):
+    from confluent_kafka import Consumer, ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+    from tests import helpers as h
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "listed", partitions=2)
+    group, committed_only = f"g-{uuid.uuid4().hex[:6]}", f"offsets-{uuid.uuid4().hex[:6]}"
+    member = Consumer({"bootstrap.servers": boot, "group.id": group, "client.id": "lister-test",
+                       "session.timeout.ms": 10000})
+    member.subscribe([topic])
+    h.wait_for(lambda: member.poll(0.1) is None and member.assignment(), timeout=60, what="the member's assignment")
+    from confluent_kafka import TopicPartition
+    standalone = Consumer({"bootstrap.servers": boot, "group.id": committed_only})
+    standalone.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+    standalone.close()
+    admin = AdminClient({"bootstrap.servers": boot})
+    try:
+        def listed():
+            result = admin.list_consumer_groups(request_timeout=20).result(30)
+            states = {g.group_id: g.state for g in result.valid}
+            return (states, result.errors) if group in states and committed_only in states else None
+        states, errors = h.wait_for(listed, timeout=60, what="both groups listed")
+        assert not errors, errors
+        assert states[group] == ConsumerGroupState.STABLE and states[committed_only] == ConsumerGroupState.EMPTY
+        unknown = f"never-{uuid.uuid4().hex[:6]}"
+        described = {g: f.result(30) for g, f in admin.describe_consumer_groups([group, unknown],
+                                                                              request_timeout=20).items()}
+        d = described[group]
+        assert d.state == ConsumerGroupState.STABLE and d.partition_assignor == "range"
+        assert [m.client_id for m in d.members] == ["lister-test"]
+        assert sorted(tp.partition for tp in d.members[0].assignment.topic_partitions) == [0, 1]
+        assert described[unknown].state == ConsumerGroupState.DEAD and not described[unknown].members
+    finally:
+        member.close()

@@ -260,18 +260,20 @@ class ListOffsetsRequest(_message.Message):
     def __init__(self, isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[ListOffsetsPartition, _Mapping]]] = ...) -> None: ...
 
 class ListOffsetsPartitionResponse(_message.Message):
-    __slots__ = ("topic", "partition", "error", "offset", "leader_epoch")
+    __slots__ = ("topic", "partition", "error", "offset", "leader_epoch", "timestamp")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error: _common_pb2.ErrorCode
     offset: int
     leader_epoch: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+    timestamp: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., timestamp: _Optional[int] = ...) -> None: ...
 
 class ListOffsetsResponse(_message.Message):
     __slots__ = ("partitions",)

@@ -24,6 +24,7 @@ import bisect
 import logging
 import os
 
+from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
 from services.broker.checkpoints import (RECOVERY_POINT_CHECKPOINT, consume_clean_shutdown_marker, fsync_dir,
                                          read_offset_checkpoint, write_clean_shutdown_marker,
@@ -188,6 +189,33 @@ class UnifiedLog:
                 return
             yield from got
             off = got[-1].last_offset + 1
+
+    def fetch_offset_by_timestamp(self, target: int, below: int) -> tuple[int, int, int] | None:
+        """(timestamp, offset, the batch's leader epoch) for ListOffsets (Kafka's UnifiedLog.fetchOffsetByTimestamp) among offsets
+        below `below` (the last fetchable offset): target >= 0, the first record whose timestamp is at
+        least target; MAX_TIMESTAMP (-3), the first record with the log's largest timestamp. None when
+        no such record is below `below`. Control records count, as in Kafka's time index."""
+        best = None
+        for b in self.batches(self.log_start_offset):
+            if b.base_offset >= below:
+                break
+            if target >= 0 and b.max_timestamp < target:
+                continue
+            if target < 0 and best is not None and b.max_timestamp <= best[0]:
+                continue
+            try:
+                stamps = [ts for _, _, ts in rb.iter_records(b.records, rb.has_headers(b))]
+            except ValueError:      # records that do not decode: this batch answers nothing
+                continue
+            for i, ts in enumerate(stamps):
+                off = b.base_offset + i
+                if off >= below:
+                    break
+                if target >= 0 and ts >= target:
+                    return ts, off, b.leader_epoch
+                if target < 0 and (best is None or ts > best[0]):
+                    best = (ts, off, b.leader_epoch)
+        return best
 
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after `offset` (log end becomes <= offset). A recovery point

@@ -40,6 +40,7 @@ from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
+MAX_TIMESTAMP = -3   # ListOffsets v7+ (KIP-734): the record with the largest timestamp
 # A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
 # already given the request up.
 MAX_FETCH_WAIT_MS = 30000
@@ -310,14 +311,20 @@ class ReplicaManager(DelayedFetchPurgatory):
                 out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(lp.topic, lp.partition)
                              else E.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            out.leader_epoch = p.leader_epoch
+            out.leader_epoch, out.timestamp = p.leader_epoch, -1
+            fetchable = (p.last_stable_offset if req.isolation_level == broker_pb2.READ_COMMITTED
+                         else p.high_watermark)
             if lp.timestamp == -2:
                 out.offset = p.log.log_start_offset
             elif lp.timestamp == -1:
-                out.offset = (p.last_stable_offset if req.isolation_level == broker_pb2.READ_COMMITTED
-                              else p.high_watermark)
+                out.offset = fetchable
+            elif lp.timestamp >= 0 or lp.timestamp == MAX_TIMESTAMP:
+                with p.lock:
+                    found = p.log.fetch_offset_by_timestamp(lp.timestamp, fetchable)
+                if found is not None:
+                    out.timestamp, out.offset, out.leader_epoch = found
             else:
-                out.error = E.INVALID_REQUEST  # timestamp lookup is not offered
+                out.error = E.INVALID_REQUEST   # -4 / -5 (tiered storage's) are not served
         return resp
 
     def offsets_for_leader_epoch(self, req) -> broker_pb2.OffsetsForLeaderEpochResponse:

@@ -176,7 +176,8 @@ class BrokerApis(ApiHandlers):
         by_topic: dict[str, list] = {}
         for r in resp.partitions:
             by_topic.setdefault(r.topic, []).append({
-                "partition_index": r.partition, "error_code": r.error, "timestamp": -1, "offset": r.offset,
+                "partition_index": r.partition, "error_code": r.error,
+                "timestamp": r.timestamp if r.error == E.NONE else -1, "offset": r.offset,
                 "leader_epoch": r.leader_epoch if r.error == E.NONE else -1})
         return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 

@@ -95,3 +95,23 @@ def test_describe_producers_shows_the_producer_state_on_leader_and_followers(kcl
         return sorted((s.last_sequence, s.current_txn_start_offset) for s in part.active_producers)
     h.wait_for(lambda: follower_states() == states, timeout=15, what="the follower's producer state")
     t.abort_transaction(30)
+
+
+def test_librdkafka_offsets_for_times_finds_the_first_record_at_or_after_a_timestamp(kcluster):
+    from confluent_kafka import Consumer, TopicPartition
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "times")
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True})
+    base = 1_700_000_000_000
+    for i, ts in enumerate((base, base + 2000, base + 1000, base + 3000)):     # offsets 0-3
+        p.produce(topic, f"v{i}".encode(), partition=0, timestamp=ts)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"t-{uuid.uuid4().hex[:6]}"})
+    try:
+        asked = [TopicPartition(topic, 0, base + 500), TopicPartition(topic, 0, base + 1500)]
+        found = [c.offsets_for_times([tp], timeout=30)[0] for tp in asked]
+        assert [(tp.error, tp.offset) for tp in found] == [(None, 1), (None, 1)]   # 2000 precedes 1000
+        late = c.offsets_for_times([TopicPartition(topic, 0, base + 9000)], timeout=30)[0]
+        assert late.error is None and late.offset == -1                           # none that late: end
+    finally:
+        c.close()

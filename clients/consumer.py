@@ -63,6 +63,7 @@ class KafkaConsumer:
                           else broker_pb2.READ_UNCOMMITTED)
         self.max_wait_ms = max_wait_ms
         self.fetch_max_bytes = fetch_max_bytes
+        self._fetch_round = 0          # rotates the partitions' order in each leader's fetch
         self.positions: dict[tuple[str, int], int] = {}
         self._fetches: dict = {}                    # fetch in flight -> (leader address, {tp: fetch offset})
         self._answered: collections.deque = collections.deque()   # fetches that have answered, in order
@@ -224,7 +225,10 @@ class KafkaConsumer:
             by_leader.setdefault(addr, []).append(broker_pb2.FetchPartition(
                 topic=tp[0], partition=tp[1], fetch_offset=off, current_leader_epoch=epoch,
                 partition_max_bytes=self.fetch_max_bytes))
+        self._fetch_round += 1
         for addr, parts in by_leader.items():
+            k = self._fetch_round % len(parts)    # round robin: the broker fills its byte limits in request
+            parts = parts[k:] + parts[:k]         # order, so no partition may always come last
             req = broker_pb2.FetchRequest(
                 replica_id=-1, max_wait_ms=min(self.max_wait_ms, timeout_ms), max_bytes=self.fetch_max_bytes,
                 isolation_level=self.isolation, partitions=parts)

@@ -163,18 +163,20 @@ class UnifiedLog:
             self._rp_checkpointed = rp
 
     def read(self, offset: int, max_bytes: int = 1 << 20, max_offset: int | None = None,
-             check_crc: bool = True) -> list[StoredBatch]:
-        """Batches from `offset` (the batch holding it first) whose last offset is below max_offset."""
+             check_crc: bool = True, min_one: bool = True) -> list[StoredBatch]:
+        """Whole batches from `offset` (the batch holding it first) whose last offset is below max_offset
+        and that fit in max_bytes together; with min_one the first batch whatever its size (Kafka's
+        LogSegment.read with minOneMessage)."""
         limit = self.log_end_offset if max_offset is None else max_offset
         out: list[StoredBatch] = []
         i = max(0, bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1)
         for seg in self.segments[i:]:
-            got, used = seg.read_from(offset, max_bytes, limit, check_crc)
+            got, used, full = seg.read_from(offset, max_bytes, limit, check_crc, min_one and not out)
             out.extend(got)
-            max_bytes -= used              # as read_from counts it: a segment cut short leaves none over
+            max_bytes -= used
             if got:
                 offset = got[-1].last_offset + 1
-            if max_bytes <= 0 or offset >= limit:
+            if full or max_bytes <= 0 or offset >= limit:
                 break
         return out
 

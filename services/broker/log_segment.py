@@ -57,6 +57,11 @@ class StoredBatch:
     def is_control(self) -> bool:
         return bool(self.attributes & rb.CONTROL_FLAG)
 
+    @property
+    def size_in_bytes(self) -> int:
+        """What the batch takes in the log file (its frame), as Kafka's RecordBatch.sizeInBytes."""
+        return _FRAME.size + _BODY.size + len(self.records)
+
     def frame(self) -> bytes:
         body = _BODY.pack(self.attributes, self.producer_id, self.producer_epoch, self.base_sequence,
                           self.record_count, self.max_timestamp)
@@ -182,11 +187,13 @@ class LogSegment:
         self.positions.append(self.size)
         self.size += len(frame)
 
-    def read_from(self, offset: int, max_bytes: int, max_offset: int,
-                  check_crc: bool = True) -> tuple[list[StoredBatch], int]:
-        """Whole batches holding offsets >= offset, below max_offset, about max_bytes (at least one),
-        and the bytes they take in the file (what max_bytes is counted against). A batch that does
-        not parse (or, with check_crc, fails its CRC) raises IOError."""
+    def read_from(self, offset: int, max_bytes: int, max_offset: int, check_crc: bool = True,
+                  min_one: bool = True) -> tuple[list[StoredBatch], int, bool]:
+        """Whole batches holding offsets >= offset, below max_offset, that fit in max_bytes together,
+        the bytes they take in the file (what max_bytes is counted against), and whether a batch
+        was left out for want of room. With min_one the first batch comes whatever its size (Kafka's
+        minOneMessage, so a consumer never stalls on a batch larger than its limit). A batch that
+        does not parse (or, with check_crc, fails its CRC) raises IOError."""
         i = bisect.bisect_right(self.bases, offset) - 1
         if i < 0:
             i = 0
@@ -196,6 +203,8 @@ class LogSegment:
         while i < len(self.bases) and self.lasts[i] < max_offset:
             start = self.positions[i]
             end = self.positions[i + 1] if i + 1 < len(self.positions) else self.size
+            if total + (end - start) > max_bytes and (out or not min_one):
+                return out, total, True
             buf = os.pread(self._rfd, end - start, start)
             parsed = _parse(buf, 0, check_crc)
             if parsed is None:
@@ -203,9 +212,7 @@ class LogSegment:
             out.append(parsed[0])
             total += end - start
             i += 1
-            if total >= max_bytes:
-                break
-        return out, total
+        return out, total, False
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch whose last offset is >= offset (whole batches only)."""

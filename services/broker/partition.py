@@ -344,7 +344,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints):
 
     # -- reads ----------------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, replica: bool = False,
-             read_committed: bool = False) -> tuple[int, list[StoredBatch]]:
+             read_committed: bool = False, min_one: bool = True) -> tuple[int, list[StoredBatch]]:
         with self.lock:
             leo = self.log.log_end_offset
             if offset < self.log.log_start_offset or offset > leo:
@@ -352,7 +352,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints):
             limit = leo if replica else (self.last_stable_offset if read_committed else self.high_watermark)
             if offset >= limit:
                 return E.NONE, []
-        return E.NONE, self.log.read(offset, max_bytes, limit)
+        return E.NONE, self.log.read(offset, max_bytes, limit, min_one=min_one)
 
     def remove_expired_producers(self) -> list[int]:
         with self.lock:

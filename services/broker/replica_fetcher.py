@@ -157,6 +157,7 @@ class ReplicaFetcherThread(threading.Thread):
         self._stopped = threading.Event()    # ends an idle or backoff wait at once
         self.session: FetchSession | None = None
         self._session_stub = None
+        self._round = 0                      # rotates the partitions' order in each fetch
 
     def add(self, partition, leader_epoch: int) -> None:
         with self.lock:
@@ -208,7 +209,10 @@ class ReplicaFetcherThread(threading.Thread):
         if not parts:
             return
         req = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=self.manager.broker_id)
-        for (t, p), st in parts.items():
+        order = list(parts.items())
+        self._round += 1                                   # round robin, as Kafka's fetcher moves a fetched
+        k = self._round % len(order)                       # partition to the end: the leader fills its byte
+        for (t, p), st in order[k:] + order[:k]:           # limits in request order
             req.partitions.add(topic=t, partition=p, current_leader_epoch=st.leader_epoch,
                                leader_epoch=st.partition.epochs.latest_epoch)
         resp = stub.OffsetsForLeaderEpoch(req, timeout=OFFSETS_FOR_LEADER_EPOCH_TIMEOUT_S)
@@ -234,7 +238,10 @@ class ReplicaFetcherThread(threading.Thread):
             return
         req = broker_pb2.FetchRequest(replica_id=self.manager.broker_id, max_wait_ms=REPLICA_FETCH_WAIT_MAX_MS,
                                       max_bytes=REPLICA_FETCH_RESPONSE_MAX_BYTES)
-        for (t, p), st in parts.items():
+        order = list(parts.items())
+        self._round += 1                                   # round robin, as Kafka's fetcher moves a fetched
+        k = self._round % len(order)                       # partition to the end: the leader fills its byte
+        for (t, p), st in order[k:] + order[:k]:           # limits in request order
             req.partitions.add(topic=t, partition=p, fetch_offset=st.partition.log_end_offset,
                                current_leader_epoch=st.leader_epoch, partition_max_bytes=REPLICA_FETCH_MAX_BYTES)
         if self.session is None or self.session.closed or self._session_stub is not stub:

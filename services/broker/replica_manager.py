@@ -265,6 +265,7 @@ class ReplicaManager(DelayedFetchPurgatory):
         resp = broker_pb2.FetchResponse()
         budget = req.max_bytes if req.max_bytes > 0 else 16 << 20
         got = 0
+        min_one = True       # Kafka's ReplicaManager.readFromLog: only until a partition gives a batch
         for fp in req.partitions:
             out = resp.partitions.add(topic=fp.topic, partition=fp.partition, high_watermark=-1,
                                       last_stable_offset=-1, log_start_offset=-1)
@@ -285,8 +286,9 @@ class ReplicaManager(DelayedFetchPurgatory):
                 out.error = E.NOT_LEADER_OR_FOLLOWER      # Kafka: not one of the assigned replicas
                 continue
             committed = req.isolation_level == broker_pb2.READ_COMMITTED and req.replica_id < 0
-            err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 1)), replica=req.replica_id >= 0,
-                                  read_committed=committed)
+            err, batches = p.read(fp.fetch_offset, min(limit, max(budget, 0)), replica=req.replica_id >= 0,
+                                  read_committed=committed, min_one=min_one)
+            min_one = min_one and not batches
             if req.replica_id >= 0 and err == E.NONE:   # as Kafka: the follower's position moves after a good read
                 p.record_follower_fetch(req.replica_id, fp.fetch_offset)
             out.error = err
@@ -298,7 +300,7 @@ class ReplicaManager(DelayedFetchPurgatory):
                     out.aborted_transactions.add(producer_id=a.producer_id, first_offset=a.first_offset)
             for b in batches:
                 out.batches.append(b.to_proto())
-                budget -= len(b.records)
+                budget -= b.size_in_bytes
                 got += 1
         return resp, got
 

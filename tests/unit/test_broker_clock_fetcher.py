@@ -118,15 +118,15 @@ def fetcher(tmp_path):
 
     def round_() -> list[int]:
         th.do_work()
-        return [fp.partition for fp in leader.requests[-1].partitions]
-    yield round_, clock
+        return sorted(fp.partition for fp in leader.requests[-1].partitions)
+    yield round_, clock, leader
     th.stop()
     for p in parts:
         p.close()
 
 
 def test_a_partition_with_an_error_sits_out_its_backoff_while_the_others_are_fetched(fetcher):
-    round_, clock = fetcher
+    round_, clock, _ = fetcher
     assert round_() == [0, 1]                  # t-0 answers NOT_LEADER_OR_FOLLOWER
     assert round_() == [1]
     clock.advance(PARTITION_BACKOFF_S - MS)
@@ -149,3 +149,15 @@ def test_fetch_state_goes_truncating_then_fetching_and_back_only():
     st.transition_to(ReplicaState.TRUNCATING)              # OFFSET_OUT_OF_RANGE sends it back
     st.delay(10.0, 0.05)
     assert not st.is_ready(10.04) and st.is_ready(10.05)
+
+
+def test_the_partitions_order_rotates_so_none_always_comes_last(fetcher):
+    """The leader fills its byte limits in request order (only the first partition with data may exceed
+    them), so a fixed order could starve the last partition; Kafka's fetcher moves a fetched one to the end."""
+    round_, clock, leader = fetcher
+    firsts = set()
+    for _ in range(2):
+        clock.advance(PARTITION_BACKOFF_S + MS)       # t-0's error backoff over: both are fetched each round
+        round_()
+        firsts.add(leader.requests[-1].partitions[0].partition)
+    assert firsts == {0, 1}

@@ -45,6 +45,11 @@ class ControllerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.CreateTopicsRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.CreateTopicsResponse.FromString,
                 _registered_method=True)
+        self.CreatePartitions = channel.unary_unary(
+                '/eoslab.v1.Controller/CreatePartitions',
+                request_serializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsResponse.FromString,
+                _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/eoslab.v1.Controller/DescribeCluster',
                 request_serializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
@@ -68,6 +73,13 @@ class ControllerServicer:
 
     def CreateTopics(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreatePartitions(self, request, context):
+        """Kafka's CreatePartitions: more partitions for existing topics.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -99,6 +111,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.CreateTopics,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.CreateTopicsRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.CreateTopicsResponse.SerializeToString,
+            ),
+            'CreatePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreatePartitions,
+                    request_deserializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
@@ -165,6 +182,33 @@ class Controller:
             '/eoslab.v1.Controller/CreateTopics',
             eoslab_dot_v1_dot_broker__pb2.CreateTopicsRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.CreateTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreatePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Controller/CreatePartitions',
+            eoslab_dot_v1_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
+            eoslab_dot_v1_dot_controller__pb2.CreatePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

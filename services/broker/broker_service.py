@@ -53,6 +53,22 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                 name=t.name, error=E.NOT_CONTROLLER, error_message=f"controller unreachable: {e.code()}")
                 for t in request.topics])
 
+    def create_partitions(self, request):
+        """Kafka's CreatePartitions, handed to the active controller (not a gRPC method of the broker)."""
+        from eoslab.v1 import controller_pb2, controller_pb2_grpc
+
+        def failed(msg):
+            return controller_pb2.CreatePartitionsResponse(results=[controller_pb2.CreatePartitionsResult(
+                name=t.name, error=E.NOT_CONTROLLER, error_message=msg) for t in request.topics])
+        addr = self.s.controller_address
+        if addr is None:
+            return failed("no active controller")
+        try:
+            with rpc.channel(addr) as ch:
+                return controller_pb2_grpc.ControllerStub(ch).CreatePartitions(request, timeout=30)
+        except grpc.RpcError as e:
+            return failed(f"controller unreachable: {e.code()}")
+
     def _produce(self, request):
         if self.s.transactional_produce_needs_id and not request.transactional_id and \
                 any(pd.batch.attributes & rb.TRANSACTIONAL_FLAG for pd in request.partitions):

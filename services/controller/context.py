@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+class Fenced(Exception):
+    """Our controller epoch is no longer current (a ZooKeeper write fenced by a newer controller)."""
+
+
 @dataclass
 class BrokerInfo:
     broker_id: int

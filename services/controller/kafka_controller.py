@@ -24,16 +24,17 @@ import threading
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
-from eoslab.v1 import broker_pb2, common_pb2
+from eoslab.v1 import broker_pb2, common_pb2, controller_pb2
 from eoslab.common import auth
 from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
-from services.controller.context import BrokerInfo, ControllerContext, LeaderIsr, assign_replicas
+from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr, assign_replicas
 from services.controller.partition_leader_election import elect_after_broker_loss
 from services.controller.producer_id_manager import ProducerIdManager
+from services.controller.partition_creation import grow_topic
 from services.controller.topic_creation import TopicRefused, check_new_topic, write_new_topic
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 from eoslab.common.errors import E
@@ -41,10 +42,6 @@ from eoslab.common.errors import E
 EVENT_RETRY_BACKOFF_S = 0.2    # a failed retryable event is put back after this pause
 
 log = logging.getLogger(__name__)
-
-
-class Fenced(Exception):
-    """Our controller epoch is no longer current."""
 
 
 class KafkaController(AlterPartitionHandler):
@@ -362,6 +359,14 @@ class KafkaController(AlterPartitionHandler):
         self.events.put(ev.CoordinatorChange())
         return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
                                             replication_factor=rf)
+
+    def create_partitions(self, request) -> controller_pb2.CreatePartitionsResponse:
+        if not self.active:
+            return controller_pb2.CreatePartitionsResponse(results=[controller_pb2.CreatePartitionsResult(
+                name=t.name, error=E.NOT_CONTROLLER, error_message="this controller is not active")
+                for t in request.topics])
+        return self.call(lambda: controller_pb2.CreatePartitionsResponse(
+            results=[grow_topic(self, t, request.validate_only) for t in request.topics]))
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int):
         with self.lock:

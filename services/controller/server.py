@@ -40,6 +40,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def CreateTopics(self, request, context):
         return self.c.create_topics(request)
 
+    def CreatePartitions(self, request, context):
+        return self.c.create_partitions(request)
+
     def AlterPartition(self, request, context):
         if not self.c.active:
             return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)

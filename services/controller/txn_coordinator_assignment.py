@@ -94,7 +94,7 @@ def reassign(controller) -> None:
         tx.set_data(zk_paths.TXN_COORDINATOR_ASSIGNMENT, payload, stat.version)
     results = tx.commit()
     if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-        from services.controller.kafka_controller import Fenced
+        from services.controller.context import Fenced
         raise Fenced()
     if isinstance(results[1], Exception):
         raise RuntimeError(f"transaction coordinator assignment changed underneath: {results[1]!r}")

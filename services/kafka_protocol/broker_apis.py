@@ -35,7 +35,8 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+CREATE_PARTITIONS = 37
+VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
 
@@ -46,7 +47,8 @@ class BrokerApis(ApiHandlers):
         self.svc = service         # BrokerService: the gRPC servicer's methods
         self.rm = server.replica_manager
         self.endpoints = KafkaEndpoints(server.zk)
-        for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics), (PRODUCE, self.produce),
+        for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics),
+                        (CREATE_PARTITIONS, self.create_partitions), (PRODUCE, self.produce),
                         (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
                         (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
                         (apis.FIND_COORDINATOR, self.find_coordinator), (INIT_PRODUCER_ID, self.init_producer_id)):
@@ -92,6 +94,17 @@ class BrokerApis(ApiHandlers):
                                       "num_partitions": r.num_partitions or -1,
                                       "replication_factor": r.replication_factor or -1, "configs": []}
                                      for r in resp.topics]}
+
+    def create_partitions(self, header, req) -> dict:
+        from eoslab.v1 import controller_pb2
+        pb = controller_pb2.CreatePartitionsRequest(validate_only=bool(req.validate_only))
+        for t in req.topics:
+            pb.topics.add(name=t.name, count=int(t.count), has_assignments=t.assignments is not None,
+                          assignments=[controller_pb2.ReplicaList(broker_ids=list(a.broker_ids))
+                                       for a in t.assignments or ()])
+        resp = self.svc.create_partitions(pb)
+        return {"results": [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None}
+                            for r in resp.results]}
 
     # -- produce ----------------------------------------------------------------------------------
     def produce(self, header, req):

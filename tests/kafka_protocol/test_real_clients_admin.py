@@ -115,3 +115,32 @@ def test_librdkafka_offsets_for_times_finds_the_first_record_at_or_after_a_times
         assert late.error is None and late.offset == -1                           # none that late: end
     finally:
         c.close()
+
+
+def test_librdkafka_admin_adds_partitions_and_the_new_ones_take_records(kcluster):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewPartitions
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "grow", partitions=2)
+    admin = AdminClient({"bootstrap.servers": boot})
+
+    def create(count, validate_only=False, name=topic):
+        f = admin.create_partitions([NewPartitions(name, count)], validate_only=validate_only,
+                                    operation_timeout=30)[name]
+        try:
+            f.result(30)
+            return "ok"
+        except KafkaException as e:
+            return e.args[0].name()
+
+    def partitions():
+        return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    assert create(4, validate_only=True) == "ok" and partitions() == 2          # validated, not written
+    assert create(1) == "INVALID_PARTITIONS" and create(2) == "INVALID_PARTITIONS"
+    assert create(3, name=f"none-{uuid.uuid4().hex[:6]}") == "UNKNOWN_TOPIC_OR_PART"
+    assert create(4) == "ok"
+    h.wait_for(lambda: partitions() == 4, timeout=30, what="4 partitions in Metadata")
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True})
+    for part in range(4):
+        p.produce(topic, f"to-{part}".encode(), partition=part)
+    assert p.flush(30) == 0                                                     # the new leaders take them

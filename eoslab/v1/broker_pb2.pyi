@@ -380,6 +380,24 @@ class UpdateMetadataResponse(_message.Message):
     error: _common_pb2.ErrorCode
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
 
+class StopReplicaRequest(_message.Message):
+    __slots__ = ("controller_id", "controller_epoch", "partitions", "delete_partitions")
+    CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    DELETE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    controller_id: int
+    controller_epoch: int
+    partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
+    delete_partitions: bool
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., delete_partitions: _Optional[bool] = ...) -> None: ...
+
+class StopReplicaResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: _common_pb2.ErrorCode
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
+
 class OffsetForLeaderPartition(_message.Message):
     __slots__ = ("topic", "partition", "current_leader_epoch", "leader_epoch")
     TOPIC_FIELD_NUMBER: _ClassVar[int]

@@ -89,6 +89,11 @@ class BrokerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataResponse.FromString,
                 _registered_method=True)
+        self.StopReplica = channel.unary_unary(
+                '/eoslab.v1.Broker/StopReplica',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.StopReplicaRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.StopReplicaResponse.FromString,
+                _registered_method=True)
         self.FindCoordinator = channel.unary_unary(
                 '/eoslab.v1.Broker/FindCoordinator',
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.FindCoordinatorRequest.SerializeToString,
@@ -220,6 +225,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StopReplica(self, request, context):
+        """Controller to broker: stop serving these replicas and, with delete_partitions, delete their
+        logs (a deleted topic's partitions).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def FindCoordinator(self, request, context):
         """Which transaction coordinator (key_type TRANSACTION) or group coordinator
         (key_type GROUP) serves a key.
@@ -343,6 +356,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.UpdateMetadata,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.UpdateMetadataResponse.SerializeToString,
+            ),
+            'StopReplica': grpc.unary_unary_rpc_method_handler(
+                    servicer.StopReplica,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.StopReplicaRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.StopReplicaResponse.SerializeToString,
             ),
             'FindCoordinator': grpc.unary_unary_rpc_method_handler(
                     servicer.FindCoordinator,
@@ -692,6 +710,33 @@ class Broker:
             '/eoslab.v1.Broker/UpdateMetadata',
             eoslab_dot_v1_dot_broker__pb2.UpdateMetadataRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.UpdateMetadataResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StopReplica(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/StopReplica',
+            eoslab_dot_v1_dot_broker__pb2.StopReplicaRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.StopReplicaResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -62,6 +62,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
     INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
+    UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
     TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
     TRANSACTION_ABORTABLE: _ClassVar[ErrorCode]
 NONE: ErrorCode
@@ -119,6 +120,7 @@ INVALID_RECORD: ErrorCode
 UNSTABLE_OFFSET_COMMIT: ErrorCode
 PRODUCER_FENCED: ErrorCode
 INVALID_UPDATE_VERSION: ErrorCode
+UNKNOWN_TOPIC_ID: ErrorCode
 TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
 TRANSACTION_ABORTABLE: ErrorCode
 

@@ -50,6 +50,11 @@ class ControllerStub:
                 request_serializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsResponse.FromString,
                 _registered_method=True)
+        self.DeleteTopics = channel.unary_unary(
+                '/eoslab.v1.Controller/DeleteTopics',
+                request_serializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsResponse.FromString,
+                _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/eoslab.v1.Controller/DescribeCluster',
                 request_serializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
@@ -79,6 +84,14 @@ class ControllerServicer:
 
     def CreatePartitions(self, request, context):
         """Kafka's CreatePartitions: more partitions for existing topics.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopics(self, request, context):
+        """Kafka's DeleteTopics: the topics leave ZooKeeper and Metadata at once; their replicas are
+        stopped and deleted on each broker as it is reached (StopReplica).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -116,6 +129,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.CreatePartitions,
                     request_deserializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_controller__pb2.CreatePartitionsResponse.SerializeToString,
+            ),
+            'DeleteTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopics,
+                    request_deserializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
@@ -209,6 +227,33 @@ class Controller:
             '/eoslab.v1.Controller/CreatePartitions',
             eoslab_dot_v1_dot_controller__pb2.CreatePartitionsRequest.SerializeToString,
             eoslab_dot_v1_dot_controller__pb2.CreatePartitionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Controller/DeleteTopics',
+            eoslab_dot_v1_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
+            eoslab_dot_v1_dot_controller__pb2.DeleteTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,17 +55,28 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     def create_partitions(self, request):
         """Kafka's CreatePartitions, handed to the active controller (not a gRPC method of the broker)."""
-        from eoslab.v1 import controller_pb2, controller_pb2_grpc
+        from eoslab.v1 import controller_pb2
+        return self._to_controller("CreatePartitions", request, lambda msg: controller_pb2.CreatePartitionsResponse(
+            results=[controller_pb2.CreatePartitionsResult(name=t.name, error=E.NOT_CONTROLLER, error_message=msg)
+                     for t in request.topics]))
 
-        def failed(msg):
-            return controller_pb2.CreatePartitionsResponse(results=[controller_pb2.CreatePartitionsResult(
-                name=t.name, error=E.NOT_CONTROLLER, error_message=msg) for t in request.topics])
+    def delete_topics(self, request):
+        """Kafka's DeleteTopics, handed to the active controller (not a gRPC method of the broker)."""
+        from eoslab.v1 import controller_pb2
+        return self._to_controller("DeleteTopics", request, lambda msg: controller_pb2.DeleteTopicsResponse(
+            results=[controller_pb2.DeleteTopicResult(name=n, error=E.NOT_CONTROLLER, error_message=msg)
+                     for n in request.names]))
+
+    def _to_controller(self, method: str, request, failed):
+        """The active controller's answer to `method`, or `failed(why)` (NOT_CONTROLLER) when there is none
+        or it cannot be reached."""
+        from eoslab.v1 import controller_pb2_grpc
         addr = self.s.controller_address
         if addr is None:
             return failed("no active controller")
         try:
             with rpc.channel(addr) as ch:
-                return controller_pb2_grpc.ControllerStub(ch).CreatePartitions(request, timeout=30)
+                return getattr(controller_pb2_grpc.ControllerStub(ch), method)(request, timeout=30)
         except grpc.RpcError as e:
             return failed(f"controller unreachable: {e.code()}")
 
@@ -153,6 +164,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
 
     def LeaderAndIsr(self, request, context):
         return self.rm.become_leader_or_follower(request)
+
+    def StopReplica(self, request, context):
+        return self.rm.stop_replicas(request)
 
     def FindCoordinator(self, request, context):
         return self.s.find_coordinator(request)

@@ -26,6 +26,8 @@ hands to its partitions and replica fetchers.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import threading
 
 from eoslab.v1 import broker_pb2
@@ -35,6 +37,7 @@ from services.broker.log_config import LogConfig
 from services.broker.delayed_fetch import MAX_PARKED_CLIENT_FETCHES, DelayedFetchPurgatory  # noqa: F401 - re-exported
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
+from services.broker.transaction_metrics import TRANSACTION_MAX_TIMEOUT_MS, late_transactions
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
@@ -46,8 +49,6 @@ MAX_TIMESTAMP = -3   # ListOffsets v7+ (KIP-734): the record with the largest ti
 MAX_FETCH_WAIT_MS = 30000
 MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the same bound as a fetch)
 ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the periodic tasks their intervals)
-TRANSACTION_MAX_TIMEOUT_MS = 900000  # Kafka's transaction.max.timeout.ms default, the late-transaction bound
-LATE_TRANSACTION_BUFFER_MS = 5 * 60 * 1000   # ProducerStateManager.LATE_TRANSACTION_BUFFER_MS
 
 
 class ReplicaManager(DelayedFetchPurgatory):
@@ -104,28 +105,10 @@ class ReplicaManager(DelayedFetchPurgatory):
             return E.NONE, list(p.producer_state.producers.values())
 
     def transaction_metrics(self, max_timeout_ms: int = TRANSACTION_MAX_TIMEOUT_MS) -> tuple[int, int, str]:
-        """KIP-664: (PartitionsWithLateTransactionsCount, MaxActiveTransactionDuration ms, the partition of
-        that transaction or "") over the leader partitions. Late as Kafka's ProducerStateManager.hasLateTransaction: the producer of the oldest
-        open transaction (lowest first offset) last wrote more than max_timeout_ms + 5 min ago; the
-        duration of an open transaction counts from its first batch's timestamp."""
-        now = self.time.milliseconds()
-        late, longest, where = 0, 0, ""
+        """KIP-664's gauges over the leader partitions (services.broker.transaction_metrics)."""
         with self.lock:
             leaders = [p for p in self.partitions.values() if p.is_leader]
-        for p in leaders:
-            with p.lock:
-                open_txns = sorted((e.current_txn_first_offset, e) for e in p.producer_state.producers.values()
-                                   if e.current_txn_first_offset is not None)
-                if not open_txns:
-                    continue
-                first, oldest = open_txns[0]
-                if oldest.last_timestamp > 0 and now - oldest.last_timestamp > max_timeout_ms + \
-                        LATE_TRANSACTION_BUFFER_MS:
-                    late += 1
-                batches = p.log.read(first, max_bytes=1)
-            if batches and batches[0].max_timestamp > 0 and (not where or now - batches[0].max_timestamp > longest):
-                longest, where = max(0, now - batches[0].max_timestamp), f"{p.topic}-{p.partition}"
-        return late, longest, where
+        return late_transactions(leaders, self.time.milliseconds(), max_timeout_ms)
 
     def become_leader_or_follower(self, req: broker_pb2.LeaderAndIsrRequest) -> broker_pb2.LeaderAndIsrResponse:
         if not self.check_controller_epoch(req.controller_epoch):
@@ -161,6 +144,24 @@ class ReplicaManager(DelayedFetchPurgatory):
                 else:
                     self.fetchers.remove(key)
         return resp
+
+    def stop_replicas(self, req: broker_pb2.StopReplicaRequest) -> broker_pb2.StopReplicaResponse:
+        """Kafka's StopReplica: stop fetching and serving the partitions; with delete_partitions close
+        their logs and remove their directories (a deleted topic). A partition this broker does not
+        hold is deleted from disk all the same (a replica left behind while the broker was down)."""
+        if not self.check_controller_epoch(req.controller_epoch):
+            return broker_pb2.StopReplicaResponse(error=E.STALE_CONTROLLER_EPOCH)
+        for tp in req.partitions:
+            key = (tp.topic, tp.partition)
+            self.fetchers.remove(key)
+            with self.lock:
+                p = self.partitions.pop(key, None)
+            if p is not None:
+                p.close(snapshot=not req.delete_partitions)
+            if req.delete_partitions:
+                shutil.rmtree(os.path.join(self.data_dir, f"{tp.topic}-{tp.partition}"), ignore_errors=True)
+                log.info("%s-%d: replica stopped and deleted", tp.topic, tp.partition)
+        return broker_pb2.StopReplicaResponse(error=E.NONE)
 
     # -- produce ----------------------------------------------------------------------------
     def append_records(self, req: broker_pb2.ProduceRequest) -> broker_pb2.ProduceResponse:

@@ -1,7 +1,8 @@
 """ControllerChannelManager: pushes the controller's view to every live broker.
 
 Guarantees: each broker eventually receives the newest state (UpdateMetadata
-for the whole cluster, LeaderAndIsr for the partitions it hosts), stamped
+for the whole cluster, StopReplica for the replicas of deleted topics it still
+holds, LeaderAndIsr for the partitions it hosts), stamped
 with this controller's epoch; a failed send is retried until it succeeds, the
 broker leaves, or the controller resigns. Sends to one broker never wait on
 another broker. The backoff after a failed send (50 ms doubling to 1 s)
@@ -63,11 +64,15 @@ class _BrokerSender(threading.Thread):
                 with self.cond:
                     self.sent_version = target
                 continue
-            um, lai = requests
+            um, lai, *rest = requests
+            stop = rest[0] if rest else None
             try:
                 r1 = self.stub.UpdateMetadata(um, timeout=UPDATE_METADATA_TIMEOUT_S)
+                r3 = self.stub.StopReplica(stop, timeout=LEADER_AND_ISR_TIMEOUT_S) if stop is not None else None
+                if r3 is not None and r3.error == common_pb2.NONE and self.manager.on_replicas_stopped:
+                    self.manager.on_replicas_stopped(self.broker_id, list(stop.partitions))
                 r2 = self.stub.LeaderAndIsr(lai, timeout=LEADER_AND_ISR_TIMEOUT_S)
-                if common_pb2.STALE_CONTROLLER_EPOCH in (r1.error, r2.error):
+                if common_pb2.STALE_CONTROLLER_EPOCH in (r1.error, r2.error, r3.error if r3 else common_pb2.NONE):
                     log.warning("broker %d says our controller epoch is stale", self.broker_id)
                     self.manager.on_stale_epoch()
                 with self.cond:
@@ -82,10 +87,12 @@ class _BrokerSender(threading.Thread):
 
 
 class ControllerChannelManager:
-    def __init__(self, build_requests, on_stale_epoch, time: Time = SYSTEM):
+    def __init__(self, build_requests, on_stale_epoch, time: Time = SYSTEM, on_replicas_stopped=None):
         self.time = time
-        self.build_requests = build_requests   # broker_id -> (UpdateMetadataRequest, LeaderAndIsrRequest) | None
+        # broker_id -> (UpdateMetadataRequest, LeaderAndIsrRequest[, StopReplicaRequest or None]) | None
+        self.build_requests = build_requests
         self.on_stale_epoch = on_stale_epoch
+        self.on_replicas_stopped = on_replicas_stopped   # (broker_id, partitions) after a StopReplica is taken
         self._senders: dict[int, _BrokerSender] = {}
         self._lock = threading.Lock()
 

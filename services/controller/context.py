@@ -44,6 +44,8 @@ class ControllerContext:
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     states: dict[tuple[str, int], LeaderIsr] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # broker -> partitions of deleted topics it still has to stop and delete (StopReplica)
+    deleting: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         return self.assignments.get(topic, {}).get(partition, [])
@@ -56,6 +58,7 @@ class ControllerContext:
         self.assignments.clear()
         self.states.clear()
         self.configs.clear()
+        self.deleting.clear()
 
 
 def assign_replicas(brokers: list[int], partitions: int, rf: int, start: int) -> dict[int, list[int]]:

@@ -35,6 +35,7 @@ from services.controller.context import BrokerInfo, ControllerContext, Fenced, L
 from services.controller.partition_leader_election import elect_after_broker_loss
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.partition_creation import grow_topic
+from services.controller.topic_deletion import delete_topic, replicas_stopped
 from services.controller.topic_creation import TopicRefused, check_new_topic, write_new_topic
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 from eoslab.common.errors import E
@@ -60,7 +61,8 @@ class KafkaController(AlterPartitionHandler):
         self.epoch_zk_version = -1
         self.default_rf = default_replication_factor
         self.pid_manager = ProducerIdManager(self.zk, controller_id, pid_block_size)
-        self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch, time=time)
+        self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch, time=time,
+                                                 on_replicas_stopped=lambda b, parts: replicas_stopped(self, b, parts))
         self.events: queue.Queue = queue.Queue()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._event_loop, name="controller-events", daemon=True)
@@ -317,7 +319,11 @@ class KafkaController(AlterPartitionHandler):
             mine = [s for s in states if broker_id in s.replicas]
             lai = broker_pb2.LeaderAndIsrRequest(controller_id=self.controller_id, controller_epoch=self.epoch,
                                                  partition_states=mine, live_leaders=brokers)
-            return um, lai
+            owed = sorted(self.ctx.deleting.get(broker_id, ()))
+            stop = broker_pb2.StopReplicaRequest(
+                controller_id=self.controller_id, controller_epoch=self.epoch, delete_partitions=True,
+                partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in owed]) if owed else None
+            return um, lai, stop
 
     # -- requests -------------------------------------------------------------------------
     def create_topics(self, request: broker_pb2.CreateTopicsRequest) -> broker_pb2.CreateTopicsResponse:
@@ -334,6 +340,8 @@ class KafkaController(AlterPartitionHandler):
             return broker_pb2.CreateTopicResult(name=t.name, error=code, error_message=msg)
         if not self.active:
             return fail(E.NOT_CONTROLLER, "this controller is not active")
+        if any(t.name == n for owed in self.ctx.deleting.values() for n, _ in owed):
+            return fail(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
         live = sorted(self.ctx.brokers)
         rf = check_new_topic(t, self.ctx.assignments, live, self.default_rf)
         if isinstance(rf, TopicRefused):
@@ -359,6 +367,14 @@ class KafkaController(AlterPartitionHandler):
         self.events.put(ev.CoordinatorChange())
         return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
                                             replication_factor=rf)
+
+    def delete_topics(self, request) -> controller_pb2.DeleteTopicsResponse:
+        if not self.active:
+            return controller_pb2.DeleteTopicsResponse(results=[controller_pb2.DeleteTopicResult(
+                name=n, error=E.NOT_CONTROLLER, error_message="this controller is not active")
+                for n in request.names])
+        return self.call(lambda: controller_pb2.DeleteTopicsResponse(
+            results=[delete_topic(self, n) for n in request.names]))
 
     def create_partitions(self, request) -> controller_pb2.CreatePartitionsResponse:
         if not self.active:

@@ -43,6 +43,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def CreatePartitions(self, request, context):
         return self.c.create_partitions(request)
 
+    def DeleteTopics(self, request, context):
+        return self.c.delete_topics(request)
+
     def AlterPartition(self, request, context):
         if not self.c.active:
             return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)

@@ -21,12 +21,13 @@ the defaulting and refusal of CreateTopics' partition and replica counts.
 from __future__ import annotations
 
 import logging
+import time
 
 from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
 from eoslab.common import auth
 from services.broker.auto_topic_creation import creatable, unknown_topics
-from services.kafka_protocol import apis
+from services.kafka_protocol import apis, codec
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
@@ -35,8 +36,8 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-CREATE_PARTITIONS = 37
-VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+CREATE_PARTITIONS, DELETE_TOPICS = 37, 20
+VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (0, 6), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
 
@@ -48,7 +49,8 @@ class BrokerApis(ApiHandlers):
         self.rm = server.replica_manager
         self.endpoints = KafkaEndpoints(server.zk)
         for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics),
-                        (CREATE_PARTITIONS, self.create_partitions), (PRODUCE, self.produce),
+                        (CREATE_PARTITIONS, self.create_partitions), (DELETE_TOPICS, self.delete_topics),
+                        (PRODUCE, self.produce),
                         (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
                         (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
                         (apis.FIND_COORDINATOR, self.find_coordinator), (INIT_PRODUCER_ID, self.init_producer_id)):
@@ -105,6 +107,33 @@ class BrokerApis(ApiHandlers):
         resp = self.svc.create_partitions(pb)
         return {"results": [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None}
                             for r in resp.results]}
+
+    def delete_topics(self, header, req) -> dict:
+        """DeleteTopics v0-v6 (names; v6 also topic ids, which the lab does not have). As Kafka's
+        DelayedDeleteTopics, a deleted topic's answer waits until this broker's metadata no longer has
+        it, at most the request's timeout (then REQUEST_TIMED_OUT)."""
+        from eoslab.v1 import controller_pb2
+        names = [t.name for t in req.topics] if header.api_version >= 6 else list(req.topic_names)
+        resp = self.svc.delete_topics(controller_pb2.DeleteTopicsRequest(names=[n for n in names if n]))
+        results = {r.name: [r.error, r.error_message or None] for r in resp.results}
+        deadline = time.monotonic() + max(0, ms(req.timeout)) / 1000.0
+        for name, r in results.items():
+            while r[0] == E.NONE and self.s.metadata.has_topic(name):
+                if time.monotonic() >= deadline:
+                    r[0], r[1] = E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"
+                    break
+                time.sleep(0.02)
+        out = []
+        for n in names:
+            err, msg = results.get(n, [E.UNKNOWN_TOPIC_ID, "topic ids are not served"]) if n else \
+                [E.UNKNOWN_TOPIC_ID, "topic ids are not served"]
+            entry = {"name": n, "error_code": err}
+            if header.api_version >= 5:
+                entry["error_message"] = msg
+            if header.api_version >= 6:
+                entry["topic_id"] = codec.ZERO_UUID
+            out.append(entry)
+        return {"responses": out}
 
     # -- produce ----------------------------------------------------------------------------------
     def produce(self, header, req):

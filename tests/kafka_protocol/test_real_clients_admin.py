@@ -10,7 +10,7 @@ from tests import helpers as h
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
-from confluent_kafka.admin import AdminClient  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
 
 
@@ -144,3 +144,32 @@ def test_librdkafka_admin_adds_partitions_and_the_new_ones_take_records(kcluster
     for part in range(4):
         p.produce(topic, f"to-{part}".encode(), partition=part)
     assert p.flush(30) == 0                                                     # the new leaders take them
+
+
+def test_librdkafka_admin_deletes_a_topic_its_replicas_go_and_the_name_can_be_used_again(kcluster):
+    from confluent_kafka import KafkaException
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "doomed", partitions=2)
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True})
+    p.produce(topic, b"old", partition=0)
+    assert p.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": boot})
+    dirs = [os.path.join(kcluster.dir, "data", n, f"{topic}-0") for n in ("broker-1", "broker-2", "broker-3")]
+    assert any(os.path.isdir(d) for d in dirs), dirs
+
+    def delete(name):
+        try:
+            admin.delete_topics([name], operation_timeout=30)[name].result(30)
+            return "ok"
+        except KafkaException as e:
+            return e.args[0].name()
+    assert delete(topic) == "ok"
+    assert topic not in admin.list_topics(timeout=10).topics                   # gone from Metadata at once
+    h.wait_for(lambda: not any(os.path.isdir(d) for d in dirs), timeout=30, what="the replicas' logs deleted")
+    assert delete(topic) == "UNKNOWN_TOPIC_OR_PART"
+    assert delete("__consumer_offsets") == "INVALID_REQUEST"
+    admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=30)[topic].result(30)   # the name again:
+    from tests.kafka_protocol.real_clients_support import _read_all
+    p.produce(topic, b"new", partition=0)                                      # an empty log, not the old one
+    assert p.flush(30) == 0
+    assert _read_all(boot, topic, 1, "read_uncommitted", expect=1) == ["new"]

@@ -20,7 +20,8 @@ from eoslab.v1 import broker_pb2
 from services.broker.log import StoredBatch
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
-from services.broker.replica_manager import LATE_TRANSACTION_BUFFER_MS, TRANSACTION_MAX_TIMEOUT_MS, ReplicaManager
+from services.broker.replica_manager import ReplicaManager
+from services.broker.transaction_metrics import LATE_TRANSACTION_BUFFER_MS, TRANSACTION_MAX_TIMEOUT_MS
 from services.kafka_protocol import codec, txn_admin_apis
 from services.kafka_protocol.apis import ApiHandlers
 from services.txn_coordinator.transaction_metadata import TransactionState

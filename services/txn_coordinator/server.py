@@ -46,8 +46,10 @@ class TransactionCoordinatorServer:
     def __init__(self, coordinator_id: int, listen: str, advertise: str, zk_connect: str, bootstrap: str,
                  session_timeout_ms: int = 2000, num_partitions: int = it.DEFAULT_TRANSACTION_STATE_PARTITIONS,
                  replication_factor: int = 3, kafka_listen: str | None = None, kafka_advertise: str | None = None,
-                 enable_fault_injection: bool = False, time: Time = SYSTEM, **coordinator_kw):
+                 enable_fault_injection: bool = False, time: Time = SYSTEM, kafka_version: str | None = None,
+                 **coordinator_kw):
         self.time = time
+        self.kafka_version = kafka_version          # the release whose request versions the Kafka listener serves
         self.coordinator_id = coordinator_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)
@@ -93,15 +95,15 @@ class TransactionCoordinatorServer:
         return n or it.DEFAULT_OFFSETS_PARTITIONS
 
     def start(self) -> None:
-        rpc.bind(self.server, self.listen)
-        self.server.start()
-        if self.kafka_listen:
+        if self.kafka_listen:      # bound before the gRPC server answers: readiness asks over gRPC only
             from services.kafka_protocol.coordinator_apis import CoordinatorApis
             from services.kafka_protocol.listener import KafkaListener
             self.kafka_listener = KafkaListener(self.kafka_listen,
                                                 CoordinatorApis(self, TransactionCoordinatorService(self)),
                                                 name=f"txn-coordinator-{self.coordinator_id}-kafka")
             self.kafka_listener.start()
+        rpc.bind(self.server, self.listen)
+        self.server.start()
         self.zk.add_listener(self._on_zk_state)
         zk_paths.connect(self.zk, (zk_paths.TXN_COORDINATORS,))
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)

@@ -14,6 +14,8 @@ TransactionManager, Sender and ProducerConfig) and the KIPs named below.
 """
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass, fields
 
 DEFAULT = "4.0"
@@ -131,6 +133,24 @@ def get(name: str | None) -> KafkaVersion:
 
 def names() -> list[str]:
     return list(VERSIONS)
+
+
+_REQUEST_VERSIONS: dict | None = None
+
+
+def request_versions(name: str | None) -> dict[int, tuple[int, int]] | None:
+    """API key -> (lowest, highest) request version the release serves, read from Kafka's own request
+    schemas at its tag (kafka_api_versions.json, written by tools/gen_api_versions.py); None for a
+    release whose ranges are the lab's own (4.0, the newest)."""
+    global _REQUEST_VERSIONS
+    if _REQUEST_VERSIONS is None:
+        import json
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_api_versions.json")) as f:
+            _REQUEST_VERSIONS = json.load(f)["releases"]
+    entry = _REQUEST_VERSIONS.get(get(name).name)
+    if entry is None:
+        return None
+    return {int(k): (v[0], v[1]) for k, v in entry["requests"].items()}
 
 
 def markdown_table() -> str:

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
                           a.zk_session_timeout_ms, cfg, a.enable_fault_injection,
                           kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
                           auto_create_topics_enable=a.auto_create_topics_enable,
-                          num_partitions=a.num_partitions,
+                          num_partitions=a.num_partitions, kafka_version=a.kafka_version,
                           txn_offset_commit_verification=v.txn_offset_commit_verification,
                           transactional_produce_needs_id=v.transactional_produce_needs_id)
     server.start()

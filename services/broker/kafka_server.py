@@ -39,12 +39,14 @@ class KafkaServer:
                  session_timeout_ms: int, log_config: LogConfig, fault_injection: bool = False,
                  kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM,
                  auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False,
-                 transactional_produce_needs_id: bool = True, num_partitions: int = 1):
+                 transactional_produce_needs_id: bool = True, num_partitions: int = 1,
+                 kafka_version: str | None = None):
         self.time = time
         # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
         self.transactional_produce_needs_id = transactional_produce_needs_id
         self.auto_create_topics_enable = auto_create_topics_enable   # Kafka Metadata creates unknown topics
         self.num_partitions = num_partitions     # Kafka's num.partitions: auto-created topics, CreateTopics -1
+        self.kafka_version = kafka_version       # the release whose request versions the Kafka listener serves
         self.broker_id = broker_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)

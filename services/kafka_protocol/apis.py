@@ -2,7 +2,8 @@
 what is not served; Metadata and FindCoordinator answers shared by brokers and coordinators.
 
 Guarantees: ApiVersions lists exactly the (API, version range) pairs that
-have a handler, and every request outside them is answered as Kafka does:
+have a handler, cut to what the emulated release served (`limit_to_release`),
+and every request outside them is answered as Kafka does:
 ApiVersions at a version not served gets a v0 response with
 UNSUPPORTED_VERSION and the served list (the client then retries with a
 version it finds there); another API at a version kio knows gets that
@@ -36,6 +37,10 @@ INTER_BROKER_APIS = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7
 CLUSTER_ID = "eoslab-cluster-0000000"   # 22 characters like Kafka's base64 UUIDs
 
 API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
+# The lab's hanging-transaction toolkit (`eoslab transactions`) works on every release's cluster, so
+# KIP-664's APIs (WriteTxnMarkers from an admin, DescribeProducers, DescribeTransactions,
+# ListTransactions; in Kafka from 2.8 / 3.0) keep the lab's ranges whatever --kafka-version says.
+RELEASE_EXEMPT = frozenset({27, 61, 65, 66})
 
 
 class Dropped:
@@ -66,6 +71,24 @@ class ApiHandlers:
 
     def register(self, api_key: int, min_version: int, max_version: int, fn) -> None:
         self.handlers[api_key] = (min_version, max_version, fn)
+
+    def limit_to_release(self, release: str | None) -> None:
+        """Serve only what the emulated release served: each API's versions cut to that release's
+        (eoslab.kafka_version.request_versions), an API it did not have dropped. KIP-664's operator
+        APIs keep the lab's ranges on every release (RELEASE_EXEMPT)."""
+        from eoslab import kafka_version
+        caps = kafka_version.request_versions(release)
+        if caps is None:
+            return
+        for key, (lo, hi, fn) in list(self.handlers.items()):
+            if key in RELEASE_EXEMPT:
+                continue
+            cap = caps.get(key)
+            lo, hi = (max(lo, cap[0]), min(hi, cap[1])) if cap else (1, 0)
+            if lo > hi:
+                del self.handlers[key]
+            else:
+                self.handlers[key] = (lo, hi, fn)
 
     @property
     def served(self) -> dict[int, tuple[int, int]]:

@@ -59,6 +59,7 @@ class BrokerApis(ApiHandlers):
         from services.kafka_protocol.txn_admin_apis import register_broker
         register_group_apis(self)
         register_broker(self)
+        self.limit_to_release(getattr(server, "kafka_version", None))
 
     # -- metadata and topics ----------------------------------------------------------------------
     def metadata(self, header, req) -> dict:

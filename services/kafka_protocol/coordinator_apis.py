@@ -54,6 +54,7 @@ class CoordinatorApis(ApiHandlers):
             self.register(key, *VERSIONS[key], fn)
         from services.kafka_protocol.txn_admin_apis import register_coordinator
         register_coordinator(self)
+        self.limit_to_release(getattr(server, "kafka_version", None))
 
     @staticmethod
     def list_groups(header, req) -> dict:

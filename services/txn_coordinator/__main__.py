@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
         expiration_check_interval_ms=a.transaction_remove_expired_transaction_cleanup_interval_ms,
         check_interval_ms=a.transaction_check_interval_ms, epoch_bump_per_txn=a.epoch_bump_per_transaction,
         init_with_producer_id=a.init_with_producer_id, kafka_listen=a.kafka_listen, kafka_advertise=a.kafka_advertise,
-        enable_fault_injection=a.enable_fault_injection)
+        enable_fault_injection=a.enable_fault_injection, kafka_version=a.kafka_version)
     server.start()
     rpc.wait_for_termination()
     server.stop()

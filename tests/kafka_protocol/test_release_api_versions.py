@@ -1,0 +1,44 @@
+"""Each emulated release advertises the request versions that release served (read from Kafka's own
+schemas at its tag), not the lab's newest: ApiHandlers.limit_to_release on the real handler table."""
+import pytest
+
+from eoslab import kafka_version
+from services.kafka_protocol.apis import ApiHandlers
+
+pytestmark = pytest.mark.fast
+LAB = {0: (3, 9), 1: (4, 12), 3: (0, 12), 10: (0, 4), 22: (0, 4), 23: (2, 4), 26: (0, 3), 37: (0, 3), 61: (0, 0),
+       66: (0, 1)}
+
+
+def served(release):
+    h = ApiHandlers()
+    for key, (lo, hi) in LAB.items():
+        h.register(key, lo, hi, None)
+    h.limit_to_release(release)
+    return h.served
+
+
+def test_0_11_serves_its_own_versions_and_not_what_came_later():
+    s = served("0.11")
+    assert s[0] == (3, 3) and s[1] == (4, 5) and s[3] == (0, 4) and s[10] == (0, 1) and s[18] == (0, 1)
+    assert s[22] == (0, 0) and s[26] == (0, 0)
+    assert 37 not in s            # CreatePartitions came in 1.0
+    assert 23 not in s            # OffsetForLeaderEpoch v0 only, below the lab's v2
+    assert s[61] == LAB[61] and s[66] == LAB[66]      # the hanging toolkit's APIs on every release
+
+
+def test_later_releases_cap_at_their_tags_and_4_0_is_the_lab_s_own():
+    assert served("2.5")[0] == (3, 8) and served("2.5")[3] == (0, 9) and served("2.5")[37] == (0, 2)
+    assert served("3.0")[3] == (0, 11) and served("3.6")[1] == (4, 12)      # the lab's Fetch tops at 12
+    assert served("4.0") == {**{k: v for k, v in LAB.items()}, 18: (0, 3)}
+
+
+def test_the_table_was_read_from_kafka_s_schemas_for_every_older_release():
+    for name in kafka_version.names():
+        caps = kafka_version.request_versions(name)
+        if name == kafka_version.DEFAULT:
+            assert caps is None
+            continue
+        assert caps[18][1] >= 1 and caps[0][1] >= 3          # ApiVersions v1+, Produce v3+ (0.11's KIP-98)
+    assert kafka_version.request_versions("3.6")[66] == (0, 0)    # ListTransactions came in 3.0
+    assert 66 not in kafka_version.request_versions("2.5")

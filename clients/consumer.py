@@ -306,7 +306,8 @@ class KafkaConsumer:
             self.positions[tp] = pos
 
     def read_all(self, tps: list[tuple[str, int]], timeout: float = 30.0) -> list[ConsumerRecord]:
-        """Every record from the beginning up to the end offsets as of the call."""
+        """Every record from the beginning up to the end offsets as of the call, partition by partition
+        in the order `tps` names them, each in offset order (fetches interleave partitions in any order)."""
         self.assign(tps)
         self.seek_to_beginning(tps)
         ends = self.end_offsets(tps)
@@ -316,7 +317,8 @@ class KafkaConsumer:
             if self.time.monotonic() > deadline:
                 raise KafkaError(E.REQUEST_TIMED_OUT, "could not read up to the end offsets in time")
             out.extend(self.poll())
-        return out
+        order = {tp: i for i, tp in enumerate(tps)}
+        return sorted(out, key=lambda r: (order.get((r.topic, r.partition), len(order)), r.offset))
 
     def close(self) -> None:
         fetches, self._fetches = list(self._fetches), {}

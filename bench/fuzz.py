@@ -31,8 +31,6 @@ import collections
 import os
 import random
 import shutil
-import socket
-import struct
 import sys
 import tempfile
 import threading
@@ -44,6 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import grpc  # noqa: E402
 from google.protobuf import message_factory  # noqa: E402
 
+from bench.fuzz_kafka import _kafka_port, send_kafka  # noqa: E402
 from clients.admin import create_topic  # noqa: E402
 from clients.consumer import KafkaConsumer  # noqa: E402
 from clients.metadata import ClusterMetadata  # noqa: E402
@@ -185,39 +184,6 @@ def send_one(tally: Tally, phase: str, ch, method: str, mdesc, body, out_cls):
     except Exception:  # noqa: BLE001 - an answer we cannot read is still an answer
         resp = None
     tally.answer(phase, resp)
-
-
-def kafka_frame(rng: random.Random) -> bytes:
-    kind = rng.randrange(4)
-    if kind == 0:
-        return rng.randbytes(rng.choice([1, 3, 17, 200]))
-    if kind == 1:
-        return struct.pack(">i", rng.choice([-1, 0, 2 ** 31 - 1, 100 * 1024 * 1024])) + rng.randbytes(8)
-    api_key, version = rng.choice([0, 1, 3, 10, 18, 22, 24, 26, 27, 999, -1]), rng.choice([0, 3, 9, 99, -1])
-    body = struct.pack(">hhi", api_key, version, rng.randrange(2 ** 31)) + struct.pack(">h", 3) + b"fzz"
-    body += rng.randbytes(rng.choice([0, 4, 40, 400]))
-    if kind == 2:
-        return struct.pack(">i", len(body)) + body
-    return struct.pack(">i", len(body) + 1000) + body        # claims more than it sends
-
-
-def send_kafka(tally: Tally, address: str, rng: random.Random) -> None:
-    host, _, port = address.rpartition(":")
-    frame = kafka_frame(rng)
-    try:
-        with socket.create_connection((host, int(port)), timeout=5) as s:
-            s.sendall(frame)
-            s.shutdown(socket.SHUT_WR)
-            s.settimeout(10)
-            got = s.recv(65536)
-            tally.count("status", ("kafka", "answered" if got else "closed"))
-    except socket.timeout:
-        tally.count("hangs", "kafka")
-        tally.count("status", ("kafka", "no answer in 10 s"))
-    except ConnectionRefusedError:
-        tally.count("status", ("kafka", "refused"))
-    except OSError as e:
-        tally.count("status", ("kafka", type(e).__name__))
 
 
 def liveness(rt, tally: Tally) -> None:
@@ -383,13 +349,6 @@ def main() -> int:
 def log_bytes(rt) -> int:
     d = os.path.join(rt.dir, "logs")
     return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)) if os.path.isdir(d) else 0
-
-
-def _kafka_port(rt, node) -> int | None:
-    if node.role not in ("broker", "txn-coordinator"):
-        return None
-    from cluster import local
-    return getattr(local, "KAFKA_PORT", None)
 
 
 def print_table(a, tally: Tally, crashed, lost, checks, seconds, log_growth) -> None:

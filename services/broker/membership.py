@@ -37,10 +37,8 @@ Guarantees, per group:
 from __future__ import annotations
 
 import base64
-import enum
 import threading
 import uuid
-from dataclasses import dataclass, field
 
 from eoslab.v1 import broker_pb2, common_pb2
 from eoslab.common.consumer_protocol import encode_assignment, encode_subscription
@@ -48,81 +46,14 @@ from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 from services.broker import group_protocols
 from services.broker.group_protocols import CONSUMER
+from services.broker.classic_group import COMPLETING, EMPTY, PREPARING, STABLE, Group, Member
 
 
 
-class GroupState(str, enum.Enum):
-    """Kafka's classic group states (GroupMetadata.scala); the value is what __consumer_offsets stores."""
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-EMPTY, PREPARING, COMPLETING, STABLE = (GroupState.EMPTY, GroupState.PREPARING_REBALANCE,
-                                        GroupState.COMPLETING_REBALANCE, GroupState.STABLE)
-# target -> the states it may be entered from (Kafka's GroupState.validPreviousStates). A group whose last
-# member leaves or expires goes through PreparingRebalance to Empty, as Kafka's does.
-VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
-    PREPARING: frozenset({STABLE, COMPLETING, EMPTY}),
-    COMPLETING: frozenset({PREPARING}),
-    STABLE: frozenset({COMPLETING}),
-    EMPTY: frozenset({PREPARING}),
-}
-
-
-class IllegalGroupTransition(RuntimeError):
-    """A transition its target does not allow from the group's state (Kafka: IllegalStateException)."""
 GROUP_MIN_SESSION_TIMEOUT_MS = 1000      # Kafka: 6000
 GROUP_MAX_SESSION_TIMEOUT_MS = 1800000   # Kafka: 1800000
 RECHECK_S = 0.05   # a waiting JoinGroup/SyncGroup re-checks its group at least this often (a rebalance also
                    # ends by time alone: the initial delay or the rebalance timeout passing)
-
-
-@dataclass
-class Member:
-    member_id: str
-    topics: list[str]
-    session_timeout: float
-    rebalance_timeout: float
-    last_heartbeat: float
-    joined: bool = False           # rejoined for the rebalance under way
-    awaiting_sync: bool = False    # in SyncGroup, waiting for the leader's assignment
-    assignment: list = field(default_factory=list)
-    protocols: list = field(default_factory=list)   # (name, metadata) offered, most preferred first
-    assignment_bytes: bytes | None = None          # the leader's bytes for this member, untouched
-    client_id: str = ""                            # the Kafka request header's (DescribeGroups shows it)
-
-
-@dataclass
-class Group:
-    group_id: str
-    state: GroupState = EMPTY
-    protocol_type: str = ""
-    protocol: str = ""             # chosen when a generation forms (group_protocols.select)
-    generation: int = 0
-    leader: str = ""
-    members: dict[str, Member] = field(default_factory=dict)
-    rebalance_deadline: float = 0.0
-    synced_generation: int = -1
-
-    def transition_to(self, target: GroupState) -> None:
-        """The one way a group's state changes (Kafka's GroupMetadata.transitionTo)."""
-        if self.state not in VALID_PREVIOUS[target]:
-            raise IllegalGroupTransition(f"group {self.group_id}: {self.state} -> {target} is not a valid "
-                                         f"transition (from {', '.join(sorted(map(str, VALID_PREVIOUS[target])))})")
-        self.state = target
-
-    def become_empty(self) -> None:
-        """No members left: through PreparingRebalance to Empty, a new generation, no leader."""
-        if self.state != PREPARING:
-            self.transition_to(PREPARING)
-        self.transition_to(EMPTY)
-        self.leader = ""
-        self.generation += 1
 
 
 class GroupMembership:

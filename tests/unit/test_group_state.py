@@ -1,9 +1,9 @@
-"""The consumer group's state machine (services.broker.membership): Kafka's states and valid previous states,
+"""The consumer group's state machine (services.broker.classic_group): Kafka's states and valid previous states,
 one transition method, and a group that loses its last member going through PreparingRebalance to Empty."""
 import pytest
 
-from services.broker.membership import (COMPLETING, EMPTY, PREPARING, STABLE, VALID_PREVIOUS, Group,
-                                        IllegalGroupTransition)
+from services.broker.classic_group import (COMPLETING, EMPTY, PREPARING, STABLE, VALID_PREVIOUS, Group,
+                                           IllegalGroupTransition)
 
 pytestmark = pytest.mark.fast
 

@@ -511,7 +511,7 @@ class WriteTxnMarkersResponse(_message.Message):
     def __init__(self, markers: _Optional[_Iterable[_Union[TxnMarkerResult, _Mapping]]] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "protocol_type", "topics", "protocols")
+    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "protocol_type", "topics", "protocols", "group_instance_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     REBALANCE_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -519,6 +519,7 @@ class JoinGroupRequest(_message.Message):
     PROTOCOL_TYPE_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     PROTOCOLS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
@@ -526,7 +527,8 @@ class JoinGroupRequest(_message.Message):
     protocol_type: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     protocols: _containers.RepeatedCompositeFieldContainer[GroupProtocol]
-    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., protocols: _Optional[_Iterable[_Union[GroupProtocol, _Mapping]]] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class GroupProtocol(_message.Message):
     __slots__ = ("name", "metadata")
@@ -537,14 +539,16 @@ class GroupProtocol(_message.Message):
     def __init__(self, name: _Optional[str] = ..., metadata: _Optional[bytes] = ...) -> None: ...
 
 class JoinGroupMember(_message.Message):
-    __slots__ = ("member_id", "topics", "metadata")
+    __slots__ = ("member_id", "topics", "metadata", "group_instance_id")
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     member_id: str
     topics: _containers.RepeatedScalarFieldContainer[str]
     metadata: bytes
-    def __init__(self, member_id: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., metadata: _Optional[bytes] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, member_id: _Optional[str] = ..., topics: _Optional[_Iterable[str]] = ..., metadata: _Optional[bytes] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
     __slots__ = ("error", "generation_id", "protocol_name", "leader", "member_id", "members", "protocol_type")
@@ -571,7 +575,7 @@ class PartitionList(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ...) -> None: ...
 
 class SyncGroupRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id", "assignments", "assignment_bytes")
+    __slots__ = ("group_id", "generation_id", "member_id", "assignments", "assignment_bytes", "group_instance_id")
     class AssignmentsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -591,12 +595,14 @@ class SyncGroupRequest(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     ASSIGNMENT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
     assignments: _containers.MessageMap[str, PartitionList]
     assignment_bytes: _containers.ScalarMap[str, bytes]
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., assignments: _Optional[_Mapping[str, PartitionList]] = ..., assignment_bytes: _Optional[_Mapping[str, bytes]] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., assignments: _Optional[_Mapping[str, PartitionList]] = ..., assignment_bytes: _Optional[_Mapping[str, bytes]] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class SyncGroupResponse(_message.Message):
     __slots__ = ("error", "assignment", "assignment_bytes", "protocol_type", "protocol_name")
@@ -613,14 +619,16 @@ class SyncGroupResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., assignment: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., assignment_bytes: _Optional[bytes] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id")
+    __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("error",)
@@ -629,12 +637,14 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
 
 class LeaveGroupRequest(_message.Message):
-    __slots__ = ("group_id", "member_id")
+    __slots__ = ("group_id", "member_id", "group_instance_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class LeaveGroupResponse(_message.Message):
     __slots__ = ("error",)
@@ -655,16 +665,18 @@ class OffsetCommitPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., metadata: _Optional[str] = ...) -> None: ...
 
 class OffsetCommitRequest(_message.Message):
-    __slots__ = ("group_id", "generation_id", "member_id", "partitions")
+    __slots__ = ("group_id", "generation_id", "member_id", "partitions", "group_instance_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     generation_id: int
     member_id: str
     partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitPartition]
-    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class OffsetCommitPartitionResult(_message.Message):
     __slots__ = ("topic", "partition", "error")
@@ -685,7 +697,7 @@ class OffsetCommitResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartitionResult, _Mapping]]] = ...) -> None: ...
 
 class TxnOffsetCommitRequest(_message.Message):
-    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "partitions")
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "partitions", "group_instance_id")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -693,6 +705,7 @@ class TxnOffsetCommitRequest(_message.Message):
     GENERATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     group_id: str
     producer_id: int
@@ -700,7 +713,8 @@ class TxnOffsetCommitRequest(_message.Message):
     generation_id: int
     member_id: str
     partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitPartition]
-    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ...) -> None: ...
+    group_instance_id: str
+    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
 
 class TxnOffsetCommitResponse(_message.Message):
     __slots__ = ("error", "partitions")

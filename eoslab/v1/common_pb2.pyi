@@ -58,6 +58,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     UNKNOWN_LEADER_EPOCH: _ClassVar[ErrorCode]
     STALE_BROKER_EPOCH: _ClassVar[ErrorCode]
     MEMBER_ID_REQUIRED: _ClassVar[ErrorCode]
+    FENCED_INSTANCE_ID: _ClassVar[ErrorCode]
     INVALID_RECORD: _ClassVar[ErrorCode]
     UNSTABLE_OFFSET_COMMIT: _ClassVar[ErrorCode]
     PRODUCER_FENCED: _ClassVar[ErrorCode]
@@ -116,6 +117,7 @@ FENCED_LEADER_EPOCH: ErrorCode
 UNKNOWN_LEADER_EPOCH: ErrorCode
 STALE_BROKER_EPOCH: ErrorCode
 MEMBER_ID_REQUIRED: ErrorCode
+FENCED_INSTANCE_ID: ErrorCode
 INVALID_RECORD: ErrorCode
 UNSTABLE_OFFSET_COMMIT: ErrorCode
 PRODUCER_FENCED: ErrorCode

@@ -52,6 +52,7 @@ class Member:
     protocols: list = field(default_factory=list)   # (name, metadata) offered, most preferred first
     assignment_bytes: bytes | None = None          # the leader's bytes for this member, untouched
     client_id: str = ""                            # the Kafka request header's (DescribeGroups shows it)
+    group_instance_id: str = ""                    # KIP-345: a static member's instance id
 
 
 @dataclass
@@ -65,6 +66,16 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     rebalance_deadline: float = 0.0
     synced_generation: int = -1
+
+    def static_member(self, instance: str) -> str | None:
+        """The member id that holds a group instance id now (None: no member holds it)."""
+        return next((m.member_id for m in self.members.values() if instance and m.group_instance_id == instance),
+                    None)
+
+    def fenced(self, instance: str, member_id: str) -> bool:
+        """Kafka's isStaticMemberFenced: another member holds this instance id now."""
+        holder = self.static_member(instance)
+        return holder is not None and holder != member_id
 
     def transition_to(self, target: GroupState) -> None:
         """The one way a group's state changes (Kafka's GroupMetadata.transitionTo)."""

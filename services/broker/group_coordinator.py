@@ -215,7 +215,10 @@ class GroupCoordinator:
         err = self.owns(req.group_id)
         if err != E.NONE:
             return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
-        return self.membership.join(req, client_id)
+        r = self.membership.join(req, client_id)
+        if r.error == E.NONE and req.group_instance_id:   # a static member's new id is stored at once
+            self._store_group(req.group_id)
+        return r
 
     def sync(self, req) -> broker_pb2.SyncGroupResponse:
         err = self.owns(req.group_id)
@@ -250,10 +253,11 @@ class GroupCoordinator:
                 st.complete(producer_id, committed)
 
     # -- commits -----------------------------------------------------------------------------
-    def _check_member(self, group: str, generation: int, member_id: str, transactional: bool = False) -> int:
+    def _check_member(self, group: str, generation: int, member_id: str, transactional: bool = False,
+                      instance: str = "") -> int:
         if transactional and not self.txn_offset_commit_member_check:
             return E.NONE          # before KIP-447 (2.5) TxnOffsetCommit carries no member or generation
-        return self.membership.check_commit(group, generation, member_id, transactional)
+        return self.membership.check_commit(group, generation, member_id, transactional, instance)
 
     def _verify_txn_commit(self, p, req) -> tuple[int, object | None]:
         """KAFKA-15449: (error, verification guard) for a TxnOffsetCommit. A producer with an open
@@ -287,7 +291,8 @@ class GroupCoordinator:
         epochs = leader_epochs or {}
         err, p, st = self._state(req.group_id)
         if err == E.NONE:
-            err = self._check_member(req.group_id, req.generation_id, req.member_id)
+            err = self._check_member(req.group_id, req.generation_id, req.member_id,
+                                     instance=req.group_instance_id)
         if err == E.NONE:
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)
@@ -308,7 +313,8 @@ class GroupCoordinator:
         if err == E.NONE and req.partitions and self.txn_offset_commit_verification and p.verify_txn is not None:
             err, guard = self._verify_txn_commit(p, req)
         if err == E.NONE:
-            err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True)
+            err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True,
+                                     instance=req.group_instance_id)
         if err == E.NONE:
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)

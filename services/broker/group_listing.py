@@ -55,7 +55,8 @@ def describe_group(gc, group: str) -> tuple[int, dict]:
             data = m.assignment_bytes
             if data is None:
                 data = encode_assignment(m.assignment) if g.protocol_type == group_protocols.CONSUMER else b""
-            members.append({"member_id": m.member_id, "group_instance_id": None, "client_id": m.client_id,
+            members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id or None,
+                            "client_id": m.client_id,
                             "client_host": "",
                             "member_metadata": group_protocols.metadata_for(m.protocols, g.protocol) if stable
                             else b"",

@@ -27,6 +27,13 @@ Guarantees, per group:
   record in a coordinator that gains the partition, so members go on in
   their generation with fresh session deadlines (Kafka's
   GroupMetadataManager) instead of rejoining from scratch.
+- static members (KIP-345): a member with a group instance id that joins
+  again without a member id takes the place of the member holding that id
+  (its assignment, and leadership) under a new member id; while the group
+  is Stable and the protocol choice does not change that is all (no
+  rebalance; the answer names the leader from before), otherwise a
+  rebalance starts. Any request naming the instance id with another
+  member id is FENCED_INSTANCE_ID; LeaveGroup may name the instance id only.
 - state: a group's state is a GroupState (Kafka's Empty, PreparingRebalance,
   CompletingRebalance, Stable) and changes only through Group.transition_to,
   which refuses a change its target does not list in VALID_PREVIOUS.
@@ -131,9 +138,12 @@ class GroupMembership:
         protocols = group_protocols.offered(req)
         # the lab's gRPC clients may leave the type out; a Kafka client must name one
         protocol_type = req.protocol_type if not len(req.topics) else (req.protocol_type or CONSUMER)
+        instance = req.group_instance_id
         with self.cond:
             g = self.groups.setdefault(req.group_id, Group(req.group_id))
             mid = req.member_id
+            if mid and g.fenced(instance, mid):
+                return broker_pb2.JoinGroupResponse(error=E.FENCED_INSTANCE_ID, generation_id=-1)
             if mid and mid not in g.members:
                 return broker_pb2.JoinGroupResponse(error=E.UNKNOWN_MEMBER_ID, generation_id=-1)
             others = [x for k, x in g.members.items() if k != mid]
@@ -143,15 +153,30 @@ class GroupMembership:
             if not others:
                 g.protocol_type = protocol_type
             topics = list(req.topics) or group_protocols.consumer_topics(protocol_type, protocols[0][1])
+            leader_before, replaced = g.leader, False
             if not mid:
-                mid = f"consumer-{uuid.uuid4().hex[:12]}" if client_id is None else f"{client_id}-{uuid.uuid4()}"
+                prefix = instance or client_id
+                mid = f"consumer-{uuid.uuid4().hex[:12]}" if prefix is None else f"{prefix}-{uuid.uuid4()}"
+                old = g.static_member(instance)
+                if old is not None:          # KIP-345: a static member is back under a new member id
+                    g.members[mid] = g.members.pop(old)
+                    g.members[mid].member_id, replaced = mid, True
+                    if g.leader == old:
+                        g.leader = mid
             st = max(req.session_timeout_ms, 100) / 1000.0
             rt = max(req.rebalance_timeout_ms or req.session_timeout_ms, 100) / 1000.0
             m = g.members.get(mid)
             if m is None:
                 m = g.members[mid] = Member(mid, topics, st, rt, now)
             m.topics, m.session_timeout, m.rebalance_timeout, m.last_heartbeat = topics, st, rt, now
-            m.protocols, m.client_id = protocols, client_id or ""
+            m.protocols, m.client_id, m.group_instance_id = protocols, client_id or "", instance
+            if replaced and g.state == STABLE and group_protocols.select(g.members.values()) == g.protocol:
+                # Kafka's updateStaticMemberAndRebalance: no rebalance; the member's SyncGroup gets the
+                # assignment it had, and the leader named is the one before the replacement, so a
+                # replaced leader does not assign again in a Stable group
+                return broker_pb2.JoinGroupResponse(error=E.NONE, generation_id=g.generation, member_id=mid,
+                                                    protocol_name=g.protocol, protocol_type=g.protocol_type,
+                                                    leader=leader_before)
             if g.state != PREPARING:
                 delay = self.initial_delay if g.generation == 0 or g.state == EMPTY else rt
                 self._prepare(g, now, delay)
@@ -171,13 +196,15 @@ class GroupMembership:
                                                 leader=g.leader, member_id=mid, protocol_type=g.protocol_type)
             if mid == g.leader:
                 for x in g.members.values():
-                    resp.members.add(member_id=x.member_id, topics=x.topics,
+                    resp.members.add(member_id=x.member_id, topics=x.topics, group_instance_id=x.group_instance_id,
                                      metadata=group_protocols.metadata_for(x.protocols, g.protocol))
             return resp
 
     def sync(self, req) -> broker_pb2.SyncGroupResponse:
         with self.cond:
             g = self.groups.get(req.group_id)
+            if g is not None and g.fenced(req.group_instance_id, req.member_id):
+                return broker_pb2.SyncGroupResponse(error=E.FENCED_INSTANCE_ID)
             if g is None or req.member_id not in g.members:
                 return broker_pb2.SyncGroupResponse(error=E.UNKNOWN_MEMBER_ID)
             if req.generation_id != g.generation:
@@ -221,6 +248,8 @@ class GroupMembership:
     def heartbeat(self, req) -> broker_pb2.HeartbeatResponse:
         with self.cond:
             g = self.groups.get(req.group_id)
+            if g is not None and g.fenced(req.group_instance_id, req.member_id):
+                return broker_pb2.HeartbeatResponse(error=E.FENCED_INSTANCE_ID)
             if g is None or req.member_id not in g.members:
                 return broker_pb2.HeartbeatResponse(error=E.UNKNOWN_MEMBER_ID)
             if req.generation_id != g.generation:
@@ -233,9 +262,15 @@ class GroupMembership:
     def leave(self, req) -> broker_pb2.LeaveGroupResponse:
         with self.cond:
             g = self.groups.get(req.group_id)
-            if g is None or req.member_id not in g.members:
+            mid = req.member_id
+            if g is not None and req.group_instance_id:       # KIP-345: leave by instance id
+                holder = g.static_member(req.group_instance_id)
+                if holder is not None and mid and mid != holder:
+                    return broker_pb2.LeaveGroupResponse(error=E.FENCED_INSTANCE_ID)
+                mid = holder or mid
+            if g is None or mid not in g.members:
                 return broker_pb2.LeaveGroupResponse(error=E.UNKNOWN_MEMBER_ID)
-            del g.members[req.member_id]
+            del g.members[mid]
             if g.members:
                 self._prepare(g, self.time.monotonic(), max(m.rebalance_timeout for m in g.members.values()))
             else:
@@ -255,6 +290,7 @@ class GroupMembership:
                                  "rebalance_ms": int(m.rebalance_timeout * 1000),
                                  "assignment": [[t, p] for t, p in _pairs(m.assignment)],
                                  "protocols": [[n, _b64(d)] for n, d in m.protocols], "client_id": m.client_id,
+                                 "instance": m.group_instance_id,
                                  "assignment_bytes": None if m.assignment_bytes is None
                                  else _b64(m.assignment_bytes)}
                                 for m in g.members.values()]}
@@ -276,7 +312,7 @@ class GroupMembership:
                 m.assignment = [common_pb2.TopicPartition(topic=t, partition=p) for t, p in d.get("assignment", [])]
                 m.protocols = [(n, base64.b64decode(x)) for n, x in d["protocols"]] if "protocols" in d \
                     else [("range", encode_subscription(m.topics))]     # stored before protocols were kept
-                m.client_id = d.get("client_id", "")
+                m.client_id, m.group_instance_id = d.get("client_id", ""), d.get("instance", "")
                 raw = d.get("assignment_bytes")
                 m.assignment_bytes = None if raw is None else base64.b64decode(raw)
                 g.members[m.member_id] = m
@@ -287,7 +323,8 @@ class GroupMembership:
             self.groups[group] = g
             self.cond.notify_all()
 
-    def check_commit(self, group: str, generation: int, member_id: str, transactional: bool = False) -> int:
+    def check_commit(self, group: str, generation: int, member_id: str, transactional: bool = False,
+                     instance: str = "") -> int:
         """Who may commit offsets, as Kafka's GroupCoordinator.validateOffsetCommit: generation -1 to an
         empty (or unknown) group is a standalone commit; a commit naming a member or a generation must
         come from a current member of that generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION); a plain
@@ -296,6 +333,8 @@ class GroupMembership:
         versions carry no member, KIP-447)."""
         with self.cond:
             g = self.groups.get(group)
+            if g is not None and g.fenced(instance, member_id):
+                return E.FENCED_INSTANCE_ID
             if generation < 0 and (g is None or g.state == EMPTY):
                 return E.NONE
             if generation >= 0 or member_id:

@@ -26,6 +26,11 @@ AUTHORIZED_OPERATIONS_OMITTED = -2147483648   # Kafka's answer when they were no
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
 
 
+def _instance(req) -> str:
+    """The request's group instance id (KIP-345: JoinGroup v5+, the others from the version that added it)."""
+    return getattr(req, "group_instance_id", None) or ""
+
+
 class GroupApis:
     def __init__(self, broker_apis):
         self.svc = broker_apis.svc
@@ -42,18 +47,18 @@ class GroupApis:
             group_id=req.group_id, session_timeout_ms=session, rebalance_timeout_ms=rebalance if rebalance > 0
             else session, member_id=req.member_id or "", protocol_type=req.protocol_type or "",
             protocols=[broker_pb2.GroupProtocol(name=p.name, metadata=bytes(p.metadata or b""))
-                       for p in req.protocols]),
+                       for p in req.protocols], group_instance_id=_instance(req)),
             header.client_id or "")
         if r.error != E.NONE:
             return fail(r.error)
         return {"error_code": E.NONE, "generation_id": r.generation_id, "protocol_type": r.protocol_type,
                 "protocol_name": r.protocol_name, "leader": r.leader, "member_id": r.member_id,
-                "members": [{"member_id": m.member_id, "group_instance_id": None, "metadata": bytes(m.metadata)}
-                            for m in r.members]}
+                "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id or None,
+                             "metadata": bytes(m.metadata)} for m in r.members]}
 
     def sync_group(self, header, req) -> dict:
         pb = broker_pb2.SyncGroupRequest(group_id=req.group_id, generation_id=int(req.generation_id),
-                                         member_id=req.member_id)
+                                         member_id=req.member_id, group_instance_id=_instance(req))
         for a in req.assignments:
             pb.assignment_bytes[a.member_id] = bytes(a.assignment or b"")
         r = self.svc.SyncGroup(pb, None)
@@ -64,16 +69,18 @@ class GroupApis:
     def heartbeat(self, header, req) -> dict:
         r = self.svc.Heartbeat(broker_pb2.HeartbeatRequest(group_id=req.group_id,
                                                            generation_id=int(req.generation_id),
-                                                           member_id=req.member_id), None)
+                                                           member_id=req.member_id,
+                                                           group_instance_id=_instance(req)), None)
         return {"error_code": r.error}
 
     def leave_group(self, header, req) -> dict:
-        ids = [m.member_id for m in req.members] if header.api_version >= 3 else [req.member_id]
-        results = [(mid, self.svc.LeaveGroup(broker_pb2.LeaveGroupRequest(group_id=req.group_id, member_id=mid),
-                                             None).error) for mid in ids]
-        top = next((e for _, e in results if e != E.NONE), E.NONE) if header.api_version < 3 else E.NONE
-        return {"error_code": top, "members": [{"member_id": mid, "group_instance_id": None, "error_code": e}
-                                               for mid, e in results]}
+        who = [(m.member_id, _instance(m)) for m in req.members] if header.api_version >= 3 \
+            else [(req.member_id, "")]
+        results = [(mid, inst, self.svc.LeaveGroup(broker_pb2.LeaveGroupRequest(
+            group_id=req.group_id, member_id=mid or "", group_instance_id=inst), None).error) for mid, inst in who]
+        top = next((e for _, _, e in results if e != E.NONE), E.NONE) if header.api_version < 3 else E.NONE
+        return {"error_code": top, "members": [{"member_id": mid, "group_instance_id": inst or None, "error_code": e}
+                                               for mid, inst, e in results]}
 
     def _unknown(self, req) -> set:
         """The (topic, partition) pairs a commit names that this broker's metadata does not know: Kafka's
@@ -113,7 +120,8 @@ class GroupApis:
         known = self._commit_partitions(req, unknown)
         r = self.gc.offset_commit(broker_pb2.OffsetCommitRequest(
             group_id=req.group_id, generation_id=generation, member_id=req.member_id or "",
-            partitions=known), self._commit_epochs(req)) if known or not unknown else None
+            group_instance_id=_instance(req), partitions=known), self._commit_epochs(req)) \
+            if known or not unknown else None
         return self._commit_answer(req, r, unknown)
 
     def txn_offset_commit(self, header, req) -> dict:
@@ -122,7 +130,7 @@ class GroupApis:
         r = self.gc.txn_offset_commit(broker_pb2.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id, group_id=req.group_id, producer_id=int(req.producer_id),
             producer_epoch=int(req.producer_epoch), generation_id=int(getattr(req, "generation_id", -1)),
-            member_id=getattr(req, "member_id", "") or "", partitions=known),
+            member_id=getattr(req, "member_id", "") or "", group_instance_id=_instance(req), partitions=known),
             self._commit_epochs(req)) if known or not unknown else None
         out = self._commit_answer(req, r, unknown)
         for t in out["topics"]:              # KIP-588: PRODUCER_FENCED from v3 on

@@ -118,3 +118,40 @@ def test_librdkafka_admin_lists_and_describes_a_group_as_its_coordinator_holds_i
         assert described[unknown].state == ConsumerGroupState.DEAD and not described[unknown].members
     finally:
         member.close()
+
+
+def test_librdkafka_static_member_restarts_into_its_assignment_without_a_rebalance(kcluster):
+    from confluent_kafka import Consumer
+    from tests import helpers as h
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "static", partitions=4)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    revoked = []
+
+    def member(instance, on_revoke=None):
+        c = Consumer({"bootstrap.servers": boot, "group.id": group, "group.instance.id": instance,
+                      "session.timeout.ms": 10000, "heartbeat.interval.ms": 500, "auto.offset.reset": "earliest"})
+        c.subscribe([topic], on_revoke=on_revoke or (lambda *_: None))
+        return c
+
+    def assigned(*consumers):
+        for c in consumers:
+            c.poll(0.1)
+        return all(c.assignment() for c in consumers) and \
+            sum(len(c.assignment()) for c in consumers) == 4
+    a = member("pod-a", on_revoke=lambda c, parts: revoked.append([p.partition for p in parts]))
+    b = member("pod-b")
+    h.wait_for(lambda: assigned(a, b) and len(a.assignment()) == 2, timeout=60, what="the group settled: 2 and 2")
+    before_a, before_b = sorted(p.partition for p in a.assignment()), sorted(p.partition for p in b.assignment())
+    revoked.clear()
+    b.close()                                     # a static member's close sends no LeaveGroup
+    b2 = member("pod-b")                          # the same pod, restarted
+    h.wait_for(lambda: assigned(a, b2), timeout=60, what="the restarted member assigned")
+    try:
+        assert sorted(p.partition for p in b2.assignment()) == before_b
+        for _ in range(20):                       # and the other member kept its partitions throughout
+            a.poll(0.1)
+        assert revoked == [] and sorted(p.partition for p in a.assignment()) == before_a
+    finally:
+        a.close()
+        b2.close()

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
 CREATE_PARTITIONS, DELETE_TOPICS = 37, 20
+FETCH_MAX_BYTES = 57671680   # Kafka's broker fetch.max.bytes default: no Fetch answer is larger (but one batch)
 VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (0, 6), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
@@ -186,15 +187,19 @@ class BrokerApis(ApiHandlers):
     # -- fetch ------------------------------------------------------------------------------------
     def fetch(self, header, req) -> dict:
         committed = int(getattr(req, "isolation_level", 0)) == 1
+        asked = int(getattr(req, "max_bytes", 0)) or FETCH_MAX_BYTES      # v0-v2 have none: Kafka's cap
         pb = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=ms(req.max_wait), min_bytes=int(req.min_bytes),
-                                     max_bytes=int(getattr(req, "max_bytes", 0)) or 0,
+                                     max_bytes=max(1, min(asked, FETCH_MAX_BYTES)),
                                      isolation_level=broker_pb2.READ_COMMITTED if committed
                                      else broker_pb2.READ_UNCOMMITTED)
-        for t in req.topics:
+        wanted: dict[tuple[str, int], object] = {}     # Kafka's fetchData map: a partition named twice is one
+        for t in req.topics:                           # entry, in its first place, with its last values
             for p in t.partitions:
-                pb.partitions.add(topic=t.topic, partition=int(p.partition), fetch_offset=int(p.fetch_offset),
-                                  current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-                                  partition_max_bytes=int(p.partition_max_bytes))
+                wanted[(t.topic, int(p.partition))] = p
+        for (topic, partition), p in wanted.items():
+            pb.partitions.add(topic=topic, partition=partition, fetch_offset=int(p.fetch_offset),
+                              current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                              partition_max_bytes=int(p.partition_max_bytes))
         resp = self.svc.Fetch(pb, None)
         by_topic: dict[str, list] = {}
         for r in resp.partitions:

@@ -26,6 +26,10 @@ class _Svc:
         return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
             name=t.name, error=E.NONE, num_partitions=t.num_partitions, replication_factor=3) for t in req.topics])
 
+    def Fetch(self, req, context):   # noqa: N802 - the gRPC servicer's name
+        self.fetched = req
+        return broker_pb2.FetchResponse()
+
     def _produce(self, req):
         resp = broker_pb2.ProduceResponse(correlation_id=req.correlation_id)
         for p in req.partitions:
@@ -76,6 +80,17 @@ def test_create_topics_with_no_partitions_or_replicas_is_refused_before_the_cont
         NS(name="good", num_partitions=1, replication_factor=1, configs=[])]))
     assert {t["name"]: t["error_code"] for t in out["topics"]} == {"bad": error, "good": E.NONE}
     assert [t.name for t in apis.svc.created] == ["good"]
+
+
+def test_a_fetch_naming_a_partition_many_times_reads_it_once_and_the_answer_is_capped():
+    apis = _apis()
+    part = lambda off: NS(partition=0, fetch_offset=off, current_leader_epoch=-1, partition_max_bytes=1 << 20)  # noqa: E731
+    req = NS(max_wait=0, min_bytes=1, max_bytes=2 ** 31 - 1, isolation_level=0,
+             topics=[NS(topic="t", partitions=[part(i) for i in range(40)]), NS(topic="u", partitions=[part(5)])])
+    apis.fetch(NS(api_version=12), req)
+    got = apis.svc.fetched
+    assert [(p.topic, p.partition, p.fetch_offset) for p in got.partitions] == [("t", 0, 39), ("u", 0, 5)]
+    assert got.max_bytes == 57671680                 # the broker's fetch.max.bytes, whatever the client asks
 
 
 @pytest.mark.parametrize("auto_create,allow,version", [(False, True, 12), (True, False, 12), (False, True, 0)])

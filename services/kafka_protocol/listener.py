@@ -15,7 +15,9 @@ Guarantees:
   and the connection is closed without the response, which is how a
   response gets lost on TCP (the client sees a disconnect and retries);
 - `start` returns once the port is bound (or raises the bind error);
-  `stop` closes the server and every connection.
+  `stop` closes the server and every connection;
+- a connection that sends no request for `idle_timeout_s` (Kafka's
+  connections.max.idle.ms, 10 minutes) is closed, as Kafka's Selector does.
 """
 from __future__ import annotations
 
@@ -30,14 +32,16 @@ from services.kafka_protocol.codec import MalformedRequest
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 MAX_REQUEST_BYTES = 104857600   # Kafka's socket.request.max.bytes
+CONNECTIONS_MAX_IDLE_S = 600.0   # Kafka's connections.max.idle.ms (10 minutes)
 NO_RESPONSE = object()          # acks=0
 DROP_RESPONSE = object()        # lost-ACK fault: processed, connection closed without the answer
 
 
 class KafkaListener:
     def __init__(self, listen: str, handle, name: str = "kafka", max_request_bytes: int = MAX_REQUEST_BYTES,
-                 workers: int = 32):
+                 workers: int = 32, idle_timeout_s: float = CONNECTIONS_MAX_IDLE_S):
         host, _, port = listen.rpartition(":")
+        self.idle_timeout_s = idle_timeout_s
         self.host, self.port = host or "0.0.0.0", int(port)
         self.handle = handle          # frame bytes -> response bytes | NO_RESPONSE | DROP_RESPONSE
         self.name = name
@@ -80,7 +84,12 @@ class KafkaListener:
         try:
             while True:
                 try:
-                    head = await reader.readexactly(4)
+                    async with asyncio.timeout(self.idle_timeout_s):    # no inner task to leave behind
+                        head = await reader.readexactly(4)
+                except asyncio.TimeoutError:
+                    log.info("%s: %s idle for %.0f s (connections.max.idle.ms): closing the connection",
+                             self.name, peer, self.idle_timeout_s)
+                    return
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 (size,) = _SIZE.unpack(head)

@@ -147,3 +147,25 @@ def test_inter_broker_apis_without_a_client_schema_close_that_connection_only(li
     with _connect(listener) as s:
         s.sendall(_heartbeat(22))
         assert _response(_read_frame(s), HEARTBEAT, 1)[0] == 22
+
+
+def test_a_connection_idle_past_connections_max_idle_is_closed_and_a_busy_one_is_not():
+    h = ApiHandlers()
+    h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
+    lst = KafkaListener("127.0.0.1:0", h, idle_timeout_s=0.5)
+    lst.start()
+    try:
+        with _connect(lst) as idle, _connect(lst) as busy:
+            idle.settimeout(0.1)
+            deadline, corr, closed = time.monotonic() + 10, 0, False
+            while not closed and time.monotonic() < deadline:
+                corr += 1                                   # a connection in use stays open
+                busy.sendall(_heartbeat(corr))
+                assert _response(_read_frame(busy), HEARTBEAT, 1)[0] == corr
+                try:
+                    closed = idle.recv(1) == b""            # closed by the listener, not by us
+                except socket.timeout:
+                    pass
+            assert closed and corr > 3                      # busy through the idle one's 0.5 s and after
+    finally:
+        lst.stop()

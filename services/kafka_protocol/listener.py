@@ -5,6 +5,8 @@ Guarantees:
   handled in a worker thread (the service's handlers block), one request at
   a time per connection, so responses leave in request order as Kafka
   requires (Kafka mutes a connection while its request is processed);
+  requests that may wait long (PARKED_APIS) run on a pool of their own, so
+  however many of them wait, the other requests still find a thread;
 - a frame larger than `max_request_bytes` (Kafka's socket.request.max.bytes)
   or one that does not parse closes that connection only; an API or version
   not served is answered as Kafka does (see `ApiHandlers.unsupported`) and
@@ -31,15 +33,22 @@ from services.kafka_protocol.codec import MalformedRequest
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_SIZE_KEY = struct.Struct(">h")   # a request's first field: its API key
 MAX_REQUEST_BYTES = 104857600   # Kafka's socket.request.max.bytes
 CONNECTIONS_MAX_IDLE_S = 600.0   # Kafka's connections.max.idle.ms (10 minutes)
+# Requests that may wait long on the broker (a Produce for acks=all, a Fetch's long poll, JoinGroup and
+# SyncGroup for a rebalance): Kafka parks them in purgatory and frees its request threads; here they run
+# on a pool of their own, so any number of them cannot hold the threads every other request needs.
+PARKED_APIS = frozenset({0, 1, 11, 14})
+PARKED_WORKERS = 256
 NO_RESPONSE = object()          # acks=0
 DROP_RESPONSE = object()        # lost-ACK fault: processed, connection closed without the answer
 
 
 class KafkaListener:
     def __init__(self, listen: str, handle, name: str = "kafka", max_request_bytes: int = MAX_REQUEST_BYTES,
-                 workers: int = 32, idle_timeout_s: float = CONNECTIONS_MAX_IDLE_S):
+                 workers: int = 32, idle_timeout_s: float = CONNECTIONS_MAX_IDLE_S,
+                 parked_workers: int = PARKED_WORKERS):
         host, _, port = listen.rpartition(":")
         self.idle_timeout_s = idle_timeout_s
         self.host, self.port = host or "0.0.0.0", int(port)
@@ -47,6 +56,8 @@ class KafkaListener:
         self.name = name
         self.max_request_bytes = max_request_bytes
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"{name}-req")
+        self.parked_pool = concurrent.futures.ThreadPoolExecutor(max_workers=parked_workers,
+                                                                 thread_name_prefix=f"{name}-parked")
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server = None
         self._thread: threading.Thread | None = None
@@ -102,7 +113,9 @@ class KafkaListener:
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
                 try:
-                    out = await self.loop.run_in_executor(self.pool, self.handle, frame)
+                    key = _SIZE_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
+                    pool = self.parked_pool if key in PARKED_APIS else self.pool
+                    out = await self.loop.run_in_executor(pool, self.handle, frame)
                 except MalformedRequest as e:
                     log.warning("%s: malformed request from %s (%s): closing the connection", self.name, peer, e)
                     return
@@ -139,3 +152,4 @@ class KafkaListener:
             pass
         self._thread.join(5)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.parked_pool.shutdown(wait=False, cancel_futures=True)

@@ -169,3 +169,32 @@ def test_a_connection_idle_past_connections_max_idle_is_closed_and_a_busy_one_is
             assert closed and corr > 3                      # busy through the idle one's 0.5 s and after
     finally:
         lst.stop()
+
+
+def test_requests_waiting_for_a_rebalance_never_hold_the_threads_other_requests_need():
+    """40 JoinGroups parked in a rebalance (more than the 32 request threads) and a Heartbeat on another
+    connection is still answered at once: waiting requests have a pool of their own, as Kafka parks
+    them in purgatory."""
+    import threading
+    release = threading.Event()
+    h = ApiHandlers()
+    h.register(11, 0, 5, lambda header, req: release.wait(30) and {"error_code": 27, "generation_id": -1,
+                                                                   "protocol_name": "", "leader": "",
+                                                                   "member_id": ""})
+    h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
+    lst = KafkaListener("127.0.0.1:0", h)
+    lst.start()
+    joins = [_connect(lst) for _ in range(40)]
+    try:
+        for i, c in enumerate(joins):
+            c.sendall(_request(11, 5, i, group_id="g", session_timeout=10000, rebalance_timeout=30000,
+                               member_id="", group_instance_id=None, protocol_type="consumer", protocols=[]))
+        with _connect(lst) as other:
+            other.settimeout(5)
+            other.sendall(_heartbeat(99))
+            assert _response(_read_frame(other), HEARTBEAT, 1)[0] == 99
+    finally:
+        release.set()
+        for c in joins:
+            c.close()
+        lst.stop()

@@ -143,6 +143,8 @@ def request_versions(name: str | None) -> dict[int, tuple[int, int]] | None:
     schemas at its tag (kafka_api_versions.json, written by tools/gen_api_versions.py); None for a
     release whose ranges are the lab's own (4.0, the newest)."""
     global _REQUEST_VERSIONS
+    if get(name).name == DEFAULT:
+        return None
     if _REQUEST_VERSIONS is None:
         import json
         with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "kafka_api_versions.json")) as f:

@@ -168,8 +168,16 @@ def test_librdkafka_admin_deletes_a_topic_its_replicas_go_and_the_name_can_be_us
     h.wait_for(lambda: not any(os.path.isdir(d) for d in dirs), timeout=30, what="the replicas' logs deleted")
     assert delete(topic) == "UNKNOWN_TOPIC_OR_PART"
     assert delete("__consumer_offsets") == "INVALID_REQUEST"
-    admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=30)[topic].result(30)   # the name again:
+
+    def created():               # the name again, once the controller has heard from every replica's broker
+        try:
+            admin.create_topics([NewTopic(topic, 1, 3)], operation_timeout=30)[topic].result(30)
+            return True
+        except KafkaException as e:
+            assert "marked for deletion" in str(e), e
+            return False
+    h.wait_for(created, timeout=30, what="the name free again")
     from tests.kafka_protocol.real_clients_support import _read_all
-    p.produce(topic, b"new", partition=0)                                      # an empty log, not the old one
+    p.produce(topic, b"new", partition=0)                                      # in an empty log, not the old one
     assert p.flush(30) == 0
     assert _read_all(boot, topic, 1, "read_uncommitted", expect=1) == ["new"]

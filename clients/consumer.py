@@ -35,6 +35,7 @@ from eoslab.common import record_batch as rb
 
 LIST_OFFSETS_TIMEOUT_S = 5.0    # one ListOffsets call to a partition's leader
 RETRY_BACKOFF_S = 0.1           # before asking again after a leader change (Kafka's retry.backoff.ms default, 100 ms)
+DEFAULT_API_TIMEOUT_S = 60.0    # how long end/beginning offsets keep asking (Kafka's default.api.timeout.ms)
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,9 @@ class KafkaConsumer:
 
     def list_offsets(self, tps: list[tuple[str, int]], timestamp: int) -> dict[tuple[str, int], int]:
         out = {}
+        deadline = self.time.monotonic() + DEFAULT_API_TIMEOUT_S
         for tp in tps:
-            for attempt in range(50):
+            while True:
                 try:
                     _, addr, _ = self._leader(tp)
                     r = self.metadata.stub(addr).ListOffsets(broker_pb2.ListOffsetsRequest(
@@ -147,10 +149,11 @@ class KafkaConsumer:
                 except KafkaError as e:
                     if e.code not in NEEDS_METADATA and e.code != E.LEADER_NOT_AVAILABLE:
                         raise
+                if self.time.monotonic() > deadline:
+                    raise KafkaError(E.LEADER_NOT_AVAILABLE, f"ListOffsets {tp[0]}-{tp[1]} kept failing for "
+                                                             f"{DEFAULT_API_TIMEOUT_S:.0f} s")
                 self.time.sleep(RETRY_BACKOFF_S)
                 self.metadata.refresh([tp[0]])
-            else:
-                raise KafkaError(E.LEADER_NOT_AVAILABLE, f"ListOffsets {tp[0]}-{tp[1]} kept failing")
         return out
 
     def beginning_offsets(self, tps):

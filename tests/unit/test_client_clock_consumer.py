@@ -258,3 +258,28 @@ def test_poll_returns_after_its_timeout_of_the_clock_and_not_before():
     clock.advance(0.1)
     th.join(10)
     assert not th.is_alive() and box == [[]]
+
+
+class OfflineThenBack(FakeLeader):
+    """A partition with no leader until `back_at` on the clock (a leader killed with the whole ISR)."""
+
+    def __init__(self, clock, back_at):
+        super().__init__(clock)
+        self.back_at = back_at
+
+    def leader(self, topic, partition):
+        return (1, LEADER, 0) if self.clock.monotonic() >= self.back_at else None
+
+    def ListOffsets(self, req, timeout):
+        return broker_pb2.ListOffsetsResponse(partitions=[broker_pb2.ListOffsetsPartitionResponse(
+            topic=p.topic, partition=p.partition, error=E.NONE, offset=42) for p in req.partitions])
+
+
+def test_end_offsets_wait_for_a_partition_without_a_leader_up_to_default_api_timeout():
+    clock, c = consumer()
+    c.metadata = OfflineThenBack(clock, back_at=clock.monotonic() + 30)     # back after 30 s of the clock
+    assert c.end_offsets([TP]) == {TP: 42}
+    c.metadata = OfflineThenBack(clock, back_at=clock.monotonic() + 120)    # longer than default.api.timeout.ms
+    with pytest.raises(KafkaError) as e:
+        c.end_offsets([TP])
+    assert e.value.code == E.LEADER_NOT_AVAILABLE

@@ -162,6 +162,10 @@ class GroupCoordinator:
         """(error, partition, loaded state) for the group's offsets partition on this broker."""
         return self._partition_state(self.partition_for(group))
 
+    def partition_state(self, group: str):
+        """(error, offsets partition, its loaded state) for the group here (NOT_COORDINATOR elsewhere)."""
+        return self._state(group)
+
     def led_partition_states(self) -> dict[int, OffsetsPartitionState]:
         """Partition -> loaded state, for every offsets partition this broker leads (loading those not yet)."""
         out = {}

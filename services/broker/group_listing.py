@@ -10,7 +10,6 @@ group in any other state shows its members without metadata or assignment and no
 """
 from __future__ import annotations
 
-from eoslab.common.consumer_protocol import encode_assignment
 from eoslab.common.errors import E
 from services.broker import group_protocols
 from services.broker.membership import EMPTY, STABLE
@@ -39,7 +38,7 @@ def list_groups(gc, states_filter=()) -> list[tuple[str, str, str]]:
 
 def describe_group(gc, group: str) -> tuple[int, dict]:
     """(error, Kafka's DescribedGroup fields but the group id) for one group."""
-    err, _, st = gc._state(group)
+    err, _, st = gc.partition_state(group)
     if err != E.NONE:
         return err, {"group_state": "", "protocol_type": "", "protocol_data": "", "members": []}
     with gc.membership.cond:
@@ -52,9 +51,7 @@ def describe_group(gc, group: str) -> tuple[int, dict]:
         stable = g.state == STABLE
         members = []
         for m in g.members.values():
-            data = m.assignment_bytes
-            if data is None:
-                data = encode_assignment(m.assignment) if g.protocol_type == group_protocols.CONSUMER else b""
+            data = group_protocols.assignment_bytes(g.protocol_type, m)
             members.append({"member_id": m.member_id, "group_instance_id": m.group_instance_id or None,
                             "client_id": m.client_id,
                             "client_host": "",

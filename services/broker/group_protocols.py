@@ -11,8 +11,8 @@ lab's gRPC clients offer no protocol list: they offer ("range", their subscripti
 """
 from __future__ import annotations
 
-from eoslab.common.consumer_protocol import ProtocolError, assignment_partitions, encode_subscription, \
-    subscription_topics
+from eoslab.common.consumer_protocol import ProtocolError, assignment_partitions, encode_assignment, \
+    encode_subscription, subscription_topics
 from eoslab.common.errors import E
 from eoslab.v1 import common_pb2
 
@@ -88,3 +88,11 @@ def consumer_assignment(protocol_type: str, data: bytes) -> list:
         return [common_pb2.TopicPartition(topic=t, partition=p) for t, p in assignment_partitions(data)]
     except ProtocolError:
         return []
+
+
+def assignment_bytes(protocol_type: str, member) -> bytes:
+    """What a member's SyncGroup (and DescribeGroups) answers: the leader's bytes as sent, or, when a lab
+    gRPC leader assigned partitions, Kafka's encoding of them for a consumer group (else nothing)."""
+    if member.assignment_bytes is not None:
+        return member.assignment_bytes
+    return encode_assignment(member.assignment) if protocol_type == CONSUMER else b""

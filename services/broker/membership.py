@@ -48,7 +48,7 @@ import threading
 import uuid
 
 from eoslab.v1 import broker_pb2, common_pb2
-from eoslab.common.consumer_protocol import encode_assignment, encode_subscription
+from eoslab.common.consumer_protocol import encode_subscription
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 from services.broker import group_protocols
@@ -239,9 +239,7 @@ class GroupMembership:
             if m is None:
                 return broker_pb2.SyncGroupResponse(error=E.UNKNOWN_MEMBER_ID)
             m.last_heartbeat = self.time.monotonic()
-            data = m.assignment_bytes
-            if data is None:
-                data = encode_assignment(m.assignment) if g.protocol_type == CONSUMER else b""
+            data = group_protocols.assignment_bytes(g.protocol_type, m)
             return broker_pb2.SyncGroupResponse(error=E.NONE, assignment=m.assignment, assignment_bytes=data,
                                                 protocol_type=g.protocol_type, protocol_name=g.protocol)
 

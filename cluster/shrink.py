@@ -6,11 +6,14 @@ reproduce; then it looks for a smaller run that still shows one of the
 run's anomaly types: ddmin
 (Zeller's delta debugging) over the events of run.json's "schedule", each
 kept event with its own "at" and "duration", then one try with a shorter
-time limit (the last kept fault's end plus MARGIN_S). Every candidate is
+time limit (the last kept fault's end plus MARGIN_S), then the run's size:
+each dimension cluster.shrink_dimensions finds in it (processes,
+records) halved toward its floor while it reproduces. Every candidate is
 replayed as `eoslab run --schedule` (a fresh interpreter, the same code
 path a user runs) with the run's own workload, settings, seed, client,
-concurrency and Kafka version, in OUT/candidates/NNN/try-K (its schedule in
-OUT/candidates/NNN/schedule.json, the run's output in try-K.log); a
+concurrency and Kafka version (a size step: with its smaller values), in
+OUT/candidates/NNN/try-K (its schedule in OUT/candidates/NNN/schedule.json,
+the run's output in try-K.log); a
 candidate reproduces when at least `need` of `tries` runs show the anomaly
 class (runs stop once `need` did, or once `need` can no longer be reached).
 Timing is not deterministic, so a candidate that did not reproduce may
@@ -18,8 +21,9 @@ still, and a lab-error run never counts as a reproduction. The budget
 (runs, minutes) is checked before each run; a run in progress is finished,
 never cut. The result: OUT/minimal (a copy of the smallest reproducing
 run's folder, or of RUN_DIR when nothing smaller reproduced), OUT/schedule.json
-(its schedule), OUT/shrink.json (original and minimal schedule, the
-reproduction rate, runs used, the replay command) and a one-paragraph
+(its schedule), OUT/shrink.json (original and minimal schedule, time limit
+and size, the reproduction rate, runs used, the replay command, which
+carries the minimal size) and a one-paragraph
 summary on stdout; progress lines on stderr. Bad input (not a run folder,
 a valid, unknown or lab-error run, a run without faults, bad flags) is one
 line and exit 2 before anything runs.
@@ -39,6 +43,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from cluster import shrink_dimensions as dims_
 
 MARGIN_S = 3.0                 # the shorter time limit: the last kept fault's end plus this
 DEFAULT_TRIES, DEFAULT_NEED, DEFAULT_BUDGET_RUNS = 3, 1, 30
@@ -235,6 +241,7 @@ class Shrinker:
         self.events = [{"at": float(e["at"]), "package": e["package"], "duration": float(e["duration"])}
                        for e in self.meta["schedule"]]
         self.time_limit = float(self.meta["time_limit"])
+        self.dims = dims_.of_run(self.meta)       # the size dimensions this run has
         self.budget = Budget(runs=opts.budget_runs, minutes=opts.budget_minutes)
         self.candidates: list[dict] = []          # each: n, schedule, time_limit, hits, tries, reproduced
         self.best: dict | None = None             # the smallest reproducing candidate, with its try folder
@@ -244,9 +251,9 @@ class Shrinker:
         used = f"runs {self.budget.used}/{self.budget.runs}, {(time.monotonic() - self.budget.t0) / 60:.1f} min"
         print(f"shrink: {msg} [{used}]", file=self.log, flush=True)
 
-    def _once(self, cand_dir: str, sched_file: str, time_limit: float, k: int, seen: list) -> bool:
+    def _once(self, cand_dir: str, sched_file: str, time_limit: float, k: int, seen: list, meta: dict) -> bool:
         out = os.path.join(cand_dir, f"try-{k}")
-        cmd = run_command(self.meta, sched_file, time_limit, out, self.opts.cluster,
+        cmd = run_command(meta, sched_file, time_limit, out, self.opts.cluster,
                           program=(sys.executable, "-m", "eoslab"))
         with open(os.path.join(cand_dir, f"try-{k}.log"), "w") as logf:
             p = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT)
@@ -276,9 +283,10 @@ class Shrinker:
             seen.append(out)
         return bool(found)
 
-    def test(self, events: list[dict], time_limit: float) -> bool:
-        """One candidate: k of n replays."""
-        n = len(self.candidates) + 1
+    def test(self, events: list[dict], time_limit: float, size: dict | None = None) -> bool:
+        """One candidate: k of n replays; `size` the dimensions' values (default: the run's own)."""
+        n, size = len(self.candidates) + 1, dict(size or dims_.originals(self.dims))
+        meta = dims_.apply(self.meta, size)
         cand_dir = os.path.join(self.opts.out, "candidates", f"{n:03d}")
         os.makedirs(cand_dir, exist_ok=True)
         sched = [dict(e) for e in events]
@@ -286,22 +294,22 @@ class Shrinker:
         with open(sched_file, "w") as f:
             json.dump(sched, f, indent=1)
         self.say(f"candidate {n:03d}: {len(sched)} of {len(self.events)} faults ({describe(sched)}), "
-                 f"time limit {time_limit:g} s")
+                 f"time limit {time_limit:g} s" + "".join(f", {k} {v:g}" for k, v in size.items()))
         hits: list[str] = []                 # the try folders that reproduced
         made = [0]
 
         def once() -> bool:
             made[0] += 1
-            return self._once(cand_dir, sched_file, time_limit, made[0], hits)
+            return self._once(cand_dir, sched_file, time_limit, made[0], hits, meta)
         v = k_of_n(once, self.opts.tries, self.opts.need, self.budget)
-        rec = {"candidate": n, "schedule": sched, "time_limit": time_limit, "hits": v.hits, "tries": v.tries,
-               "reproduced": v.reproduced, "complete": v.complete, "folder": cand_dir}
+        rec = {"candidate": n, "schedule": sched, "time_limit": time_limit, "size": size, "hits": v.hits,
+               "tries": v.tries, "reproduced": v.reproduced, "complete": v.complete, "folder": cand_dir}
         self.candidates.append(rec)
         self.say(f"candidate {n:03d}: " + (f"reproduced in {v.hits} of {v.tries}" if v.reproduced else
                  f"did not reproduce ({v.hits} of {v.tries}{'' if v.complete else ', budget spent'})"))
-        if v.reproduced and (self.best is None or (len(sched), time_limit) <= (len(self.best["schedule"]),
-                                                                              self.best["time_limit"])):
-            self.best = dict(rec, run=hits[0])
+        key = (len(sched), time_limit, *size.values())
+        if v.reproduced and (self.best is None or key <= self.best["key"]):
+            self.best = dict(rec, run=hits[0], key=key)
         return v.reproduced
 
     def shrink(self) -> dict:
@@ -319,12 +327,13 @@ class Shrinker:
         order = {id(e): i for i, e in enumerate(self.events)}
         kept = ddmin(self.events, lambda sub: self.test(sub, self.time_limit), self.budget)
         kept = sorted(kept, key=lambda e: order[id(e)])
-        limit = short_limit(kept, self.time_limit)
-        if limit < self.time_limit - 0.5:
+        short, limit = short_limit(kept, self.time_limit), self.time_limit
+        if short < self.time_limit - 0.5:
             if self.budget.exhausted():
                 self.budget.cut = True
-            else:
-                self.test(kept, limit)
+            elif self.test(kept, short):
+                limit = short
+        dims_.search(self.dims, lambda size: self.test(kept, limit, size), self.budget)
         return self.finish(t0)
 
     def finish(self, t0: float) -> dict:
@@ -333,8 +342,9 @@ class Shrinker:
         best = self.best
         if best is None:          # nothing smaller reproduced: the original run is the smallest known
             src, sched, limit, rate = self.run_dir, self.events, self.time_limit, None
+            size = dims_.originals(self.dims)
         else:
-            src, sched, limit = best["run"], best["schedule"], best["time_limit"]
+            src, sched, limit, size = best["run"], best["schedule"], best["time_limit"], best["size"]
             rate = {"hits": best["hits"], "tries": best["tries"]}
         shutil.copytree(src, minimal)
         with open(os.path.join(minimal, "results.json")) as f:
@@ -342,12 +352,13 @@ class Shrinker:
         sched_file = os.path.abspath(os.path.join(opts.out, "schedule.json"))
         with open(sched_file, "w") as f:
             json.dump(sched, f, indent=1)
-        replay = shlex.join(run_command(self.meta, sched_file, limit, os.path.join(opts.out, "replay"),
-                                        opts.cluster))
+        replay = shlex.join(run_command(dims_.apply(self.meta, size), sched_file, limit,
+                                        os.path.join(opts.out, "replay"), opts.cluster))
         doc = {"run": os.path.abspath(self.run_dir), "anomaly_types": self.types, "minimal_anomalies": types,
                "original": {"schedule": self.events, "time_limit": self.time_limit},
                "minimal": {"schedule": sched, "time_limit": limit, "folder": os.path.abspath(minimal),
                            "from": os.path.abspath(src)},
+               "dimensions": dims_.record(self.dims, size),
                "reproduction": rate, "original_reproduced": self.confirmed,
                "rule": {"tries": opts.tries, "need": opts.need},
                "runs_used": self.budget.used, "budget": {"runs": opts.budget_runs, "minutes": opts.budget_minutes},
@@ -377,7 +388,8 @@ def summary(doc: dict) -> str:
     else:
         r = doc["reproduction"]
         head = (f"The {types} anomaly needs {n1} of the run's {n0} faults, in order: {describe(m['schedule'])}; "
-                f"time limit {m['time_limit']:g} s (was {o['time_limit']:g} s).")
+                f"time limit {m['time_limit']:g} s (was {o['time_limit']:g} s)."
+                + dims_.sentence(doc.get("dimensions") or {}))
         rate = (f" It reproduced in {r['hits']} of {r['tries']} tries (a candidate counts at {doc['rule']['need']} "
                 f"of {doc['rule']['tries']}; timing is not deterministic, so a replay may need several tries).")
     spent = " The budget ran out before the search ended." if doc["budget_cut_search"] else ""

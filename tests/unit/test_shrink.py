@@ -1,11 +1,13 @@
 """cluster.shrink's search without a cluster: ddmin with a fake predicate, the budget, the k-of-n rule,
-and the run folders `eoslab shrink` refuses (one line, exit 2)."""
+the size dimensions (processes, records) halved toward their floors, and the run folders `eoslab shrink`
+refuses (one line, exit 2)."""
 import json
 import random
 
 import pytest
 
 from cluster import shrink as sh
+from cluster import shrink_dimensions as sd
 from eoslab.cli import main
 
 EVENTS = [{"at": float(i * 3), "package": p, "duration": 2.0}
@@ -154,7 +156,7 @@ def test_shrinker_end_to_end_with_fake_replays(tmp_path, monkeypatch):
     meta = json.loads((d / "run.json").read_text())
     (d / "run.json").write_text(json.dumps(dict(meta, time_limit=30)))
 
-    def once(self, cand_dir, sched_file, time_limit, k, seen):
+    def once(self, cand_dir, sched_file, time_limit, k, seen, meta):
         with open(sched_file) as f:
             played = json.load(f)
         hit = any(e["package"] == "lost-ack" for e in played)
@@ -184,7 +186,7 @@ def test_a_run_whose_original_schedule_does_not_reproduce_is_not_shrunk(tmp_path
     d = _run_dir(tmp_path, "run", {"verdict": "invalid", "anomalies": {"duplicate": [{}]}}, sched)
     played = []
 
-    def once(self, cand_dir, sched_file, time_limit, k, seen):
+    def once(self, cand_dir, sched_file, time_limit, k, seen, meta):
         with open(sched_file) as f:
             played.append(len(json.load(f)))
         return False
@@ -194,3 +196,108 @@ def test_a_run_whose_original_schedule_does_not_reproduce_is_not_shrunk(tmp_path
     assert doc["original_reproduced"] is False and len(doc["candidates"]) == 1
     assert doc["minimal"]["schedule"] == sched
     assert "did not reproduce duplicate when replayed" in doc["summary"] and "nothing to shrink" in doc["summary"]
+
+
+# ---- the size dimensions --------------------------------------------------------------------------
+
+def _dims(meta):
+    return {d.name: (d.flag, d.original, d.floor) for d in sd.of_run(meta)}
+
+
+def test_dimensions_are_the_ones_a_run_has():
+    assert _dims({"workload": "queue", "concurrency": 4, "partitions": 3}) == {"processes": ("--concurrency", 4, 1)}
+    assert _dims({"workload": "txn", "concurrency": 4, "settings": {"workload.max-sends": "6"}}) == {
+        "processes": ("--concurrency", 4, 1), "records": ("workload.max-sends", 6, 1)}
+    assert _dims({"workload": "txn", "concurrency": 2}) == {          # the workload's default max-sends, 4
+        "processes": ("--concurrency", 2, 1), "records": ("workload.max-sends", 4, 1)}
+    assert _dims({"workload": "copier", "concurrency": 4}) == {       # its processes are its copiers
+        "processes": ("workload.copiers", 2, 1), "records": ("workload.input-rate", 100.0, 10.0)}
+    assert _dims({"workload": "zombie", "concurrency": 4, "settings": {"workload.slots": "1"}}) == {
+        "records": ("workload.max-sends", 3, 1)}                     # slots already at the floor
+    assert _dims({"workload": "queue", "concurrency": 1}) == {}
+    assert _dims({"workload": "txn", "concurrency": 4, "settings": {"workload.max-sends": "x"}}) == {
+        "processes": ("--concurrency", 4, 1)}                        # not a number: left alone
+    assert _dims({"workload": "nope", "concurrency": 4}) == {}
+
+
+def test_search_halves_each_dimension_toward_its_floor_while_it_reproduces():
+    dims = sd.of_run({"workload": "txn", "concurrency": 12, "settings": {"workload.max-sends": "8"}})
+    tried = []
+
+    def test(values):
+        tried.append(dict(values))
+        return values["concurrency"] >= 3            # the anomaly needs three processes; any record count
+    got = sd.search(dims, test, sh.Budget(runs=100))
+    assert got == {"concurrency": 3, "workload.max-sends": 1}
+    assert [t["concurrency"] for t in tried] == [6, 3, 1, 3, 3, 3]
+    assert [t["workload.max-sends"] for t in tried] == [8, 8, 8, 4, 2, 1]
+
+
+def test_search_floats_and_the_budget():
+    dims = sd.of_run({"workload": "copier", "concurrency": 4, "settings": {"workload.copiers": "1"}})
+    rates = []
+    assert sd.search(dims, lambda v: rates.append(v["workload.input-rate"]) or True,
+                     sh.Budget(runs=100)) == {"workload.input-rate": 10.0}
+    assert rates == [50.0, 25.0, 12.5, 10.0]
+    budget = sh.Budget(runs=1)
+
+    def test(values):
+        assert budget.spend()
+        return True
+    dims = sd.of_run({"workload": "queue", "concurrency": 8})
+    assert sd.search(dims, test, budget) == {"concurrency": 4} and budget.cut
+
+
+def test_apply_gives_the_replay_command_the_values():
+    meta = {"workload": "txn", "seed": 1, "concurrency": 4, "settings": {"acks": "all"}}
+    cmd = sh.run_command(sd.apply(meta, {"concurrency": 1, "workload.max-sends": 2}), "s.json", 9, "out")
+    assert cmd[cmd.index("--concurrency") + 1] == "1"
+    assert "workload.max-sends=2" in cmd and "acks=all" in cmd
+    assert meta == {"workload": "txn", "seed": 1, "concurrency": 4, "settings": {"acks": "all"}}   # unchanged
+
+
+def test_shrinker_shrinks_processes_and_records_with_fake_replays(tmp_path, monkeypatch):
+    """A txn run whose anomaly needs the delayed EndTxn and two processes: the schedule shrinks to it,
+    then the processes halve to 2 (1 does not reproduce) and the records per transaction to 1."""
+    sched = [{"at": 0.5, "package": "pause", "duration": 1.0}, {"at": 2.0, "package": "delay-end-txn", "duration": 4.0},
+             {"at": 6.5, "package": "loss", "duration": 1.0}, {"at": 8.0, "package": "pause", "duration": 1.0}]
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"workload": "txn", "seed": 1, "time_limit": 12, "concurrency": 4,
+                                            "partitions": 3, "kafka_version": "3.6", "schedule": sched,
+                                            "settings": {"workload.abort-ratio": "0.5"}}))
+    (d / "results.json").write_text(json.dumps({"verdict": "invalid", "anomalies": {"G1a": [{}]}}))
+    played = []
+
+    def once(self, cand_dir, sched_file, time_limit, k, seen, meta):
+        with open(sched_file) as f:
+            events = json.load(f)
+        played.append((len(events), time_limit, meta["concurrency"], meta["settings"].get("workload.max-sends")))
+        hit = any(e["package"] == "delay-end-txn" for e in events) and meta["concurrency"] >= 2
+        out = tmp_path / "fake" / f"{len(self.candidates)}-{k}"
+        out.mkdir(parents=True)
+        (out / "results.json").write_text(json.dumps({"verdict": "invalid" if hit else "valid",
+                                                      "anomalies": {"G1a": [{}]} if hit else {}}))
+        (out / "run.json").write_text(json.dumps(dict(meta, schedule=events, time_limit=time_limit)))
+        if hit:
+            seen.append(str(out))
+        return hit
+    monkeypatch.setattr(sh.Shrinker, "_once", once)
+    doc = sh.Shrinker(str(d), sh.Options(out=str(tmp_path / "o"), tries=2, budget_runs=20)).shrink()
+    assert [e["package"] for e in doc["minimal"]["schedule"]] == ["delay-end-txn"]
+    assert doc["minimal"]["time_limit"] == 2 + 4 + sh.MARGIN_S
+    assert doc["dimensions"] == {
+        "processes": {"setting": "--concurrency", "what": "processes", "original": 4, "minimal": 2},
+        "records": {"setting": "workload.max-sends", "what": "records per transaction", "original": 4,
+                    "minimal": 1}}
+    assert played[-5:] == [(1, 9.0, 2, "4"), (1, 9.0, 1, "4"), (1, 9.0, 1, "4"), (1, 9.0, 2, "2"), (1, 9.0, 2, "1")]
+    assert not doc["budget_cut_search"]
+    saved = json.loads((tmp_path / "o" / "shrink.json").read_text())
+    assert saved["dimensions"] == doc["dimensions"]
+    replay = saved["replay"].split()
+    assert replay[replay.index("--concurrency") + 1] == "2" and "workload.max-sends=1" in replay
+    assert "workload.abort-ratio=0.5" in replay and replay[replay.index("--kafka-version") + 1] == "3.6"
+    assert "processes 4 -> 2 (--concurrency)" in doc["summary"]
+    assert "records per transaction 4 -> 1 (workload.max-sends)" in doc["summary"]
+    minimal = json.loads((tmp_path / "o" / "minimal" / "run.json").read_text())
+    assert minimal["concurrency"] == 2 and minimal["settings"]["workload.max-sends"] == "1"

@@ -230,8 +230,10 @@ class BatchError:
     message: str
 
 
-def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int) -> BatchError | None:
-    """Check a produced batch before anything is appended. None means valid."""
+def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
+                   compacted: bool = False) -> BatchError | None:
+    """Check a produced batch before anything is appended. None means valid. A compacted topic's batch
+    with a record without a key is INVALID_RECORD (Kafka's LogValidator)."""
     size = len(batch.records) + 61  # Kafka's v2 batch header is 61 bytes
     if size > max_message_bytes:
         return BatchError(E.MESSAGE_TOO_LARGE,
@@ -263,4 +265,6 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int) -> Bat
         return BatchError(E.CORRUPT_MESSAGE, f"malformed records: {e}")
     if n != batch.record_count:
         return BatchError(E.INVALID_RECORD, f"record count {batch.record_count} does not match the {n} records")
+    if compacted and any(key is None for key, _, _ in iter_records(batch.records, has_headers(batch))):
+        return BatchError(E.INVALID_RECORD, "Compacted topic cannot accept message without key")
     return None

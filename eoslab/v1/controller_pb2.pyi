@@ -1,6 +1,7 @@
 from eoslab.v1 import common_pb2 as _common_pb2
 from eoslab.v1 import broker_pb2 as _broker_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -133,3 +134,59 @@ class DeleteTopicsResponse(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[DeleteTopicResult]
     def __init__(self, results: _Optional[_Iterable[_Union[DeleteTopicResult, _Mapping]]] = ...) -> None: ...
+
+class ConfigOp(_message.Message):
+    __slots__ = ("name", "op", "value", "has_value")
+    class Op(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        SET: _ClassVar[ConfigOp.Op]
+        DELETE: _ClassVar[ConfigOp.Op]
+        APPEND: _ClassVar[ConfigOp.Op]
+        SUBTRACT: _ClassVar[ConfigOp.Op]
+    SET: ConfigOp.Op
+    DELETE: ConfigOp.Op
+    APPEND: ConfigOp.Op
+    SUBTRACT: ConfigOp.Op
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OP_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    HAS_VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    op: ConfigOp.Op
+    value: str
+    has_value: bool
+    def __init__(self, name: _Optional[str] = ..., op: _Optional[_Union[ConfigOp.Op, str]] = ..., value: _Optional[str] = ..., has_value: _Optional[bool] = ...) -> None: ...
+
+class TopicConfigChange(_message.Message):
+    __slots__ = ("topic", "ops", "replace")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    ops: _containers.RepeatedCompositeFieldContainer[ConfigOp]
+    replace: bool
+    def __init__(self, topic: _Optional[str] = ..., ops: _Optional[_Iterable[_Union[ConfigOp, _Mapping]]] = ..., replace: _Optional[bool] = ...) -> None: ...
+
+class AlterTopicConfigsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[TopicConfigChange]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[TopicConfigChange, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class AlterTopicConfigResult(_message.Message):
+    __slots__ = ("topic", "error", "error_message")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    error: _common_pb2.ErrorCode
+    error_message: str
+    def __init__(self, topic: _Optional[str] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class AlterTopicConfigsResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[AlterTopicConfigResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[AlterTopicConfigResult, _Mapping]]] = ...) -> None: ...

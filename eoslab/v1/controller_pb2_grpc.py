@@ -55,6 +55,11 @@ class ControllerStub:
                 request_serializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsResponse.FromString,
                 _registered_method=True)
+        self.AlterTopicConfigs = channel.unary_unary(
+                '/eoslab.v1.Controller/AlterTopicConfigs',
+                request_serializer=eoslab_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.FromString,
+                _registered_method=True)
         self.DescribeCluster = channel.unary_unary(
                 '/eoslab.v1.Controller/DescribeCluster',
                 request_serializer=eoslab_dot_v1_dot_controller__pb2.DescribeClusterRequest.SerializeToString,
@@ -97,6 +102,15 @@ class ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterTopicConfigs(self, request, context):
+        """Kafka's AlterConfigs and IncrementalAlterConfigs for topics: the controller applies the
+        operations to the topic's configs, validates the result, writes /config/topics/<topic> and
+        sends the brokers UpdateMetadata with it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def DescribeCluster(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -134,6 +148,11 @@ def add_ControllerServicer_to_server(servicer, server):
                     servicer.DeleteTopics,
                     request_deserializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_controller__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'AlterTopicConfigs': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterTopicConfigs,
+                    request_deserializer=eoslab_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.SerializeToString,
             ),
             'DescribeCluster': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeCluster,
@@ -254,6 +273,33 @@ class Controller:
             '/eoslab.v1.Controller/DeleteTopics',
             eoslab_dot_v1_dot_controller__pb2.DeleteTopicsRequest.SerializeToString,
             eoslab_dot_v1_dot_controller__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterTopicConfigs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Controller/AlterTopicConfigs',
+            eoslab_dot_v1_dot_controller__pb2.AlterTopicConfigsRequest.SerializeToString,
+            eoslab_dot_v1_dot_controller__pb2.AlterTopicConfigsResponse.FromString,
             options,
             channel_credentials,
             insecure,

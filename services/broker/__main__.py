@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> None:
                           num_partitions=a.num_partitions, kafka_version=a.kafka_version,
                           txn_offset_commit_verification=v.txn_offset_commit_verification,
                           transactional_produce_needs_id=v.transactional_produce_needs_id)
+    server.config = a           # DescribeConfigs of this broker lists these settings
     server.start()
     rpc.wait_for_termination()
     server.stop()

@@ -67,6 +67,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             results=[controller_pb2.DeleteTopicResult(name=n, error=E.NOT_CONTROLLER, error_message=msg)
                      for n in request.names]))
 
+    def alter_topic_configs(self, request):
+        """Kafka's AlterConfigs / IncrementalAlterConfigs for topics, handed to the active controller."""
+        from eoslab.v1 import controller_pb2
+        return self._to_controller("AlterTopicConfigs", request, lambda msg: controller_pb2.AlterTopicConfigsResponse(
+            results=[controller_pb2.AlterTopicConfigResult(topic=t.topic, error=E.NOT_CONTROLLER, error_message=msg)
+                     for t in request.topics]))
+
     def _to_controller(self, method: str, request, failed):
         """The active controller's answer to `method`, or `failed(why)` (NOT_CONTROLLER) when there is none
         or it cannot be reached."""
@@ -205,5 +212,7 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def UpdateMetadata(self, request, context):
         if not self.rm.check_controller_epoch(request.controller_epoch):
             return broker_pb2.UpdateMetadataResponse(error=E.STALE_CONTROLLER_EPOCH)
-        self.s.metadata.update(request)
+        changed = self.s.metadata.update(request)
+        if changed:
+            self.rm.update_topic_configs(changed)
         return broker_pb2.UpdateMetadataResponse(error=E.NONE)

@@ -47,6 +47,7 @@ class KafkaServer:
         self.auto_create_topics_enable = auto_create_topics_enable   # Kafka Metadata creates unknown topics
         self.num_partitions = num_partitions     # Kafka's num.partitions: auto-created topics, CreateTopics -1
         self.kafka_version = kafka_version       # the release whose request versions the Kafka listener serves
+        self.config = None                       # the BrokerConfig it started with (DescribeConfigs of the broker)
         self.broker_id = broker_id
         self.listen = listen
         self.kafka_listen = kafka_listen            # Kafka's binary protocol (services/kafka_protocol)

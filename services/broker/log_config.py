@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from eoslab.common import topic_configs
 from eoslab.common.errors import E
 
 FLUSH_NEVER = 2 ** 63 - 1    # Kafka's Long.MAX_VALUE: the flush.messages and flush.ms defaults
@@ -37,6 +38,7 @@ class LogConfig:
     flush_ms: int = FLUSH_NEVER                    # flush.ms (log.flush.interval.ms, unset)
     flush_scheduler_interval_ms: int = FLUSH_NEVER  # log.flush.scheduler.interval.ms: how often flush.ms is checked
     recovery_point_checkpoint_interval_ms: int = 60000   # log.flush.offset.checkpoint.interval.ms
+    compacted: bool = False                        # cleanup.policy has compact: records need keys
     extra: dict = field(default_factory=dict)
 
     def apply_topic_configs(self, tc: dict) -> "LogConfig":
@@ -45,4 +47,5 @@ class LogConfig:
             self.flush_messages = int(tc["flush.messages"])
         if "flush.ms" in tc:
             self.flush_ms = int(tc["flush.ms"])
+        self.compacted = topic_configs.is_compacted(tc)
         return self

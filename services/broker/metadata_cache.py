@@ -16,20 +16,35 @@ from eoslab.common.errors import E
 class MetadataCache:
     def __init__(self):
         self.lock = threading.Lock()
+        self.updated = threading.Condition(self.lock)    # notified on every update
         self.brokers: dict[int, common_pb2.BrokerEndpoint] = {}
         self.partitions: dict[str, dict[int, broker_pb2.PartitionState]] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.controller_id = -1
 
-    def update(self, req: broker_pb2.UpdateMetadataRequest) -> None:
+    def update(self, req: broker_pb2.UpdateMetadataRequest) -> set[str]:
+        """Take the controller's view; answers the topics whose configs changed (not new, not gone)."""
         parts: dict[str, dict[int, broker_pb2.PartitionState]] = {}
         for s in req.partition_states:
             parts.setdefault(s.topic, {})[s.partition] = s
         with self.lock:
             self.brokers = {b.broker_id: b for b in req.live_brokers}
             self.partitions = parts
-            self.configs = {c.topic: dict(c.configs) for c in req.topic_configs}
+            configs = {c.topic: dict(c.configs) for c in req.topic_configs}
+            changed = {t for t, c in configs.items() if t in self.configs and self.configs[t] != c}
+            self.configs = configs
             self.controller_id = req.controller_id
+            self.updated.notify_all()
+        return changed
+
+    def await_topics(self, names, present: bool, timeout_s: float) -> set[str]:
+        """Wait until every topic of `names` is in this cache (present) or gone from it, at most
+        timeout_s (Kafka's DelayedCreatePartitions / DelayedDeleteTopics); answers those still not so."""
+        def pending():
+            return {n for n in names if (n in self.partitions) != present}
+        with self.lock:
+            self.updated.wait_for(lambda: not pending(), timeout=max(0.0, timeout_s))
+            return pending()
 
     def broker_address(self, broker_id: int) -> str | None:
         with self.lock:

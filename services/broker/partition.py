@@ -151,6 +151,14 @@ class Partition(IsrMaintenance, PartitionCheckpoints):
             self.changed.notify_all()
             self._notify(ROLE_MOVED)
 
+    def update_config(self, config: LogConfig) -> None:
+        """New topic settings for this partition (after AlterConfigs): the next append and flush read them."""
+        with self.lock:
+            self.config = config
+            self.log.segment_bytes = config.segment_bytes
+            self.log.flush_messages = config.flush_messages
+            self.log.flush_ms = config.flush_ms
+
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
             return E.NONE
@@ -159,7 +167,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints):
     # -- leader appends ------------------------------------------------------------------------------
     def append_records_to_leader(self, batch: common_pb2.RecordBatch, acks: int = -1,
                                  transactional_id: str = "") -> AppendResult:
-        bad = rb.validate_batch(batch, self.config.max_message_bytes)
+        bad = rb.validate_batch(batch, self.config.max_message_bytes, self.config.compacted)
         if bad is not None:
             return AppendResult(bad.code, message=bad.message)
         pid = batch.producer_id

@@ -91,6 +91,14 @@ class ReplicaManager(DelayedFetchPurgatory):
             cfg.min_insync_replicas = int(tc["min.insync.replicas"])
         return cfg.apply_topic_configs(tc)
 
+    def update_topic_configs(self, topics: set[str]) -> None:
+        """A topic's configs changed (AlterConfigs): its partitions here take the new log settings at
+        once (Kafka's TopicConfigHandler -> UnifiedLog.updateConfig)."""
+        with self.lock:
+            parts = [p for (t, _), p in self.partitions.items() if t in topics]
+        for p in parts:
+            p.update_config(self._config_for(p.topic))
+
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import queue
-import random
 import threading
 
 from kazoo.client import KazooClient, KazooState
@@ -31,12 +30,13 @@ from services.common import zk_paths
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
-from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr, assign_replicas
+from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr
 from services.controller.partition_leader_election import elect_after_broker_loss
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.partition_creation import grow_topic
+from services.controller.topic_config_change import alter_topic_configs
 from services.controller.topic_deletion import delete_topic, replicas_stopped
-from services.controller.topic_creation import TopicRefused, check_new_topic, write_new_topic
+from services.controller.topic_creation import create_topic
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 from eoslab.common.errors import E
 
@@ -227,8 +227,7 @@ class KafkaController(AlterPartitionHandler):
             self._load_brokers()
             for topic in self.zk.get_children(zk_paths.TOPICS):
                 self._load_topic(topic)
-        self._elect_offline_partitions(set())
-        self._sync_channels()
+        self.state_changed()
         reassign_txn_coordinators(self)
 
     def _load_brokers(self) -> dict[int, BrokerInfo]:
@@ -297,6 +296,12 @@ class KafkaController(AlterPartitionHandler):
             self.ctx.states[(topic, p)] = new
         log.info("%s-%d: leader %d, leader epoch %d, isr %s", topic, p, new.leader, new.leader_epoch, new.isr)
 
+    def state_changed(self) -> None:
+        """After a change of topics, assignments or configs: elect leaders for partitions without one
+        (live brokers only, unclean where a topic allows it) and send every broker the new state."""
+        self._elect_offline_partitions(set())
+        self._sync_channels()
+
     def _sync_channels(self) -> None:
         with self.lock:
             brokers = {b.broker_id: b.address for b in self.ctx.brokers.values()}
@@ -333,40 +338,7 @@ class KafkaController(AlterPartitionHandler):
                                              error_message="this controller is not active")
                 for t in request.topics])
         return self.call(lambda: broker_pb2.CreateTopicsResponse(
-            topics=[self._create_topic(t) for t in request.topics]))
-
-    def _create_topic(self, t: broker_pb2.CreatableTopic) -> broker_pb2.CreateTopicResult:
-        def fail(code, msg):
-            return broker_pb2.CreateTopicResult(name=t.name, error=code, error_message=msg)
-        if not self.active:
-            return fail(E.NOT_CONTROLLER, "this controller is not active")
-        if any(t.name == n for owed in self.ctx.deleting.values() for n, _ in owed):
-            return fail(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
-        live = sorted(self.ctx.brokers)
-        rf = check_new_topic(t, self.ctx.assignments, live, self.default_rf)
-        if isinstance(rf, TopicRefused):
-            return fail(rf.error, rf.message)
-        configs = dict(t.configs)
-        assignment = assign_replicas(live, t.num_partitions, rf, random.randrange(len(live)))
-        states = {p: LeaderIsr(r[0], 0, list(r), self.epoch) for p, r in assignment.items()}
-        results = write_new_topic(self.zk, self.epoch_zk_version, t.name, configs, assignment, states)
-        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise Fenced()
-        if any(isinstance(r, NodeExistsError) for r in results):
-            return fail(E.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists")
-        if any(isinstance(r, Exception) for r in results):
-            return fail(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the topic: {results!r}")
-        with self.lock:
-            self.ctx.assignments[t.name] = assignment
-            self.ctx.configs[t.name] = configs
-            for p, s in states.items():
-                self.ctx.states[(t.name, p)] = s
-        log.info("created topic %s: %d partitions, replication factor %d", t.name, t.num_partitions, rf)
-        self._elect_offline_partitions(set())
-        self._sync_channels()
-        self.events.put(ev.CoordinatorChange())
-        return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
-                                            replication_factor=rf)
+            topics=[create_topic(self, t) for t in request.topics]))
 
     def delete_topics(self, request) -> controller_pb2.DeleteTopicsResponse:
         if not self.active:
@@ -383,6 +355,14 @@ class KafkaController(AlterPartitionHandler):
                 for t in request.topics])
         return self.call(lambda: controller_pb2.CreatePartitionsResponse(
             results=[grow_topic(self, t, request.validate_only) for t in request.topics]))
+
+    def alter_topic_configs(self, request) -> controller_pb2.AlterTopicConfigsResponse:
+        if not self.active:
+            return controller_pb2.AlterTopicConfigsResponse(results=[controller_pb2.AlterTopicConfigResult(
+                topic=t.topic, error=E.NOT_CONTROLLER, error_message="this controller is not active")
+                for t in request.topics])
+        return self.call(lambda: controller_pb2.AlterTopicConfigsResponse(
+            results=[alter_topic_configs(self, t, request.validate_only) for t in request.topics]))
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int):
         with self.lock:

@@ -104,6 +104,5 @@ def grow_topic(c, t, validate_only: bool) -> controller_pb2.CreatePartitionsResu
         for p, s in states.items():
             c.ctx.states[(t.name, p)] = s
     log.info("topic %s: partitions %d..%d added", t.name, min(added), max(added))
-    c._elect_offline_partitions(set())
-    c._sync_channels()
+    c.state_changed()
     return controller_pb2.CreatePartitionsResult(name=t.name, error=E.NONE)

@@ -46,6 +46,9 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
     def DeleteTopics(self, request, context):
         return self.c.delete_topics(request)
 
+    def AlterTopicConfigs(self, request, context):
+        return self.c.alter_topic_configs(request)
+
     def AlterPartition(self, request, context):
         if not self.c.active:
             return controller_pb2.AlterPartitionResponse(error=E.NOT_CONTROLLER)

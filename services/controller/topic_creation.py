@@ -8,13 +8,20 @@ controller that is no longer active writes nothing.
 """
 from __future__ import annotations
 
+import logging
+import random
 from dataclasses import dataclass
+
+from kazoo.exceptions import NodeExistsError, RolledBackError
 
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import zk_paths
 from eoslab.common.topics import validate_configs, validate_topic_name
-from services.controller.context import LeaderIsr
+from services.controller import controller_events as ev
+from services.controller.context import Fenced, LeaderIsr, assign_replicas
+
+log = logging.getLogger(__name__)
 
 MAX_PARTITIONS = 10000
 
@@ -61,3 +68,38 @@ def write_new_topic(zk, epoch_zk_version: int, name: str, configs: dict, assignm
         tx.create(f"{zk_paths.topic_path(name)}/partitions/{p}", b"")
         tx.create(zk_paths.partition_state_path(name, p), zk_paths.encode(s.to_json()))
     return tx.commit()
+
+
+def create_topic(c, t: broker_pb2.CreatableTopic) -> broker_pb2.CreateTopicResult:
+    """The active controller `c` (on its event thread) creates one topic: checks, one fenced ZooKeeper
+    transaction, then leaders elected, brokers told, and the coordinators' assignment looked at again."""
+    def fail(code, msg):
+        return broker_pb2.CreateTopicResult(name=t.name, error=code, error_message=msg)
+    if not c.active:
+        return fail(E.NOT_CONTROLLER, "this controller is not active")
+    if any(t.name == n for owed in c.ctx.deleting.values() for n, _ in owed):
+        return fail(E.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' is marked for deletion.")
+    live = sorted(c.ctx.brokers)
+    rf = check_new_topic(t, c.ctx.assignments, live, c.default_rf)
+    if isinstance(rf, TopicRefused):
+        return fail(rf.error, rf.message)
+    configs = dict(t.configs)
+    assignment = assign_replicas(live, t.num_partitions, rf, random.randrange(len(live)))
+    states = {p: LeaderIsr(r[0], 0, list(r), c.epoch) for p, r in assignment.items()}
+    results = write_new_topic(c.zk, c.epoch_zk_version, t.name, configs, assignment, states)
+    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+        raise Fenced()
+    if any(isinstance(r, NodeExistsError) for r in results):
+        return fail(E.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists")
+    if any(isinstance(r, Exception) for r in results):
+        return fail(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the topic: {results!r}")
+    with c.lock:
+        c.ctx.assignments[t.name] = assignment
+        c.ctx.configs[t.name] = configs
+        for p, s in states.items():
+            c.ctx.states[(t.name, p)] = s
+    log.info("created topic %s: %d partitions, replication factor %d", t.name, t.num_partitions, rf)
+    c.state_changed()
+    c.events.put(ev.CoordinatorChange())
+    return broker_pb2.CreateTopicResult(name=t.name, error=E.NONE, num_partitions=t.num_partitions,
+                                        replication_factor=rf)

@@ -61,7 +61,7 @@ def delete_topic(c, name: str) -> controller_pb2.DeleteTopicResult:
         c.ctx.configs.pop(name, None)
     log.info("deleted topic %s (%d partitions); its replicas are stopped and deleted as brokers answer",
              name, len(assignment))
-    c._sync_channels()
+    c.state_changed()
     return controller_pb2.DeleteTopicResult(name=name, error=E.NONE)
 
 

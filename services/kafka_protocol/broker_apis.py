@@ -21,7 +21,6 @@ the defaulting and refusal of CreateTopics' partition and replica counts.
 from __future__ import annotations
 
 import logging
-import time
 
 from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
@@ -58,8 +57,10 @@ class BrokerApis(ApiHandlers):
             self.register(key, *VERSIONS[key], fn)
         from services.kafka_protocol.group_apis import register_group_apis
         from services.kafka_protocol.txn_admin_apis import register_broker
+        from services.kafka_protocol.config_apis import register_config_apis
         register_group_apis(self)
         register_broker(self)
+        register_config_apis(self)
         self.limit_to_release(getattr(server, "kafka_version", None))
 
     # -- metadata and topics ----------------------------------------------------------------------
@@ -94,10 +95,22 @@ class BrokerApis(ApiHandlers):
             pb.topics.add(name=t.name, num_partitions=partitions, replication_factor=rf,
                           configs={c.name: c.value for c in t.configs if c.value is not None})
         resp = self.svc.CreateTopics(pb, None) if pb.topics else broker_pb2.CreateTopicsResponse()
+        # Kafka's DelayedCreatePartitions: answered once this broker's metadata has the new topics
+        late = self._await_metadata([r.name for r in resp.topics if r.error == E.NONE], True, ms(req.timeout))
+        for r in resp.topics:
+            if r.name in late:
+                r.error, r.error_message = E.REQUEST_TIMED_OUT, "the topic has not reached this broker's metadata yet"
         return {"topics": refused + [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None,
                                       "num_partitions": r.num_partitions or -1,
                                       "replication_factor": r.replication_factor or -1, "configs": []}
                                      for r in resp.topics]}
+
+    def _await_metadata(self, names: list[str], present: bool, timeout_ms: int) -> set[str]:
+        """Topics of `names` not yet (present) or still (not present) in this broker's metadata after
+        the request's timeout; a timeout of 0 or less answers at once, as Kafka's ZkAdminManager does."""
+        if timeout_ms <= 0 or not names:
+            return set()
+        return self.s.metadata.await_topics(names, present, timeout_ms / 1000.0)
 
     def create_partitions(self, header, req) -> dict:
         from eoslab.v1 import controller_pb2
@@ -113,18 +126,15 @@ class BrokerApis(ApiHandlers):
     def delete_topics(self, header, req) -> dict:
         """DeleteTopics v0-v6 (names; v6 also topic ids, which the lab does not have). As Kafka's
         DelayedDeleteTopics, a deleted topic's answer waits until this broker's metadata no longer has
-        it, at most the request's timeout (then REQUEST_TIMED_OUT)."""
+        it, at most the request's timeout (then REQUEST_TIMED_OUT); CreateTopics likewise waits until the
+        topic is there."""
         from eoslab.v1 import controller_pb2
         names = [t.name for t in req.topics] if header.api_version >= 6 else list(req.topic_names)
         resp = self.svc.delete_topics(controller_pb2.DeleteTopicsRequest(names=[n for n in names if n]))
         results = {r.name: [r.error, r.error_message or None] for r in resp.results}
-        deadline = time.monotonic() + max(0, ms(req.timeout)) / 1000.0
-        for name, r in results.items():
-            while r[0] == E.NONE and self.s.metadata.has_topic(name):
-                if time.monotonic() >= deadline:
-                    r[0], r[1] = E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"
-                    break
-                time.sleep(0.02)
+        late = self._await_metadata([n for n, r in results.items() if r[0] == E.NONE], False, ms(req.timeout))
+        for name in late:
+            results[name] = [E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"]
         out = []
         for n in names:
             err, msg = results.get(n, [E.UNKNOWN_TOPIC_ID, "topic ids are not served"]) if n else \

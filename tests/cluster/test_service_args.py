@@ -22,8 +22,8 @@ def _run_config(tmp_path, **settings):
     ("controller.pid-block-size", "0", "--pid-block-size must be at least 1 (got 0)"),
     ("coordinator.transaction-max-timeout-ms", "0", "--transaction-max-timeout-ms must be at least 1 (got 0)"),
     ("coordinator.epoch-bump-per-transaction", "maybe", "'maybe' is not true or false"),
-    ("topic.max.message.bytes", "1" + "0" * 40, "max.message.bytes must be between 1 and 2147483647"),
-    ("topic.no.such.config", "1", "unknown topic config 'no.such.config'"),
+    ("topic.max.message.bytes", "1" + "0" * 40, "for configuration max.message.bytes: out of the int range"),
+    ("topic.no.such.config", "1", "Unknown topic config name: no.such.config"),
 ])
 def test_run_refuses_bad_settings_before_starting(tmp_path, key, value, says):
     with pytest.raises(ValueError) as e:

@@ -1,0 +1,99 @@
+"""A topic's configs changed by AlterConfigs or IncrementalAlterConfigs (Kafka's
+ZkAdminManager.alterConfigs / incrementalAlterConfigs with AdminZkClient.changeTopicConfig, ZooKeeper
+mode, applied by the active controller).
+
+Guarantees: the operations are applied to the topic's current configs in order (SET, DELETE, and
+APPEND / SUBTRACT on list configs only, as Kafka's ConfigAdminManager.prepareIncrementalConfigs);
+AlterConfigs replaces the whole set. The result is validated as a whole by Kafka's topic-config rules
+(eoslab.common.topic_configs): an unknown name, a bad value or an operation a config does not take is
+INVALID_CONFIG and changes nothing; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. With
+validate_only nothing is written. Otherwise /config/topics/<topic> is written in one ZooKeeper
+transaction fenced by the controller epoch, then the controller's copy changes and every broker gets
+UpdateMetadata with it (brokers apply it to the topic's partitions at once); a topic whose
+unclean.leader.election.enable is now true gets its offline partitions elected as for a broker loss.
+"""
+from __future__ import annotations
+
+import logging
+
+from kazoo.exceptions import RolledBackError
+
+from eoslab.common import topic_configs as tc
+from eoslab.common.errors import E
+from eoslab.v1 import controller_pb2
+from services.common import zk_paths
+from services.controller.context import Fenced
+
+log = logging.getLogger(__name__)
+Op = controller_pb2.ConfigOp
+
+
+class ConfigRefused(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def apply_ops(current: dict[str, str], change: controller_pb2.TopicConfigChange) -> dict[str, str]:
+    """The topic's configs after `change`, validated; raises ConfigRefused."""
+    new = {} if change.replace else dict(current)
+    for o in change.ops:
+        key = tc.TOPIC_CONFIGS.get(o.name)
+        if key is None:
+            raise ConfigRefused(E.INVALID_CONFIG, f"Unknown topic config name: {o.name}")
+        if o.op != Op.DELETE and not o.has_value:
+            raise ConfigRefused(E.INVALID_REQUEST, f"Null value not supported for : {o.name}")
+        if o.op == Op.SET:
+            new[o.name] = o.value
+        elif o.op == Op.DELETE:
+            new.pop(o.name, None)
+        elif o.op in (Op.APPEND, Op.SUBTRACT):
+            if key.type != tc.LIST:
+                verb = "append" if o.op == Op.APPEND else "subtract"
+                raise ConfigRefused(E.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {o.name}")
+            have = key.parse(new.get(o.name, key.default))
+            items = key.parse(o.value)
+            have = have + [x for x in items if x not in have] if o.op == Op.APPEND else \
+                [x for x in have if x not in items]
+            new[o.name] = ",".join(have)
+        else:
+            raise ConfigRefused(E.INVALID_REQUEST, f"unknown config operation {o.op} for {o.name}")
+    if (why := tc.validate(new)) is not None:
+        raise ConfigRefused(E.INVALID_CONFIG, why)
+    return new
+
+
+def alter_topic_configs(c, change: controller_pb2.TopicConfigChange,
+                        validate_only: bool) -> controller_pb2.AlterTopicConfigResult:
+    """The active controller `c` (on its event thread) changes one topic's configs."""
+    def result(code=E.NONE, msg=""):
+        return controller_pb2.AlterTopicConfigResult(topic=change.topic, error=code, error_message=msg)
+    if not c.active:
+        return result(E.NOT_CONTROLLER, "this controller is not active")
+    if change.topic not in c.ctx.assignments:
+        return result(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+    current = dict(c.ctx.configs.get(change.topic, {}))
+    try:
+        new = apply_ops(current, change)
+    except ConfigRefused as e:
+        return result(e.code, str(e))
+    if validate_only or new == current:
+        return result()
+    path = zk_paths.topic_config_path(change.topic)
+    data = zk_paths.encode({"version": 1, "config": new})
+    tx = c.zk.transaction()
+    tx.check(zk_paths.CONTROLLER_EPOCH, c.epoch_zk_version)
+    if c.zk.exists(path):
+        tx.set_data(path, data)
+    else:
+        tx.create(path, data, makepath=False)
+    results = tx.commit()
+    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+        raise Fenced()
+    if any(isinstance(r, Exception) for r in results):
+        return result(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the config change: {results!r}")
+    with c.lock:
+        c.ctx.configs[change.topic] = new
+    log.info("topic %s configs are now %s", change.topic, new)
+    c.state_changed()
+    return result()

@@ -1,0 +1,186 @@
+"""A broker's config requests: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (Kafka's
+ConfigHelper and ZkAdminManager), for topics and for the broker itself.
+
+Guarantees: DescribeConfigs of a topic lists every topic config of Kafka's table
+(eoslab.common.topic_configs), or the keys asked for, with the value in force: the topic's own
+(source TOPIC_CONFIG), else this broker's setting where it differs from Kafka's default
+(STATIC_BROKER_CONFIG, under the broker setting's name as synonym), else Kafka's default
+(DEFAULT_CONFIG); with include_synonyms, that chain. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an
+illegal name INVALID_TOPIC_EXCEPTION. Of a broker: this broker's own id lists its settings that have a
+Kafka name (read-only, as static broker configs are); "" lists the cluster's dynamic defaults, of
+which the lab has none; another broker's id is INVALID_REQUEST, as Kafka answers. AlterConfigs and
+IncrementalAlterConfigs of topics go to the active controller (services/controller/topic_config_change.py),
+validate_only included; a broker resource is refused with INVALID_REQUEST (the lab takes no dynamic
+broker configs); duplicate keys in one resource are INVALID_REQUEST. Every resource gets its own
+answer; one bad resource never fails the others.
+"""
+from __future__ import annotations
+
+from eoslab.common import topic_configs as tc
+from eoslab.common.errors import E
+from eoslab.common.topics import validate_topic_name
+from eoslab.v1 import controller_pb2
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# DescribeConfigsResponse.ConfigSource
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+VERSIONS = {DESCRIBE_CONFIGS: (1, 4), ALTER_CONFIGS: (0, 2), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
+GRPC_ADDRESSES = ("listen", "advertise")     # the lab's gRPC addresses: Kafka's listeners are kafka.*
+# the broker's LogConfig field behind each topic config it has a setting for
+BROKER_DEFAULTS = {"segment.bytes": "segment_bytes", "max.message.bytes": "max_message_bytes",
+                   "min.insync.replicas": "min_insync_replicas", "flush.messages": "flush_messages",
+                   "flush.ms": "flush_ms"}
+
+
+def register_config_apis(apis) -> None:
+    """Serve the config APIs on a BrokerApis (its `s`, the KafkaServer, and `svc`, its BrokerService)."""
+    handlers = ConfigApis(apis.s, apis.svc)
+    for key, fn in ((DESCRIBE_CONFIGS, handlers.describe_configs), (ALTER_CONFIGS, handlers.alter_configs),
+                    (INCREMENTAL_ALTER_CONFIGS, handlers.incremental_alter_configs)):
+        apis.register(key, *VERSIONS[key], fn)
+
+
+def _entry(name, value, source, read_only, synonyms, config_type, include_synonyms):
+    return {"name": name, "value": value, "read_only": read_only, "config_source": source,
+            "is_sensitive": False, "synonyms": synonyms if include_synonyms else [], "config_type": config_type,
+            "documentation": None}
+
+
+class ConfigApis:
+    def __init__(self, server, service):
+        self.s = server
+        self.svc = service
+
+    # -- DescribeConfigs --------------------------------------------------------------------------
+    def describe_configs(self, header, req) -> dict:
+        syn = bool(getattr(req, "include_synonyms", False))
+        results = []
+        for r in req.resources:
+            res = {"resource_type": int(r.resource_type), "resource_name": r.resource_name, "error_code": E.NONE,
+                   "error_message": None, "configs": []}
+            keys = list(r.configuration_keys) if r.configuration_keys else None
+            try:
+                if r.resource_type == TOPIC:
+                    res["configs"] = self._topic(r.resource_name, keys, syn)
+                elif r.resource_type == BROKER:
+                    res["configs"] = self._broker(r.resource_name, keys, syn)
+                elif r.resource_type == BROKER_LOGGER:
+                    self._own_broker_id(r.resource_name, empty_ok=False)
+                else:
+                    raise _Refused(E.INVALID_REQUEST, f"Unsupported resource type: {r.resource_type}")
+            except _Refused as e:
+                res.update(error_code=e.code, error_message=str(e), configs=[])
+            results.append(res)
+        return {"results": results}
+
+    def _topic(self, topic: str, keys, syn: bool) -> list[dict]:
+        if (why := validate_topic_name(topic)) is not None:
+            raise _Refused(E.INVALID_TOPIC_EXCEPTION, why)
+        if not self.s.metadata.has_topic(topic):
+            raise _Refused(E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        own = self.s.metadata.topic_configs(topic)
+        defaults = self.s.replica_manager.defaults
+        out = []
+        for name, key in sorted(tc.TOPIC_CONFIGS.items()):
+            if keys is not None and name not in keys:
+                continue
+            chain = []
+            if name in own:
+                chain.append({"name": name, "value": own[name], "source": TOPIC_CONFIG})
+            field = BROKER_DEFAULTS.get(name)
+            if field is not None and str(getattr(defaults, field)) != key.default:
+                chain.append({"name": key.synonym, "value": str(getattr(defaults, field)),
+                              "source": STATIC_BROKER_CONFIG})
+            if key.synonym:
+                chain.append({"name": key.synonym, "value": key.default, "source": DEFAULT_CONFIG})
+            value, source = (chain[0]["value"], chain[0]["source"]) if chain else (key.default, DEFAULT_CONFIG)
+            out.append(_entry(name, value, source, False, chain, key.type, syn))
+        return out
+
+    def _own_broker_id(self, name: str, empty_ok: bool) -> bool:
+        """True for this broker's id, False for "" (when allowed); else INVALID_REQUEST."""
+        if name == "" and empty_ok:
+            return False
+        if name == "":
+            raise _Refused(E.INVALID_REQUEST, "Broker id must not be empty")
+        try:
+            asked = int(name)
+        except ValueError:
+            raise _Refused(E.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}") from None
+        if asked != self.s.broker_id:
+            expected = f"{self.s.broker_id} or empty string" if empty_ok else f"{self.s.broker_id}"
+            raise _Refused(E.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}")
+        return True
+
+    def _broker(self, name: str, keys, syn: bool) -> list[dict]:
+        if not self._own_broker_id(name, empty_ok=True):
+            return []                     # dynamic cluster-wide defaults: the lab has none
+        cfg = getattr(self.s, "config", None)
+        out = []
+        for k in cfg.DEF.keys if cfg is not None else ():
+            if k.kafka_name == "" or k.name in GRPC_ADDRESSES:
+                continue
+            kname = k.kafka_name or k.name
+            if keys is not None and kname not in keys:
+                continue
+            value = getattr(cfg, k.dest)
+            text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
+            source = DEFAULT_CONFIG if value == k.default else STATIC_BROKER_CONFIG
+            out.append(_entry(kname, text, source, True, [{"name": kname, "value": text, "source": source}],
+                              _type_id(k.type), syn))
+        return out
+
+    # -- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------------
+    def alter_configs(self, header, req) -> dict:
+        return self._alter(req, incremental=False)
+
+    def incremental_alter_configs(self, header, req) -> dict:
+        return self._alter(req, incremental=True)
+
+    def _alter(self, req, incremental: bool) -> dict:
+        answers: list[dict] = []
+        asked: dict[str, tuple[dict, object]] = {}        # topic -> (its answer, its resource)
+        for r in req.resources:
+            res = {"resource_type": int(r.resource_type), "resource_name": r.resource_name, "error_code": E.NONE,
+                   "error_message": None}
+            answers.append(res)
+            names = [c.name for c in r.configs]
+            if len(set(names)) != len(names):
+                res.update(error_code=E.INVALID_REQUEST, error_message="Error due to duplicate config keys")
+            elif r.resource_type == BROKER:
+                res.update(error_code=E.INVALID_REQUEST,
+                           error_message="Cannot update these configs dynamically: the lab's brokers take no "
+                                         f"dynamic broker configs ({', '.join(sorted(names))})")
+            elif r.resource_type != TOPIC:
+                res.update(error_code=E.INVALID_REQUEST, error_message="AlterConfigs is only supported for topics "
+                           f"and brokers, but resource type is {r.resource_type}")
+            elif (why := validate_topic_name(r.resource_name)) is not None:
+                res.update(error_code=E.INVALID_TOPIC_EXCEPTION, error_message=why)
+            elif r.resource_name in asked:
+                for one in (res, asked[r.resource_name][0]):
+                    one.update(error_code=E.INVALID_REQUEST, error_message="Error due to duplicate resources")
+            else:
+                asked[r.resource_name] = (res, r)
+        change = controller_pb2.AlterTopicConfigsRequest(validate_only=bool(req.validate_only))
+        for topic, (res, r) in asked.items():
+            if res["error_code"] != E.NONE:
+                continue
+            t = change.topics.add(topic=topic, replace=not incremental)
+            for c in r.configs:
+                op = int(getattr(c, "config_operation", 0)) if incremental else 0
+                t.ops.add(name=c.name, op=op, value=c.value or "", has_value=c.value is not None)
+        if change.topics:
+            for out in self.svc.alter_topic_configs(change).results:
+                asked[out.topic][0].update(error_code=out.error, error_message=out.error_message or None)
+        return {"responses": answers}
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _type_id(t) -> int:
+    return {bool: tc.BOOLEAN, int: tc.LONG, str: tc.STRING, float: tc.DOUBLE}.get(t, 0)

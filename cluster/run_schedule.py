@@ -4,7 +4,8 @@ Guarantees: `load(path, time_limit)` reads a JSON list of {"at", "package",
 "duration"} (the shape of run.json's "schedule"; a whole run.json is accepted
 too, its "schedule" is taken) and returns the events in order, or raises
 ValueError with one readable line: a file that is not there or not JSON, an
-entry that is not an object with a known package, a finite "at" >= 0 before
+entry that is not an object with a known package (the lab's own, or the
+`known` packages a caller plays, such as `eoslab app run`'s app faults), a finite "at" >= 0 before
 the time limit and a finite "duration" > 0, or "at" going backwards. An
 empty list is a run without faults. `events(cfg)` is the schedule a run
 plays: the file's when cfg.schedule_file is set, else the one drawn from
@@ -18,7 +19,8 @@ import math
 from cluster import nemesis as nem
 
 
-def load(path: str, time_limit: float | None = None) -> list[nem.Event]:
+def load(path: str, time_limit: float | None = None, known=None) -> list[nem.Event]:
+    known = nem.PACKAGES if known is None else known
     try:
         with open(path) as f:
             data = json.load(f)
@@ -40,8 +42,8 @@ def load(path: str, time_limit: float | None = None) -> list[nem.Event]:
         if extra:
             raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
         pkg, at, d = e["package"], e["at"], e["duration"]
-        if not isinstance(pkg, str) or pkg not in nem.PACKAGES:
-            raise ValueError(f"{where}: unknown fault package {pkg!r} (known: {', '.join(sorted(nem.PACKAGES))})")
+        if not isinstance(pkg, str) or pkg not in known:
+            raise ValueError(f"{where}: unknown fault package {pkg!r} (known: {', '.join(sorted(known))})")
         for k, v in (("at", at), ("duration", d)):
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ValueError(f"{where}: \"{k}\" must be a finite number of seconds, got {v!r}")

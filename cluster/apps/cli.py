@@ -1,6 +1,7 @@
 """`eoslab app run`: the command line of the app harness (cluster.apps.run).
 
-Guarantees: bad arguments give one readable line and exit 2 before anything
+Guarantees: bad arguments (a `--schedule` file cluster.run_schedule refuses
+among them) give one readable line and exit 2 before anything
 starts; the exit status is `eoslab run`'s (0 valid, 1 invalid, 2 bad input
 or an application that exits at start, 3 unknown, 4 lab error).
 """
@@ -44,6 +45,9 @@ def register(subparsers) -> None:
                         "cluster faults as `eoslab run` (kill-leader, kill-coordinator, partition, ...)")
     r.add_argument("--fault-duration", default="5:15", metavar="MIN:MAX",
                    help="seconds each fault lasts, drawn from the seed (default: 5:15)")
+    r.add_argument("--schedule", metavar="FILE",
+                   help="play exactly these faults, not the seed's: a JSON list of {\"at\", \"package\", "
+                        "\"duration\"} as run.json's \"schedule\" (--nemesis defaults to its packages)")
     r.add_argument("--time-limit", type=argtypes.float_range(0, 86400, low_open=True), default=60.0)
     r.add_argument("--seed", type=argtypes.nonnegative_int, default=0)
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
@@ -81,9 +85,19 @@ def _duration(text: str) -> tuple[float, float]:
 
 def cmd_app_run(args) -> int:
     from cluster.apps.run import AppRunConfig, app_run
+    nemesis = [n.strip() for n in args.nemesis.split(",") if n.strip()]
+    if args.schedule:
+        from cluster import run_schedule
+        from cluster.apps.faults import ALL_PACKAGES
+        try:
+            events = run_schedule.load(args.schedule, args.time_limit, known=ALL_PACKAGES)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+        if nemesis in ([], ["none"]):
+            nemesis = run_schedule.packages(events) or ["none"]
     cfg = AppRunConfig(cmd=args.cmd, out=args.out, instances=args.instances, records=args.records, keys=args.keys,
                        rate=args.rate, partitions=args.partitions,
-                       nemesis=[n.strip() for n in args.nemesis.split(",") if n.strip()],
+                       nemesis=nemesis, schedule_file=args.schedule,
                        time_limit=args.time_limit, seed=args.seed, kafka_version=args.kafka_version,
                        cluster=args.cluster, ordered=args.ordered, input_topic=args.input, output_topic=args.output,
                        cwd=os.path.abspath(args.cwd) if args.cwd else None, quiet_s=args.quiet_s,

@@ -4,7 +4,10 @@ Guarantees: `AppRunConfig.validate()` raises ValueError with one readable
 line for anything the run could not do (an empty command, a count below 1,
 an unknown fault package, a runtime other than local or docker, partition-app
 without root, the same topic for input and output, an unknown Kafka
-release); `seed_rate` is the input rate the seeder keeps (records per
+release, a `schedule_file` that cluster.run_schedule refuses or that names
+a package that is neither an app fault nor a cluster fault); `events()` is
+the schedule the run plays: the file's, when `schedule_file` is given,
+else the one drawn from the seed; `seed_rate` is the input rate the seeder keeps (records per
 second: all of them over 60 % of the time limit unless `rate` is given).
 """
 from __future__ import annotations
@@ -45,6 +48,7 @@ class AppRunConfig:
     fault_duration: tuple[float, float] = (5.0, 15.0)
     runtime: str = "local"             # where the cluster and the instances run: local processes or docker
     image: str | None = None           # docker: the instances' image (default: the cluster's eoslab image)
+    schedule_file: str | None = None   # play exactly these faults, not the seed's (cluster.run_schedule's format)
 
     def validate(self) -> None:
         if not self.cmd.strip():
@@ -63,11 +67,21 @@ class AppRunConfig:
             raise ValueError(f"--runtime must be one of {', '.join(RUNTIMES)}, got {self.runtime!r}")
         if self.image is not None and self.runtime != "docker":
             raise ValueError("--image is for --runtime docker (the instances' container image)")
-        if any(n in NEEDS_CUT for n in self.nemesis) and os.geteuid() != 0:
+        played = self.nemesis + [e.package for e in self.events()]
+        if any(n in NEEDS_CUT for n in played) and os.geteuid() != 0:
             raise ValueError("partition-app cuts an instance off with iptables: run as root (or leave it out)")
         if self.input_topic == self.output_topic:
             raise ValueError("the input and output topics must differ")
         kafka_version.get(self.kafka_version)
+
+    def events(self) -> list[nem.Event]:
+        """The faults the run plays: the schedule file's (ValueError with one line when it is refused),
+        else the schedule drawn from the seed over the --nemesis packages."""
+        if self.schedule_file:
+            from cluster import run_schedule
+            return run_schedule.load(self.schedule_file, self.time_limit, known=ALL_PACKAGES)
+        return nem.schedule([n for n in self.nemesis if n != "none"], self.time_limit, self.seed,
+                            duration=self.fault_duration)
 
     @property
     def seed_rate(self) -> float:

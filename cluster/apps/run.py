@@ -8,7 +8,8 @@ Guarantees: one run, in phases, every one recorded in DIR/history.jsonl
 2. N instances of the command start with cluster.apps.contract's
    environment; the seeder writes `records` unique values at `rate` per
    second; the tail reader watches the output at read_committed;
-3. the nemesis plays the seeded schedule of app faults (cluster.apps.faults)
+3. the nemesis plays the schedule (drawn from the seed, or exactly the
+   `--schedule` file's, recorded in run.json "schedule") of app faults (cluster.apps.faults)
    and cluster faults (cluster.nemesis_packages) until the time limit;
    an instance that exits by itself is restarted after a backoff, as a
    pod's restart policy would;
@@ -64,14 +65,14 @@ def app_run(cfg: AppRunConfig, log=sys.stderr) -> int:
     from cluster.history import History
     cfg.validate()
     os.makedirs(cfg.out, exist_ok=True)
-    events = nem.schedule([n for n in cfg.nemesis if n != "none"], cfg.time_limit, cfg.seed,
-                          duration=cfg.fault_duration)
+    events = cfg.events()              # the seed's, or --schedule's
     meta = {"kind": "app", "cmd": cfg.cmd, "instances": cfg.instances, "records": cfg.records, "keys": cfg.keys,
             "rate": cfg.seed_rate, "partitions": cfg.partitions, "input_topic": cfg.input_topic,
             "output_topic": cfg.output_topic, "ordered": cfg.ordered, "nemesis": cfg.nemesis,
             "time_limit": cfg.time_limit, "seed": cfg.seed, "kafka_version": cfg.kafka_version,
             "kafka_behaviour": kafka_version.get(cfg.kafka_version).as_dict(),
             "hang_threshold_s": cfg.hang_threshold_s, "schedule": [e.to_json() for e in events],
+            **({"schedule_file": os.path.abspath(cfg.schedule_file)} if cfg.schedule_file else {}),
             "versions": {"eoslab": eoslab.__version__, "python": platform.python_version()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     _write_meta(cfg.out, meta)

@@ -1,34 +1,35 @@
-"""`eoslab shrink RUN_DIR`: Jepsen-style delta debugging of an anomalous run's fault schedule.
+"""`eoslab shrink RUN_DIR`: Jepsen-style delta debugging of an anomalous run's fault schedule and size.
 
 Guarantees: from a run whose results.json says "invalid", `shrink` first
 replays the original schedule, and stops there, saying so, when it does not
 reproduce; then it looks for a smaller run that still shows one of the
-run's anomaly types: ddmin
-(Zeller's delta debugging) over the events of run.json's "schedule", each
-kept event with its own "at" and "duration", then one try with a shorter
-time limit (the last kept fault's end plus MARGIN_S), then the run's size:
-each dimension cluster.shrink_dimensions finds in it (processes,
-records) halved toward its floor while it reproduces. Every candidate is
-replayed as `eoslab run --schedule` (a fresh interpreter, the same code
-path a user runs) with the run's own workload, settings, seed, client,
-concurrency and Kafka version (a size step: with its smaller values), in
-OUT/candidates/NNN/try-K (its schedule in OUT/candidates/NNN/schedule.json,
-the run's output in try-K.log); a
+run's anomaly types (or of the `anomalies` asked for, each of which the run
+must show): ddmin (Zeller's delta debugging) over the events of run.json's
+"schedule", each kept event with its own "at" and "duration", then one try
+with a shorter time limit (the last kept fault's end plus MARGIN_S), then
+the run's size: each dimension cluster.shrink_dimensions finds in it
+(processes, records) halved toward its floor while it reproduces. Every
+candidate is replayed as `eoslab run --schedule` (a fresh interpreter, the
+same code path a user runs) with the run's own workload, settings, seed,
+client, concurrency and Kafka version (a size step: with its smaller
+values), in OUT/candidates/NNN/try-K (its schedule in
+OUT/candidates/NNN/schedule.json, the run's output in try-K.log); a
 candidate reproduces when at least `need` of `tries` runs show the anomaly
 class (runs stop once `need` did, or once `need` can no longer be reached).
 Timing is not deterministic, so a candidate that did not reproduce may
 still, and a lab-error run never counts as a reproduction. The budget
 (runs, minutes) is checked before each run; a run in progress is finished,
 never cut. The result: OUT/minimal (a copy of the smallest reproducing
-run's folder, or of RUN_DIR when nothing smaller reproduced), OUT/schedule.json
-(its schedule), OUT/shrink.json (original and minimal schedule, time limit
-and size, the reproduction rate, runs used, the replay command, which
-carries the minimal size) and a one-paragraph
-summary on stdout; progress lines on stderr. Bad input (not a run folder,
-a valid, unknown or lab-error run, a run without faults, bad flags) is one
-line and exit 2 before anything runs.
+run's folder, or of RUN_DIR when nothing smaller reproduced),
+OUT/schedule.json (its schedule), OUT/shrink.json (original and minimal
+schedule, time limit and size, the reproduction rate, runs used, the replay
+command, which carries the minimal size) and a one-paragraph summary on
+stdout (cluster.shrink_summary); progress lines on stderr. Bad input (not
+a run folder, a valid, unknown or lab-error run, a run without faults, an
+anomaly type the run does not show, bad flags) is one line and exit 2
+before anything runs.
 
-The search itself (`ddmin`, `k_of_n`, `Budget`) is pure: it takes a
+The search itself (`ddmin`, `k_of_n`, `Budget`, and shrink_dimensions.search) is pure: it takes a
 predicate, so it is tested without a cluster (tests/unit/test_shrink.py).
 """
 from __future__ import annotations
@@ -45,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cluster import shrink_dimensions as dims_
+from cluster.shrink_summary import describe, summary
 
 MARGIN_S = 3.0                 # the shorter time limit: the last kept fault's end plus this
 DEFAULT_TRIES, DEFAULT_NEED, DEFAULT_BUDGET_RUNS = 3, 1, 30
@@ -197,10 +199,6 @@ def run_command(meta: dict, schedule_file: str, time_limit: float, out: str, clu
     return cmd + ["--out", out]
 
 
-def describe(events: list[dict]) -> str:
-    return ", ".join(f"{e['package']} at {e['at']:g} s for {e['duration']:g} s" for e in events) or "no fault"
-
-
 def short_limit(events: list[dict], time_limit: float) -> float:
     """Just past the last kept fault's end, never beyond the run's own time limit."""
     end = max(e["at"] + e["duration"] for e in events)
@@ -217,6 +215,7 @@ class Options:
     budget_runs: int = DEFAULT_BUDGET_RUNS
     budget_minutes: float | None = None
     cluster: str | None = None
+    anomalies: Sequence[str] = ()         # the types that count (default: every type the run shows)
     run_timeout_s: float = 900.0          # beyond the time limit: a replay that hangs is stopped (SIGINT)
 
     def check(self) -> None:
@@ -238,6 +237,9 @@ class Shrinker:
         opts.check()
         self.meta, self.results = load_run(run_dir)
         self.types = sorted(self.results["anomalies"])
+        if missing := sorted(set(opts.anomalies) - set(self.types)):
+            raise BadInput(f"{run_dir} shows no {', '.join(missing)} (it shows {', '.join(self.types)})")
+        self.types = sorted(opts.anomalies or self.types)
         self.events = [{"at": float(e["at"]), "package": e["package"], "duration": float(e["duration"])}
                        for e in self.meta["schedule"]]
         self.time_limit = float(self.meta["time_limit"])
@@ -370,28 +372,3 @@ class Shrinker:
         doc["summary"] = summary(doc)
         return doc
 
-
-def summary(doc: dict) -> str:
-    o, m = doc["original"], doc["minimal"]
-    n0, n1 = len(o["schedule"]), len(m["schedule"])
-    types = ", ".join(doc["minimal_anomalies"] or doc["anomaly_types"])
-    if doc.get("original_reproduced") is False:
-        c = doc["candidates"][0] if doc["candidates"] else {"hits": 0, "tries": 0}
-        head = (f"The original schedule did not reproduce {types} when replayed ({c['hits']} of {c['tries']} "
-                f"tries; a candidate counts at {doc['rule']['need']} of {doc['rule']['tries']}): the anomaly "
-                f"needs timing the replays did not give, so there is nothing to shrink; try more --tries.")
-        rate = ""
-    elif doc["reproduction"] is None:
-        head = (f"No smaller run reproduced {types} within {doc['runs_used']} runs: the original "
-                f"{n0} faults stand ({describe(o['schedule'])}; time limit {o['time_limit']:g} s).")
-        rate = ""
-    else:
-        r = doc["reproduction"]
-        head = (f"The {types} anomaly needs {n1} of the run's {n0} faults, in order: {describe(m['schedule'])}; "
-                f"time limit {m['time_limit']:g} s (was {o['time_limit']:g} s)."
-                + dims_.sentence(doc.get("dimensions") or {}))
-        rate = (f" It reproduced in {r['hits']} of {r['tries']} tries (a candidate counts at {doc['rule']['need']} "
-                f"of {doc['rule']['tries']}; timing is not deterministic, so a replay may need several tries).")
-    spent = " The budget ran out before the search ended." if doc["budget_cut_search"] else ""
-    return (f"{head}{rate} {doc['runs_used']} replay runs, {doc['seconds'] / 60:.1f} min.{spent} "
-            f"Minimal run: {m['folder']}. Replay: {doc['replay']}")

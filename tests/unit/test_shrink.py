@@ -301,3 +301,46 @@ def test_shrinker_shrinks_processes_and_records_with_fake_replays(tmp_path, monk
     assert "records per transaction 4 -> 1 (workload.max-sends)" in doc["summary"]
     minimal = json.loads((tmp_path / "o" / "minimal" / "run.json").read_text())
     assert minimal["concurrency"] == 2 and minimal["settings"]["workload.max-sends"] == "1"
+
+
+def _typed_run(tmp_path, sched):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps({"workload": "queue", "seed": 1, "time_limit": 12, "concurrency": 1,
+                                            "schedule": sched}))
+    (d / "results.json").write_text(json.dumps({"verdict": "invalid",
+                                                "anomalies": {"inconsistent-offsets": [{}], "lost-write": [{}]}}))
+    return d
+
+
+@pytest.mark.parametrize("anomalies,kept", [((), "pause"), (("lost-write",), "kill-leader")])
+def test_anomaly_types_that_count(tmp_path, monkeypatch, anomalies, kept):
+    """With --anomaly lost-write a candidate counts only when it shows a lost write: the pause alone,
+    which shows only inconsistent offsets here, is not the minimal run."""
+    sched = [{"at": 0.5, "package": "pause", "duration": 1.0}, {"at": 2.0, "package": "kill-leader", "duration": 3.0}]
+    d = _typed_run(tmp_path, sched)
+
+    def once(self, cand_dir, sched_file, time_limit, k, seen, meta):
+        with open(sched_file) as f:
+            packages = {e["package"] for e in json.load(f)}
+        found = {"inconsistent-offsets": [{}]} if "pause" in packages else {}
+        found.update({"lost-write": [{}]} if "kill-leader" in packages else {})
+        out = tmp_path / "fake" / f"{len(self.candidates)}-{k}"
+        out.mkdir(parents=True)
+        (out / "results.json").write_text(json.dumps({"verdict": "invalid", "anomalies": found}))
+        hit = bool(set(found) & set(self.types))
+        if hit:
+            seen.append(str(out))
+        return hit
+    monkeypatch.setattr(sh.Shrinker, "_once", once)
+    doc = sh.Shrinker(str(d), sh.Options(out=str(tmp_path / "o"), budget_runs=10, anomalies=anomalies)).shrink()
+    assert [e["package"] for e in doc["minimal"]["schedule"]] == [kept]
+    assert doc["anomaly_types"] == (list(anomalies) or ["inconsistent-offsets", "lost-write"])
+
+
+def test_cli_refuses_an_anomaly_type_the_run_does_not_show(tmp_path, capsys):
+    d = _typed_run(tmp_path, [{"at": 1, "package": "kill-leader", "duration": 2}])
+    assert main(["shrink", str(d), "--anomaly", "G1a", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "shows no G1a (it shows inconsistent-offsets, lost-write)" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "o").exists()

@@ -29,7 +29,8 @@ def register(subparsers) -> None:
     sub = app.add_subparsers(dest="app_command", required=True)     # its parsers are eoslab's (one-line errors)
     r = sub.add_parser("run", help="run N instances of a command against a cluster, break them, judge the output",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("--cmd", required=True, help="the command that starts one instance (run by /bin/sh)")
+    r.add_argument("--cmd", help="the command that starts one instance (run by /bin/sh); required but with "
+                                  "--runtime k8s, where the application's StatefulSet runs it")
     r.add_argument("--instances", type=argtypes.int_range(1, 64), default=3)
     r.add_argument("--input", default="in", metavar="TOPIC", help="input topic (default: in)")
     r.add_argument("--output", default="out", metavar="TOPIC", help="output topic (default: out)")
@@ -52,9 +53,12 @@ def register(subparsers) -> None:
     r.add_argument("--seed", type=argtypes.nonnegative_int, default=0)
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
                    help=f"the cluster behaves as this Kafka release: {', '.join(kafka_version.names())}")
-    r.add_argument("--runtime", choices=("local", "docker"), default="local",
+    r.add_argument("--runtime", choices=("local", "docker", "k8s"), default="local",
                    help="local: the cluster and the instances are processes here (default); docker: a compose "
-                        "cluster and one container per instance on its network")
+                        "cluster and one container per instance on its network; k8s: the pods of --statefulset "
+                        "(k8s/apps/; refused for now: the harness does not drive pods yet, docs/apps.md)")
+    r.add_argument("--statefulset", metavar="NAME",
+                   help="k8s: the StatefulSet whose pods are the instances (k8s/apps/app.yaml: app)")
     r.add_argument("--image", help="docker: the image the instances run in (default: the cluster's eoslab image; "
                                    "it must have your command's interpreter and Kafka client)")
     r.add_argument("--cluster", help="use this running cluster (of --runtime) instead of starting one")
@@ -95,7 +99,9 @@ def cmd_app_run(args) -> int:
             raise CliError(str(e)) from None
         if nemesis in ([], ["none"]):
             nemesis = run_schedule.packages(events) or ["none"]
-    cfg = AppRunConfig(cmd=args.cmd, out=args.out, instances=args.instances, records=args.records, keys=args.keys,
+    if not args.cmd and args.runtime != "k8s":
+        raise CliError("--cmd is required: the command that starts one instance of the application")
+    cfg = AppRunConfig(cmd=args.cmd or "", out=args.out, instances=args.instances, records=args.records, keys=args.keys,
                        rate=args.rate, partitions=args.partitions,
                        nemesis=nemesis, schedule_file=args.schedule,
                        time_limit=args.time_limit, seed=args.seed, kafka_version=args.kafka_version,
@@ -103,7 +109,7 @@ def cmd_app_run(args) -> int:
                        cwd=os.path.abspath(args.cwd) if args.cwd else None, quiet_s=args.quiet_s,
                        drain_timeout_s=args.drain_timeout, first_output_s=args.first_output_s,
                        hang_threshold_s=args.hang_threshold_s, fault_duration=_duration(args.fault_duration),
-                       runtime=args.runtime, image=args.image)
+                       runtime=args.runtime, image=args.image, statefulset=args.statefulset)
     try:
         cfg.validate()
     except (ValueError, KeyError) as e:

@@ -1,7 +1,8 @@
 """What one `eoslab app run` is asked to do, and the checks on it before anything starts.
 
 Guarantees: `AppRunConfig.validate()` raises ValueError with one readable
-line for anything the run could not do (an empty command, a count below 1,
+line for anything the run could not do (`--runtime k8s`, whose pods nothing
+drives yet: K8S_REFUSED; an empty command, a count below 1,
 an unknown fault package, a runtime other than local or docker, partition-app
 without root, the same topic for input and output, an unknown Kafka
 release, a `schedule_file` that cluster.run_schedule refuses or that names
@@ -21,6 +22,9 @@ from eoslab import kafka_version
 
 NEEDS_CUT = ("partition-app",)
 RUNTIMES = ("local", "docker")
+# The k8s template (k8s/apps/) is validated offline only: nothing drives a StatefulSet's pods yet.
+K8S_REFUSED = ("--runtime k8s is not implemented: the app harness cannot drive a StatefulSet's pods yet "
+               "(k8s/apps/ is a template validated offline; docs/apps.md says what a real cluster needs)")
 
 
 @dataclass
@@ -48,9 +52,14 @@ class AppRunConfig:
     fault_duration: tuple[float, float] = (5.0, 15.0)
     runtime: str = "local"             # where the cluster and the instances run: local processes or docker
     image: str | None = None           # docker: the instances' image (default: the cluster's eoslab image)
+    statefulset: str | None = None     # k8s: the StatefulSet whose pods are the instances (refused for now)
     schedule_file: str | None = None   # play exactly these faults, not the seed's (cluster.run_schedule's format)
 
     def validate(self) -> None:
+        if self.runtime == "k8s":
+            raise ValueError(K8S_REFUSED)
+        if self.statefulset is not None:
+            raise ValueError("--statefulset is for --runtime k8s (the StatefulSet whose pods are the instances)")
         if not self.cmd.strip():
             raise ValueError("--cmd is empty: give the command that starts one instance of the application")
         for name, v, lo in (("--instances", self.instances, 1), ("--records", self.records, 1),

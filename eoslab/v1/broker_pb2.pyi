@@ -178,18 +178,20 @@ class ProduceResponse(_message.Message):
     def __init__(self, correlation_id: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceResponse, _Mapping]]] = ...) -> None: ...
 
 class FetchPartition(_message.Message):
-    __slots__ = ("topic", "partition", "fetch_offset", "current_leader_epoch", "partition_max_bytes")
+    __slots__ = ("topic", "partition", "fetch_offset", "current_leader_epoch", "partition_max_bytes", "log_start_offset")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     FETCH_OFFSET_FIELD_NUMBER: _ClassVar[int]
     CURRENT_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     fetch_offset: int
     current_leader_epoch: int
     partition_max_bytes: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ...) -> None: ...
+    log_start_offset: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
     __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions")

@@ -42,6 +42,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_CONFIG: _ClassVar[ErrorCode]
     NOT_CONTROLLER: _ClassVar[ErrorCode]
     INVALID_REQUEST: _ClassVar[ErrorCode]
+    POLICY_VIOLATION: _ClassVar[ErrorCode]
     OUT_OF_ORDER_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     DUPLICATE_SEQUENCE_NUMBER: _ClassVar[ErrorCode]
     INVALID_PRODUCER_EPOCH: _ClassVar[ErrorCode]
@@ -101,6 +102,7 @@ INVALID_REPLICA_ASSIGNMENT: ErrorCode
 INVALID_CONFIG: ErrorCode
 NOT_CONTROLLER: ErrorCode
 INVALID_REQUEST: ErrorCode
+POLICY_VIOLATION: ErrorCode
 OUT_OF_ORDER_SEQUENCE_NUMBER: ErrorCode
 DUPLICATE_SEQUENCE_NUMBER: ErrorCode
 INVALID_PRODUCER_EPOCH: ErrorCode

@@ -23,6 +23,7 @@ import os
 
 HW_CHECKPOINT = "high-watermark-checkpoint"
 HW_CHECKPOINT_INTERVAL_S = 1.0      # the ReplicaManager writes the checkpoints this often
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 

@@ -26,13 +26,16 @@ class IsrMaintenance:
                 self._maybe_increment_hw()
             self.changed.notify_all()
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         with self.lock:
             st = self.followers.get(replica_id)
             if st is None:
                 return
-            st.update_fetch_state(fetch_offset, self.time.monotonic(), self.log.log_end_offset)
+            moved = st.log_start_offset != log_start_offset
+            st.update_fetch_state(fetch_offset, self.time.monotonic(), self.log.log_end_offset, log_start_offset)
             self._maybe_increment_hw()
+            if moved:
+                self.changed.notify_all()       # a DeleteRecords may wait for the low watermark
 
     def isr_change_wanted(self) -> list[int] | None:
         """The ISR this leader should ask the controller for, or None if it is right. Shrink: a follower

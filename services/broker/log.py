@@ -26,7 +26,8 @@ import os
 
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
-from services.broker.checkpoints import (RECOVERY_POINT_CHECKPOINT, consume_clean_shutdown_marker, fsync_dir,
+from services.broker.checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+                                         consume_clean_shutdown_marker, fsync_dir,
                                          read_offset_checkpoint, write_clean_shutdown_marker,
                                          write_offset_checkpoint)
 from services.broker.log_config import FLUSH_NEVER
@@ -56,6 +57,8 @@ class UnifiedLog:
         self.last_flush_ms = time.milliseconds()
         self.flush_also = None                 # () -> None: files synced with every flush (txn index)
         self.recovery_point_path = os.path.join(directory, RECOVERY_POINT_CHECKPOINT)
+        self.log_start_offset_path = os.path.join(directory, LOG_START_OFFSET_CHECKPOINT)
+        self._log_start_offset = 0
         self.had_clean_shutdown = False
         self.recovery: LoadResult | None = None
         self._load()
@@ -81,6 +84,9 @@ class UnifiedLog:
         self.log_end_offset = res.next_offset
         self.recovery_point = res.recovery_point
         self._rp_checkpointed = checkpointed
+        first = self.segments[0]
+        self._log_start_offset = min(max(read_offset_checkpoint(self.log_start_offset_path),
+                                         first.bases[0] if first.bases else first.base_offset), self.log_end_offset)
         if self.recovery_point < checkpointed:   # never leave a checkpoint above the log's own end
             self.checkpoint_recovery_point()
 
@@ -91,8 +97,36 @@ class UnifiedLog:
 
     @property
     def log_start_offset(self) -> int:
-        s = self.segments[0]
-        return s.bases[0] if s.bases else s.base_offset
+        """The first offset a reader may ask for: the first segment's first batch, or higher after
+        DeleteRecords (Kafka's logStartOffset, kept in `log-start-offset-checkpoint`)."""
+        return self._log_start_offset
+
+    def maybe_increment_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to `offset` (at most the log end): checkpointed at once, and
+        every segment wholly below it deleted, never the active one (Kafka's
+        maybeIncrementLogStartOffset and deleteLogStartOffsetBreachedSegments). Answers whether it moved."""
+        offset = min(offset, self.log_end_offset)
+        if offset <= self._log_start_offset:
+            return False
+        self._log_start_offset = offset
+        write_offset_checkpoint(self.log_start_offset_path, offset)
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            seg.close()
+            os.remove(seg.path)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at `offset` (Kafka's truncateFullyAndStartAt: a follower
+        whose log ends below the leader's log start offset)."""
+        for seg in self.segments:
+            seg.close()
+            os.remove(seg.path)
+        self.segments = [LogSegment(os.path.join(self.dir, LogSegment.file_name(offset)), offset)]
+        fsync_dir(self.dir)
+        self.log_end_offset = self.recovery_point = self._log_start_offset = offset
+        write_offset_checkpoint(self.log_start_offset_path, offset)
+        self.checkpoint_recovery_point()
 
     @property
     def unflushed_messages(self) -> int:
@@ -230,6 +264,7 @@ class UnifiedLog:
         self.segments[-1].truncate_to(offset)
         seg = self.segments[-1]
         self.log_end_offset = seg.lasts[-1] + 1 if seg.lasts else seg.base_offset
+        self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
         if self.recovery_point > self.log_end_offset:
             self.recovery_point = self.log_end_offset
             self.checkpoint_recovery_point()

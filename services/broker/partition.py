@@ -47,6 +47,7 @@ from services.broker.isr_maintenance import IsrMaintenance
 from services.broker.partition_checkpoints import PartitionCheckpoints
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker.log_config import LogConfig
+from services.broker.record_deletion import RecordDeletion
 from services.broker.log import StoredBatch, UnifiedLog
 from services.broker.producer_state import ProducerStateError, ProducerStateManager
 from services.broker.replica import Replica
@@ -69,7 +70,7 @@ class AppendResult:
     duplicate: bool = False
 
 
-class Partition(IsrMaintenance, PartitionCheckpoints):
+class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
     def __init__(self, topic: str, partition: int, data_dir: str, broker_id: int, config: LogConfig,
                  producer_id_known=None, time: Time = SYSTEM):
         self.time = time
@@ -273,7 +274,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints):
             hw = self.high_watermark
             self.unstable_completed = [(f, m) for f, m in self.unstable_completed if m >= hw]
             firsts = self.producer_state.ongoing_txn_first_offsets() + [f for f, _ in self.unstable_completed]
-            return min(firsts + [hw])
+            return max(min(firsts + [hw]), self.log.log_start_offset)   # Kafka: never below the log start
 
     def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
         with self.lock:

@@ -22,6 +22,7 @@ class Replica:
     last_caught_up: float = 0.0
     last_fetch_time: float = 0.0
     last_fetch_leader_end: int = -1     # the leader's log end when the previous fetch came
+    log_start_offset: int = -1          # the follower's, from its last fetch (-1: not fetched yet)
 
     @classmethod
     def for_new_leader(cls, now: float, in_sync: bool) -> "Replica":
@@ -34,8 +35,10 @@ class Replica:
         t = now if in_sync else 0.0
         return Replica(self.log_end_offset, last_caught_up=t, last_fetch_time=t, last_fetch_leader_end=leader_end)
 
-    def update_fetch_state(self, fetch_offset: int, fetch_time: float, leader_end: int) -> None:
+    def update_fetch_state(self, fetch_offset: int, fetch_time: float, leader_end: int,
+                           log_start_offset: int = -1) -> None:
         """A fetch from this follower at `fetch_offset`, received when the leader's log ended at `leader_end`."""
+        self.log_start_offset = log_start_offset
         if fetch_offset >= leader_end:
             self.last_caught_up = max(self.last_caught_up, fetch_time)
         elif fetch_offset >= self.last_fetch_leader_end:

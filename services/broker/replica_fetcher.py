@@ -243,7 +243,8 @@ class ReplicaFetcherThread(threading.Thread):
         k = self._round % len(order)                       # partition to the end: the leader fills its byte
         for (t, p), st in order[k:] + order[:k]:           # limits in request order
             req.partitions.add(topic=t, partition=p, fetch_offset=st.partition.log_end_offset,
-                               current_leader_epoch=st.leader_epoch, partition_max_bytes=REPLICA_FETCH_MAX_BYTES)
+                               current_leader_epoch=st.leader_epoch, partition_max_bytes=REPLICA_FETCH_MAX_BYTES,
+                               log_start_offset=st.partition.log.log_start_offset)
         if self.session is None or self.session.closed or self._session_stub is not stub:
             self.close_session()
             self.session, self._session_stub = FetchSession(stub, self.name, self.time), stub
@@ -254,6 +255,9 @@ class ReplicaFetcherThread(threading.Thread):
                 continue
             if r.error == E.NONE:
                 st.partition.append_as_follower(r.batches, r.high_watermark)
+                st.partition.follow_log_start_offset(r.log_start_offset)
+            elif r.error == E.OFFSET_OUT_OF_RANGE and r.log_start_offset > st.partition.log_end_offset:
+                st.partition.truncate_fully_and_start_at(r.log_start_offset)     # records deleted past our end
             elif r.error == E.OFFSET_OUT_OF_RANGE:
                 st.transition_to(ReplicaState.TRUNCATING)
             else:   # the leader moved or does not know yet: this partition waits for LeaderAndIsr, not the others

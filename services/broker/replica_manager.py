@@ -299,7 +299,7 @@ class ReplicaManager(DelayedFetchPurgatory):
                                   read_committed=committed, min_one=min_one)
             min_one = min_one and not batches
             if req.replica_id >= 0 and err == E.NONE:   # as Kafka: the follower's position moves after a good read
-                p.record_follower_fetch(req.replica_id, fp.fetch_offset)
+                p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
             out.error = err
             out.high_watermark = p.high_watermark
             out.last_stable_offset = p.last_stable_offset

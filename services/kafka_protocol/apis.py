@@ -68,6 +68,8 @@ def int_error(code) -> int:
 class ApiHandlers:
     def __init__(self):
         self.handlers: dict[int, tuple[int, int, object]] = {API_VERSIONS: (0, 3, self.api_versions)}
+        # API key -> frame -> the whole response frame, or None to fall back on the handler (forwarding.py)
+        self.raw: dict[int, object] = {}
 
     def register(self, api_key: int, min_version: int, max_version: int, fn) -> None:
         self.handlers[api_key] = (min_version, max_version, fn)
@@ -99,6 +101,9 @@ class ApiHandlers:
             header, req = codec.parse_request(frame, self.served)
         except UnsupportedVersion as u:
             return self.unsupported(u)
+        relay = self.raw.get(header.api_key)
+        if relay is not None and (out := relay(frame)) is not None:
+            return out
         fn = self.handlers[header.api_key][2]
         if log.isEnabledFor(logging.DEBUG):
             log.debug("API %d v%d from %s (correlation id %d)", header.api_key, header.api_version, header.client_id,

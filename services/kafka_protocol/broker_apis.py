@@ -35,9 +35,9 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-CREATE_PARTITIONS, DELETE_TOPICS = 37, 20
+CREATE_PARTITIONS, DELETE_TOPICS, DELETE_RECORDS = 37, 20, 21
 FETCH_MAX_BYTES = 57671680   # Kafka's broker fetch.max.bytes default: no Fetch answer is larger (but one batch)
-VERSIONS = {apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+VERSIONS = {DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
 
 
@@ -50,6 +50,7 @@ class BrokerApis(ApiHandlers):
         self.endpoints = KafkaEndpoints(server.zk)
         for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics),
                         (CREATE_PARTITIONS, self.create_partitions), (DELETE_TOPICS, self.delete_topics),
+                        (DELETE_RECORDS, self.delete_records),
                         (PRODUCE, self.produce),
                         (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
                         (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
@@ -146,6 +147,19 @@ class BrokerApis(ApiHandlers):
                 entry["topic_id"] = codec.ZERO_UUID
             out.append(entry)
         return {"responses": out}
+
+    def delete_records(self, header, req) -> dict:
+        """DeleteRecords v0-v2: services/broker/record_deletion.py, answered once the low watermarks
+        reach the offsets asked or the request's timeout passed."""
+        from services.broker.record_deletion import delete_records
+        asked = [(t.name, int(p.partition_index), int(p.offset)) for t in req.topics for p in t.partitions]
+        res = delete_records(self.rm, asked, ms(req.timeout))
+        by_topic: dict[str, list] = {}
+        for topic, partition, _ in asked:
+            err, low, _msg = res[(topic, partition)]
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "low_watermark": low,
+                                                   "error_code": err})
+        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
     # -- produce ----------------------------------------------------------------------------------
     def produce(self, header, req):

@@ -16,7 +16,8 @@ answers, from the last answers seen: never an empty topic list; an unknown
 topic is auto-created by the broker asked, as its own listener would), and an idempotent
 InitProducerId (no transactional id) gets a producer id from the
 coordinator's own id blocks, unique across the cluster; ListGroups, which
-admin clients send to every node, is answered with no groups.
+admin clients send to every node, is answered with no groups; topic and config admin requests
+are relayed to a broker (forwarding.py).
 """
 from __future__ import annotations
 
@@ -52,8 +53,10 @@ class CoordinatorApis(ApiHandlers):
                         (ADD_OFFSETS_TO_TXN, self.add_offsets_to_txn), (END_TXN, self.end_txn),
                         (LIST_GROUPS, self.list_groups)):
             self.register(key, *VERSIONS[key], fn)
+        from services.kafka_protocol.forwarding import register_forwarded
         from services.kafka_protocol.txn_admin_apis import register_coordinator
         register_coordinator(self)
+        register_forwarded(self, server.zk, self.endpoints)
         self.limit_to_release(getattr(server, "kafka_version", None))
 
     @staticmethod

@@ -26,6 +26,8 @@ def _admin(kcluster) -> AdminClient:
 def _create(admin, configs, partitions=1, rf=3) -> str:
     name = f"cfg-{uuid.uuid4().hex[:8]}"
     admin.create_topics([NewTopic(name, partitions, rf, config=configs)])[name].result(30)
+    h.wait_for(lambda: name in admin.list_topics(name, timeout=10).topics and
+               admin.list_topics(name, timeout=10).topics[name].error is None, timeout=30, what=f"{name} known")
     return name
 
 
@@ -76,8 +78,8 @@ def test_incremental_alter_configs_changes_what_the_leader_enforces(kcluster):
         ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
     admin.incremental_alter_configs([res])[res].result(30)
+    h.wait_for(lambda: _describe(admin, topic)["min.insync.replicas"].value == "4", timeout=30, what="the change")
     entries = _describe(admin, topic)
-    assert entries["min.insync.replicas"].value == "4"
     assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value
     assert entries["cleanup.policy"].value == "delete,compact"
     # 3 replicas, min.insync.replicas 4: acks=all is refused once the brokers have the new config
@@ -101,8 +103,9 @@ def test_alter_configs_replaces_the_set_and_validate_only_changes_nothing(kclust
     admin.alter_configs([res], validate_only=True)[res].result(30)
     assert _describe(admin, topic)["retention.ms"].value == "60000"
     admin.alter_configs([res])[res].result(30)
+    # as in Kafka, each broker takes the change when it hears of it (here: the controller's UpdateMetadata)
+    h.wait_for(lambda: _describe(admin, topic)["segment.ms"].value == "3600000", timeout=30, what="the change")
     entries = _describe(admin, topic)
-    assert entries["segment.ms"].value == "3600000"
     assert entries["retention.ms"].source == ConfigSource.DEFAULT_CONFIG.value      # replaced, not merged
     assert entries["min.insync.replicas"].value == "1"
     bad = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
@@ -127,3 +130,70 @@ def test_describe_configs_of_a_broker_lists_its_settings_and_refuses_changes(kcl
     with pytest.raises(KafkaException) as e:
         admin.alter_configs([change])[change].result(30)
     assert e.value.args[0].code() == confluent_kafka.KafkaError.INVALID_REQUEST
+
+
+def test_delete_records_moves_the_log_start_offset_on_every_replica(kcluster):
+    """DeleteRecords through librdkafka's admin client: the low watermark is answered once the followers
+    have it, readers start there, and a new leader (the old one killed) starts there too."""
+    from confluent_kafka import Consumer, TopicPartition
+    admin = _admin(kcluster)
+    boot = kcluster.info().kafka_bootstrap
+    topic = _create(admin, {})
+    p = Producer({"bootstrap.servers": boot, "acks": "all"})
+    for i in range(50):
+        p.produce(topic, key=b"k", value=b"%d" % i)
+    assert p.flush(30) == 0
+    done = admin.delete_records([TopicPartition(topic, 0, 20)], request_timeout=30, operation_timeout=30)
+    low = list(done.values())[0].result(30)
+    assert low.low_watermark == 20                               # every replica has it
+    past = admin.delete_records([TopicPartition(topic, 0, 51)], operation_timeout=30)
+    with pytest.raises(KafkaException) as e:
+        list(past.values())[0].result(30)
+    assert e.value.args[0].code() == confluent_kafka.KafkaError.OFFSET_OUT_OF_RANGE
+
+    def first_read():
+        c = Consumer({"bootstrap.servers": boot, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+            c.assign([TopicPartition(topic, 0)])
+            m = c.poll(15)
+            return lo, hi, (m.offset() if m is not None and m.error() is None else None)
+        finally:
+            c.close()
+    assert first_read() == (20, 50, 20)
+    leader = admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader
+    node = next(n for n in kcluster.info().by_role("broker") if n.node_id == leader)
+    kcluster.kill(node.name)
+    try:
+        h.wait_for(lambda: admin.list_topics(topic, timeout=10).topics[topic].partitions[0].leader not in (-1, leader),
+                   timeout=60, what="a new leader")
+        assert first_read() == (20, 50, 20)
+    finally:
+        kcluster.start(node.name)
+        h.wait_for(lambda: leader in admin.list_topics(timeout=10).brokers, timeout=60, what="the broker back")
+
+
+def test_a_coordinator_relays_topic_and_config_requests_to_a_broker(kcluster):
+    """Admin clients send these to any node of Metadata, the coordinators too: the answer is a broker's."""
+    import socket
+
+    from cluster.local_nodes import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    admin = _admin(kcluster)
+    topic = _create(admin, {"retention.ms": "12345"})
+    name = f"cfg-relayed-{uuid.uuid4().hex[:6]}"
+    node = kcluster.info().by_role("txn-coordinator")[0]
+    with socket.create_connection((node.host, KAFKA_PORT), timeout=60) as s:
+        s.sendall(_request(32, 4, 7, resources=[{"resource_type": 2, "resource_name": topic,
+                                                 "configuration_keys": ["retention.ms"]}],
+                           include_synonyms=False, include_documentation=False))
+        corr, r = _response(_read_frame(s), 32, 4)
+        assert corr == 7 and r.results[0].error_code.value == 0
+        assert [(c.name, c.value) for c in r.results[0].configs] == [("retention.ms", "12345")]
+        s.sendall(_request(19, 7, 8, topics=[{"name": name, "num_partitions": 2, "replication_factor": 1,
+                                              "assignments": [], "configs": []}], timeout=30000,
+                           validate_only=False))
+        corr, r = _response(_read_frame(s), 19, 7)
+        assert corr == 8 and r.topics[0].error_code.value == 0, r
+    assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2

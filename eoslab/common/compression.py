@@ -8,6 +8,11 @@ SnappyOutputStream: the 8-byte magic, two version ints, then length-prefixed
 raw blocks) and raw (librdkafka); lz4 is the LZ4 frame format (Kafka's
 KafkaLZ4BlockOutputStream for magic 2); zstd is a zstd frame. The codecs
 come from cramjam, one maintained binding of all of them.
+
+A records section that would decompress to more than `MAX_DECOMPRESSED_BYTES`
+raises `TooLarge` (a CodecError) without ever holding more than that: the
+lab decodes a batch's records whole, where Kafka's broker streams them one
+at a time, so a compression bomb must be stopped at the codec.
 """
 from __future__ import annotations
 
@@ -19,11 +24,50 @@ XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = 16                  # magic, version int, compatible-version int
 
 
+MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
+FIRST_GUESS = 8                     # first output buffer: this many times the input (then x8 up to the bound)
+
+
 class CodecError(ValueError):
     pass
 
 
-def _xerial(data: bytes, raw) -> bytes:
+class TooLarge(CodecError):
+    """The records decompress to more than the bound."""
+
+
+def _too_large(codec: int, limit: int) -> TooLarge:
+    return TooLarge(f"{NAMES[codec]}: the records decompress to more than {limit} bytes, the lab's bound")
+
+
+def _bounded_into(codec: int, fn, data: bytes, limit: int) -> bytes:
+    """fn(data, buffer) -> bytes written, into buffers growing x8 up to `limit`."""
+    import cramjam
+    size = min(limit, max(1 << 16, FIRST_GUESS * len(data)))
+    while True:
+        buf = bytearray(size)
+        try:
+            return bytes(memoryview(buf)[:fn(data, buf)])
+        except cramjam.DecompressionError as e:
+            if "whole buffer" not in str(e):
+                raise
+            if size >= limit:
+                raise _too_large(codec, limit) from None
+            size = min(limit, size * 8)
+
+
+def _snappy_length(data: bytes) -> int:
+    """The uncompressed length a raw snappy block declares (its leading uvarint)."""
+    n = shift = 0
+    for i, b in enumerate(data[:10]):
+        n |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return n
+        shift += 7
+    raise CodecError("snappy: no length preamble")
+
+
+def _xerial(data: bytes, raw, limit: int) -> bytes:
     out, pos, end = bytearray(), XERIAL_HEADER, len(data)
     while pos < end:
         if end - pos < 4:
@@ -32,17 +76,25 @@ def _xerial(data: bytes, raw) -> bytes:
         pos += 4
         if n < 0 or pos + n > end:
             raise CodecError("snappy: xerial block runs past the batch")
+        if len(out) + _snappy_length(data[pos:pos + n]) > limit:
+            raise _too_large(SNAPPY, limit)
         out += bytes(raw(data[pos:pos + n]))
         pos += n
     return bytes(out)
 
 
-def decompress(codec: int, data: bytes) -> bytes:
+def decompress(codec: int, data: bytes, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     if codec == GZIP:
+        d = zlib.decompressobj(wbits=31)
         try:
-            return zlib.decompress(bytes(data), wbits=31)
+            out = d.decompress(bytes(data), limit + 1)
         except zlib.error as e:
             raise CodecError(f"gzip: {e}") from None
+        if len(out) > limit:
+            raise _too_large(GZIP, limit)
+        if not d.eof:
+            raise CodecError("gzip: incomplete or truncated stream")
+        return out
     try:
         import cramjam
     except ImportError:
@@ -51,12 +103,14 @@ def decompress(codec: int, data: bytes) -> bytes:
     try:
         if codec == SNAPPY:
             if data[:8] == XERIAL_MAGIC:
-                return _xerial(data, cramjam.snappy.decompress_raw)
+                return _xerial(data, cramjam.snappy.decompress_raw, limit)
+            if _snappy_length(data) > limit:
+                raise _too_large(SNAPPY, limit)
             return bytes(cramjam.snappy.decompress_raw(data))
         if codec == LZ4:
-            return bytes(cramjam.lz4.decompress(data))
+            return _bounded_into(LZ4, cramjam.lz4.decompress_into, data, limit)
         if codec == ZSTD:
-            return bytes(cramjam.zstd.decompress(data))
+            return _bounded_into(ZSTD, cramjam.zstd.decompress_into, data, limit)
     except cramjam.DecompressionError as e:
         raise CodecError(f"{NAMES[codec]}: {str(e).splitlines()[0] if str(e) else 'corrupt data'}") from None
     raise CodecError(f"compression codec {codec} is not one of Kafka's (1 gzip, 2 snappy, 3 lz4, 4 zstd)")

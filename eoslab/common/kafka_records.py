@@ -135,6 +135,8 @@ def decode_batches(data: bytes) -> list[KafkaBatch]:
         if codec:
             try:
                 body = compression.decompress(codec, body)
+            except compression.TooLarge as e:      # not retriable: the producer fails the batch at once
+                raise BatchFormatError(E.INVALID_RECORD, str(e)) from None
             except compression.CodecError as e:
                 raise BatchFormatError(E.CORRUPT_MESSAGE, str(e)) from None
         records = _decode_records(body, count, base_ts)

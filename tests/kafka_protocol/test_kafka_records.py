@@ -206,3 +206,27 @@ def test_a_batch_without_producer_id_is_accepted_whatever_sequence_it_carries():
     lab = kr.to_lab(kr.decode_batches(data)[0])
     assert (lab.producer_id, lab.producer_epoch, lab.base_sequence) == (-1, -1, -1)
     assert rb.validate_batch(lab, 1 << 20) is None
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy-raw", "snappy-xerial", "lz4", "zstd"])
+def test_a_compression_bomb_is_refused_at_the_bound_without_decompressing_it_whole(codec, monkeypatch):
+    """Records that decompress past compression.MAX_DECOMPRESSED_BYTES: INVALID_RECORD (not retriable),
+    while a batch just under the bound is read; a truncated gzip stream is still CORRUPT_MESSAGE."""
+    pytest.importorskip("cramjam")
+    from eoslab.common import compression
+    data = _kio_batch([(b"k", b"\0" * 200_000, 1)])
+    monkeypatch.setattr(compression.decompress, "__defaults__", (150_000,))
+    with pytest.raises(kr.BatchFormatError) as e:
+        kr.decode_batches(_recompress(data, codec))
+    assert e.value.code == E.INVALID_RECORD and "150000 bytes" in str(e.value)
+    monkeypatch.setattr(compression.decompress, "__defaults__", (250_000,))
+    [kb] = kr.decode_batches(_recompress(data, codec))
+    assert kb.records[0][1] == b"\0" * 200_000
+
+
+def test_a_truncated_gzip_stream_is_corrupt():
+    from eoslab.common import compression
+    whole = gzip.compress(b"x" * 5000)
+    with pytest.raises(compression.CodecError) as e:
+        compression.decompress(compression.GZIP, whole[:len(whole) // 2])
+    assert not isinstance(e.value, compression.TooLarge)

@@ -286,7 +286,11 @@ class Shrinker:
         return bool(found)
 
     def test(self, events: list[dict], time_limit: float, size: dict | None = None) -> bool:
-        """One candidate: k of n replays; `size` the dimensions' values (default: the run's own)."""
+        """One candidate: k of n replays; `size` the dimensions' values (default: the run's own). With the
+        budget spent, no candidate: not reproduced, and the search marked cut."""
+        if self.budget.exhausted():
+            self.budget.cut = True
+            return False
         n, size = len(self.candidates) + 1, dict(size or dims_.originals(self.dims))
         meta = dims_.apply(self.meta, size)
         cand_dir = os.path.join(self.opts.out, "candidates", f"{n:03d}")
@@ -330,11 +334,8 @@ class Shrinker:
         kept = ddmin(self.events, lambda sub: self.test(sub, self.time_limit), self.budget)
         kept = sorted(kept, key=lambda e: order[id(e)])
         short, limit = short_limit(kept, self.time_limit), self.time_limit
-        if short < self.time_limit - 0.5:
-            if self.budget.exhausted():
-                self.budget.cut = True
-            elif self.test(kept, short):
-                limit = short
+        if short < self.time_limit - 0.5 and self.test(kept, short):
+            limit = short
         dims_.search(self.dims, lambda size: self.test(kept, limit, size), self.budget)
         return self.finish(t0)
 

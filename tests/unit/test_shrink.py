@@ -179,6 +179,25 @@ def test_shrinker_end_to_end_with_fake_replays(tmp_path, monkeypatch):
     assert json.loads((tmp_path / "o" / "minimal" / "results.json").read_text())["anomalies"]["duplicate"]
 
 
+def test_no_candidate_once_the_budget_is_spent(tmp_path, monkeypatch):
+    """ddmin asks for more candidates in a round than the budget has: those are not recorded (no
+    folder, no empty entry in shrink.json), and the search is marked cut."""
+    sched = [dict(e) for e in EVENTS[:4]]
+    d = _run_dir(tmp_path, "run", {"verdict": "invalid", "anomalies": {"duplicate": [{}]}}, sched)
+
+    def once(self, cand_dir, sched_file, time_limit, k, seen, meta):
+        with open(sched_file) as f:
+            hit = len(json.load(f)) == 4           # only the whole schedule reproduces
+        if hit:
+            seen.append(str(d))
+        return hit
+    monkeypatch.setattr(sh.Shrinker, "_once", once)
+    doc = sh.Shrinker(str(d), sh.Options(out=str(tmp_path / "o"), tries=2, budget_runs=3)).shrink()
+    assert doc["runs_used"] == 3 and doc["budget_cut_search"]
+    assert [c["tries"] for c in doc["candidates"]] == [1, 2]
+    assert sorted(p.name for p in (tmp_path / "o" / "candidates").iterdir()) == ["001", "002"]
+
+
 def test_a_run_whose_original_schedule_does_not_reproduce_is_not_shrunk(tmp_path, monkeypatch):
     """The original schedule is replayed first; when it does not reproduce, no smaller candidate is
     tried and the summary says why (a smaller "reproduction" would then be chance)."""

@@ -1,16 +1,17 @@
-"""WRONG ON PURPOSE: a new transactional.id at every process start. The lab should find DUPLICATES under
-zombie-app (or, with KIP-447 group fencing in play, a stalled output after kill-app).
+"""WRONG ON PURPOSE: a new transactional.id at every process start. The lab should find a HANGING
+TRANSACTION after kill-app (an open transaction nobody aborts); on Kafka before 2.5, DUPLICATES under
+zombie-app.
 
 What is wrong: the transactional.id gets a random suffix per process, so a restarted or replacement
 instance never fences the incarnation it replaces (InitProducerId only fences producers with the
-SAME id) and never finishes the transaction a killed incarnation left open. A zombie (an old
+SAME id) and never finishes the transaction a killed incarnation left open: that transaction stays
+open until transaction.timeout.ms (and the coordinator's next check), holding back every
+read_committed reader of the output (and the group's offset fetch) meanwhile. A zombie (an old
 incarnation that still runs, or comes back from a pause or a network cut) keeps a working producer.
 Everything else is as in confluent_copier.py, including the group metadata in
-send_offsets_to_transaction: that KIP-447 fencing (by group generation) still refuses the zombie's
-offsets when they are sent after the group moved on, so whether the lab sees duplicates depends on
-when the zombie was stopped; an open transaction left by a SIGKILL always stays open until
-transaction.timeout.ms, holding back every read_committed reader of the output (and the group's
-offset fetch) meanwhile.
+send_offsets_to_transaction: from Kafka 2.5 on that KIP-447 fencing (by group generation) refuses
+the zombie's offsets once the group has moved on, and a new owner waits for offsets pending in the
+zombie's open transaction, so the zombie leaves no duplicate; before 2.5 its writes are accepted.
 """
 import os
 import signal

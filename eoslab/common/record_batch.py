@@ -228,6 +228,7 @@ def last_sequence(base_sequence: int, record_count: int) -> int:
 class BatchError:
     code: int
     message: str
+    record_errors: tuple = ()      # (index in the batch, why) of the records at fault (Kafka's RecordError)
 
 
 def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
@@ -265,6 +266,10 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
         return BatchError(E.CORRUPT_MESSAGE, f"malformed records: {e}")
     if n != batch.record_count:
         return BatchError(E.INVALID_RECORD, f"record count {batch.record_count} does not match the {n} records")
-    if compacted and any(key is None for key, _, _ in iter_records(batch.records, has_headers(batch))):
-        return BatchError(E.INVALID_RECORD, "Compacted topic cannot accept message without key")
+    if compacted:
+        keyless = tuple((i, "Compacted topic cannot accept message without key")
+                        for i, (key, _, _) in enumerate(iter_records(batch.records, has_headers(batch)))
+                        if key is None)
+        if keyless:
+            return BatchError(E.INVALID_RECORD, "One or more records have been rejected", keyless)
     return None

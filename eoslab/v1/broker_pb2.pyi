@@ -63,14 +63,16 @@ class PartitionMetadata(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TopicMetadata(_message.Message):
-    __slots__ = ("error", "name", "partitions")
+    __slots__ = ("error", "name", "partitions", "topic_id")
     ERROR_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
     error: _common_pb2.ErrorCode
     name: str
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionMetadata]
-    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionMetadata, _Mapping]]] = ...) -> None: ...
+    topic_id: str
+    def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionMetadata, _Mapping]]] = ..., topic_id: _Optional[str] = ...) -> None: ...
 
 class MetadataResponse(_message.Message):
     __slots__ = ("brokers", "controller_id", "topics")
@@ -152,7 +154,7 @@ class ProduceRequest(_message.Message):
     def __init__(self, correlation_id: _Optional[int] = ..., transactional_id: _Optional[str] = ..., acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceData, _Mapping]]] = ...) -> None: ...
 
 class PartitionProduceResponse(_message.Message):
-    __slots__ = ("topic", "partition", "error", "error_message", "base_offset", "log_start_offset", "leader_epoch")
+    __slots__ = ("topic", "partition", "error", "error_message", "base_offset", "log_start_offset", "leader_epoch", "record_errors")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +162,7 @@ class PartitionProduceResponse(_message.Message):
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RECORD_ERRORS_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error: _common_pb2.ErrorCode
@@ -167,7 +170,16 @@ class PartitionProduceResponse(_message.Message):
     base_offset: int
     log_start_offset: int
     leader_epoch: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
+    record_errors: _containers.RepeatedCompositeFieldContainer[RecordError]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., record_errors: _Optional[_Iterable[_Union[RecordError, _Mapping]]] = ...) -> None: ...
+
+class RecordError(_message.Message):
+    __slots__ = ("batch_index", "message")
+    BATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    batch_index: int
+    message: str
+    def __init__(self, batch_index: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ProduceResponse(_message.Message):
     __slots__ = ("correlation_id", "partitions")
@@ -346,20 +358,29 @@ class LeaderAndIsrResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., partition_errors: _Optional[_Iterable[_Union[PartitionProduceResponse, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "partition_states", "live_brokers", "controller", "topic_configs")
+    __slots__ = ("controller_id", "controller_epoch", "partition_states", "live_brokers", "controller", "topic_configs", "topic_ids")
+    class TopicIdsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
     LIVE_BROKERS_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_IDS_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     partition_states: _containers.RepeatedCompositeFieldContainer[PartitionState]
     live_brokers: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
     controller: _common_pb2.BrokerEndpoint
     topic_configs: _containers.RepeatedCompositeFieldContainer[TopicConfig]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.BrokerEndpoint, _Mapping]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ...) -> None: ...
+    topic_ids: _containers.ScalarMap[str, str]
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.BrokerEndpoint, _Mapping]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ..., topic_ids: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TopicConfig(_message.Message):
     __slots__ = ("topic", "configs")

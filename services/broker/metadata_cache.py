@@ -20,6 +20,7 @@ class MetadataCache:
         self.brokers: dict[int, common_pb2.BrokerEndpoint] = {}
         self.partitions: dict[str, dict[int, broker_pb2.PartitionState]] = {}
         self.configs: dict[str, dict[str, str]] = {}
+        self.topic_ids: dict[str, str] = {}
         self.controller_id = -1
 
     def update(self, req: broker_pb2.UpdateMetadataRequest) -> set[str]:
@@ -33,6 +34,7 @@ class MetadataCache:
             configs = {c.topic: dict(c.configs) for c in req.topic_configs}
             changed = {t for t, c in configs.items() if t in self.configs and self.configs[t] != c}
             self.configs = configs
+            self.topic_ids = dict(req.topic_ids)
             self.controller_id = req.controller_id
             self.updated.notify_all()
         return changed
@@ -59,6 +61,11 @@ class MetadataCache:
         with self.lock:
             return partition in self.partitions.get(topic, {})
 
+    def topic_name(self, topic_id: str) -> str | None:
+        """The topic with this id (Kafka's Uuid string), if this cache knows it."""
+        with self.lock:
+            return next((t for t, i in self.topic_ids.items() if i == topic_id), None)
+
     def topic_configs(self, topic: str) -> dict[str, str]:
         with self.lock:
             return dict(self.configs.get(topic, {}))
@@ -72,7 +79,7 @@ class MetadataCache:
                 if parts is None:
                     resp.topics.add(name=name, error=E.UNKNOWN_TOPIC_OR_PARTITION)
                     continue
-                tm = resp.topics.add(name=name, error=E.NONE)
+                tm = resp.topics.add(name=name, error=E.NONE, topic_id=self.topic_ids.get(name, ""))
                 for p in sorted(parts):
                     s = parts[p]
                     err = E.NONE if s.leader in self.brokers else E.LEADER_NOT_AVAILABLE

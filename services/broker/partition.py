@@ -68,6 +68,7 @@ class AppendResult:
     last_offset: int = -1
     message: str = ""
     duplicate: bool = False
+    record_errors: tuple = ()      # (batch index, why): the records that made the batch INVALID_RECORD
 
 
 class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
@@ -170,7 +171,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
                                  transactional_id: str = "") -> AppendResult:
         bad = rb.validate_batch(batch, self.config.max_message_bytes, self.config.compacted)
         if bad is not None:
-            return AppendResult(bad.code, message=bad.message)
+            return AppendResult(bad.code, message=bad.message, record_errors=bad.record_errors)
         pid = batch.producer_id
         transactional = bool(batch.attributes & rb.TRANSACTIONAL_FLAG)
         guard = None

@@ -72,3 +72,9 @@ def split_hosts(spec: str) -> tuple[str, str]:
         hosts, chroot = spec.split("/", 1)
         return hosts, "/" + chroot
     return spec, ""
+
+
+def encode_topic(assignment: dict[int, list[int]], topic_id: str) -> bytes:
+    """/brokers/topics/<topic> as Kafka's ZooKeeper mode writes it (TopicZNode, version 3 with its id)."""
+    return encode({"version": 3, "topic_id": topic_id,
+                   "partitions": {str(p): r for p, r in sorted(assignment.items())}})

@@ -119,8 +119,9 @@ class ControllerChannelManager:
         self.set_brokers({})
 
 
-def update_metadata_request(controller_id, epoch, states, brokers, controller_ep, configs):
+def update_metadata_request(controller_id, epoch, states, brokers, controller_ep, configs, topic_ids=None):
     return broker_pb2.UpdateMetadataRequest(
         controller_id=controller_id, controller_epoch=epoch, partition_states=states,
         live_brokers=brokers, controller=controller_ep,
-        topic_configs=[broker_pb2.TopicConfig(topic=t, configs=c) for t, c in configs.items()])
+        topic_configs=[broker_pb2.TopicConfig(topic=t, configs=c) for t, c in configs.items()],
+        topic_ids=topic_ids or {})

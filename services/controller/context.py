@@ -44,6 +44,7 @@ class ControllerContext:
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     states: dict[tuple[str, int], LeaderIsr] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)     # Kafka's Uuid strings
     # broker -> partitions of deleted topics it still has to stop and delete (StopReplica)
     deleting: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
 
@@ -58,6 +59,7 @@ class ControllerContext:
         self.assignments.clear()
         self.states.clear()
         self.configs.clear()
+        self.topic_ids.clear()
         self.deleting.clear()
 
 

@@ -25,6 +25,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, Roll
 
 from eoslab.v1 import broker_pb2, common_pb2, controller_pb2
 from eoslab.common import auth
+from eoslab.common.topics import new_topic_id
 from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
 from services.controller import controller_events as ev
@@ -246,6 +247,7 @@ class KafkaController(AlterPartitionHandler):
         data, _ = self.zk.get(zk_paths.topic_path(topic))
         d = zk_paths.decode(data)
         self.ctx.assignments[topic] = {int(p): r for p, r in d["partitions"].items()}
+        self.ctx.topic_ids[topic] = d.get("topic_id") or self._give_topic_id(topic, self.ctx.assignments[topic])
         try:
             cdata, _ = self.zk.get(zk_paths.topic_config_path(topic))
             self.ctx.configs[topic] = zk_paths.decode(cdata).get("config", {})
@@ -256,6 +258,17 @@ class KafkaController(AlterPartitionHandler):
             s = zk_paths.decode(sdata)
             self.ctx.states[(topic, p)] = LeaderIsr(s["leader"], s["leader_epoch"], s["isr"],
                                                     s["controller_epoch"], stat.version)
+
+    def _give_topic_id(self, topic: str, assignment: dict[int, list[int]]) -> str:
+        """A topic written without an id (before ids were kept) gets one, as Kafka 2.8+'s controller
+        adds ids to the topics it finds without (fenced by the controller epoch)."""
+        topic_id = new_topic_id()
+        tx = self.zk.transaction()
+        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        tx.set_data(zk_paths.topic_path(topic), zk_paths.encode_topic(assignment, topic_id))
+        if any(isinstance(r, Exception) for r in tx.commit()):
+            raise Fenced()
+        return topic_id
 
     # -- broker liveness ---------------------------------------------------------------------
     def _on_broker_change(self) -> None:
@@ -320,7 +333,7 @@ class KafkaController(AlterPartitionHandler):
                        for b in self.ctx.brokers.values()]
             me = common_pb2.BrokerEndpoint(broker_id=self.controller_id, host=self.host, port=self.port)
             um = update_metadata_request(self.controller_id, self.epoch, states, brokers, me,
-                                         dict(self.ctx.configs))
+                                         dict(self.ctx.configs), dict(self.ctx.topic_ids))
             mine = [s for s in states if broker_id in s.replicas]
             lai = broker_pb2.LeaderAndIsrRequest(controller_id=self.controller_id, controller_epoch=self.epoch,
                                                  partition_states=mine, live_leaders=brokers)

@@ -67,13 +67,12 @@ def new_assignment(t, existing: dict[int, list[int]] | None, live: list[int]) ->
 
 
 def write_new_partitions(zk, epoch_zk_version: int, name: str, assignment: dict[int, list[int]],
-                         states: dict[int, LeaderIsr]) -> list:
+                         states: dict[int, LeaderIsr], topic_id: str) -> list:
     """One ZooKeeper transaction: the topic's whole assignment (`assignment`, old and new partitions)
     and the new partitions' znodes; kazoo's results, the first being the controller-epoch check."""
     tx = zk.transaction()
     tx.check(zk_paths.CONTROLLER_EPOCH, epoch_zk_version)
-    tx.set_data(zk_paths.topic_path(name), zk_paths.encode(
-        {"version": 1, "partitions": {str(p): r for p, r in sorted(assignment.items())}}))
+    tx.set_data(zk_paths.topic_path(name), zk_paths.encode_topic(assignment, topic_id))
     for p, s in states.items():
         tx.create(f"{zk_paths.topic_path(name)}/partitions/{p}", b"")
         tx.create(zk_paths.partition_state_path(name, p), zk_paths.encode(s.to_json()))
@@ -94,7 +93,7 @@ def grow_topic(c, t, validate_only: bool) -> controller_pb2.CreatePartitionsResu
         return controller_pb2.CreatePartitionsResult(name=t.name, error=E.NONE)
     states = {p: LeaderIsr(r[0], 0, list(r), c.epoch) for p, r in added.items()}
     full = {**existing, **added}
-    results = write_new_partitions(c.zk, c.epoch_zk_version, t.name, full, states)
+    results = write_new_partitions(c.zk, c.epoch_zk_version, t.name, full, states, c.ctx.topic_ids[t.name])
     if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
         raise Fenced()
     if any(isinstance(r, Exception) for r in results):

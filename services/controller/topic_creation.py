@@ -17,7 +17,7 @@ from kazoo.exceptions import NodeExistsError, RolledBackError
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import zk_paths
-from eoslab.common.topics import validate_configs, validate_topic_name
+from eoslab.common.topics import new_topic_id, validate_configs, validate_topic_name
 from services.controller import controller_events as ev
 from services.controller.context import Fenced, LeaderIsr, assign_replicas
 
@@ -55,14 +55,13 @@ def check_new_topic(t: broker_pb2.CreatableTopic, existing, live: list[int],
 
 
 def write_new_topic(zk, epoch_zk_version: int, name: str, configs: dict, assignment: dict[int, list[int]],
-                    states: dict[int, LeaderIsr]) -> list:
+                    states: dict[int, LeaderIsr], topic_id: str) -> list:
     """One ZooKeeper transaction creating the topic; kazoo's results, one per operation (the first is
     the controller-epoch check)."""
     tx = zk.transaction()
     tx.check(zk_paths.CONTROLLER_EPOCH, epoch_zk_version)
     tx.create(zk_paths.topic_config_path(name), zk_paths.encode({"version": 1, "config": configs}))
-    tx.create(zk_paths.topic_path(name), zk_paths.encode(
-        {"version": 1, "partitions": {str(p): r for p, r in assignment.items()}}))
+    tx.create(zk_paths.topic_path(name), zk_paths.encode_topic(assignment, topic_id))
     tx.create(zk_paths.topic_path(name) + "/partitions", b"")
     for p, s in states.items():
         tx.create(f"{zk_paths.topic_path(name)}/partitions/{p}", b"")
@@ -86,7 +85,8 @@ def create_topic(c, t: broker_pb2.CreatableTopic) -> broker_pb2.CreateTopicResul
     configs = dict(t.configs)
     assignment = assign_replicas(live, t.num_partitions, rf, random.randrange(len(live)))
     states = {p: LeaderIsr(r[0], 0, list(r), c.epoch) for p, r in assignment.items()}
-    results = write_new_topic(c.zk, c.epoch_zk_version, t.name, configs, assignment, states)
+    topic_id = new_topic_id()
+    results = write_new_topic(c.zk, c.epoch_zk_version, t.name, configs, assignment, states, topic_id)
     if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
         raise Fenced()
     if any(isinstance(r, NodeExistsError) for r in results):
@@ -96,6 +96,7 @@ def create_topic(c, t: broker_pb2.CreatableTopic) -> broker_pb2.CreateTopicResul
     with c.lock:
         c.ctx.assignments[t.name] = assignment
         c.ctx.configs[t.name] = configs
+        c.ctx.topic_ids[t.name] = topic_id
         for p, s in states.items():
             c.ctx.states[(t.name, p)] = s
     log.info("created topic %s: %d partitions, replication factor %d", t.name, t.num_partitions, rf)

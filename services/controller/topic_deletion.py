@@ -59,6 +59,7 @@ def delete_topic(c, name: str) -> controller_pb2.DeleteTopicResult:
                 c.ctx.deleting.setdefault(b, set()).add((name, p))
         c.ctx.assignments.pop(name, None)
         c.ctx.configs.pop(name, None)
+        c.ctx.topic_ids.pop(name, None)
     log.info("deleted topic %s (%d partitions); its replicas are stopped and deleted as brokers answer",
              name, len(assignment))
     c.state_changed()

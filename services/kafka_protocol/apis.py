@@ -24,6 +24,7 @@ from services.kafka_protocol.codec import MalformedRequest, UnsupportedVersion
 from services.kafka_protocol.endpoints import COORDINATOR_NODE_BASE
 from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
 from eoslab.common.errors import E
+from eoslab.common.topics import topic_id_uuid
 
 log = logging.getLogger(__name__)
 UNSUPPORTED_VERSION = 35
@@ -165,7 +166,7 @@ def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id:
         brokers.append({"node_id": node_id, "host": host, "port": port, "rack": None})
     topics = []
     for t in resp.topics:
-        topics.append({"error_code": t.error, "name": t.name, "topic_id": codec.ZERO_UUID,
+        topics.append({"error_code": t.error, "name": t.name, "topic_id": topic_id_uuid(t.topic_id),
                        "is_internal": t.name.startswith("__"),
                        "partitions": [{"error_code": p.error, "partition_index": p.partition, "leader_id": p.leader,
                                        "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),

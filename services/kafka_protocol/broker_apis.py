@@ -26,7 +26,7 @@ from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
 from eoslab.common import auth
 from services.broker.auto_topic_creation import creatable, unknown_topics
-from services.kafka_protocol import apis, codec
+from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
@@ -125,26 +125,31 @@ class BrokerApis(ApiHandlers):
                             for r in resp.results]}
 
     def delete_topics(self, header, req) -> dict:
-        """DeleteTopics v0-v6 (names; v6 also topic ids, which the lab does not have). As Kafka's
+        """DeleteTopics v0-v6 (names; v6 names or topic ids, an unknown id UNKNOWN_TOPIC_ID). As Kafka's
         DelayedDeleteTopics, a deleted topic's answer waits until this broker's metadata no longer has
         it, at most the request's timeout (then REQUEST_TIMED_OUT); CreateTopics likewise waits until the
         topic is there."""
         from eoslab.v1 import controller_pb2
-        names = [t.name for t in req.topics] if header.api_version >= 6 else list(req.topic_names)
+        from eoslab.common.topics import topic_id_text, topic_id_uuid
+        md = self.s.metadata
+        if header.api_version >= 6:
+            names = [t.name or md.topic_name(topic_id_text(t.topic_id)) for t in req.topics]
+            ids = {n: topic_id_uuid(md.topic_ids.get(n)) for n in names if n}
+        else:
+            names, ids = list(req.topic_names), {}
         resp = self.svc.delete_topics(controller_pb2.DeleteTopicsRequest(names=[n for n in names if n]))
         results = {r.name: [r.error, r.error_message or None] for r in resp.results}
         late = self._await_metadata([n for n, r in results.items() if r[0] == E.NONE], False, ms(req.timeout))
         for name in late:
             results[name] = [E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"]
         out = []
-        for n in names:
-            err, msg = results.get(n, [E.UNKNOWN_TOPIC_ID, "topic ids are not served"]) if n else \
-                [E.UNKNOWN_TOPIC_ID, "topic ids are not served"]
+        for i, n in enumerate(names):
+            err, msg = results[n] if n else [E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."]
             entry = {"name": n, "error_code": err}
             if header.api_version >= 5:
                 entry["error_message"] = msg
             if header.api_version >= 6:
-                entry["topic_id"] = codec.ZERO_UUID
+                entry["topic_id"] = ids.get(n) if n else req.topics[i].topic_id
             out.append(entry)
         return {"responses": out}
 
@@ -203,7 +208,9 @@ class BrokerApis(ApiHandlers):
                 err = E.INVALID_PRODUCER_EPOCH if r.error == E.PRODUCER_FENCED else r.error
                 part = {"index": key[1], "error_code": err, "base_offset": r.base_offset,
                         "log_start_offset": r.log_start_offset if err == E.NONE else -1,
-                        "error_message": r.error_message or None}
+                        "error_message": r.error_message or None,
+                        "record_errors": [{"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                                          for e in r.record_errors]}
             by_topic.setdefault(key[0], []).append(part)
         values = {"responses": [{"name": t, "partition_responses": ps} for t, ps in by_topic.items()]}
         return Dropped(values) if dropped else values

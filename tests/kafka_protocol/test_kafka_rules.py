@@ -62,7 +62,7 @@ def test_metadata_for_an_unknown_topic_creates_it_and_answers_leader_not_availab
 def test_an_auto_created_topic_and_a_create_topics_with_minus_one_get_the_broker_s_num_partitions():
     apis = _apis(num_partitions=4)
     assert _metadata(apis, ["fresh"]) == {"fresh": E.LEADER_NOT_AVAILABLE}
-    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, topics=[
+    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, timeout=0, topics=[
         NS(name="defaults", num_partitions=-1, replication_factor=-1, configs=[]),
         NS(name="given", num_partitions=2, replication_factor=1, configs=[])]))
     assert [t["error_code"] for t in out["topics"]] == [E.NONE, E.NONE]
@@ -75,7 +75,7 @@ def test_an_auto_created_topic_and_a_create_topics_with_minus_one_get_the_broker
                                                  (1, -2, E.INVALID_REPLICATION_FACTOR)])
 def test_create_topics_with_no_partitions_or_replicas_is_refused_before_the_controller(partitions, rf, error):
     apis = _apis()
-    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, topics=[
+    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, timeout=0, topics=[
         NS(name="bad", num_partitions=partitions, replication_factor=rf, configs=[]),
         NS(name="good", num_partitions=1, replication_factor=1, configs=[])]))
     assert {t["name"]: t["error_code"] for t in out["topics"]} == {"bad": error, "good": E.NONE}

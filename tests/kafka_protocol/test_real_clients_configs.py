@@ -197,3 +197,31 @@ def test_a_coordinator_relays_topic_and_config_requests_to_a_broker(kcluster):
         corr, r = _response(_read_frame(s), 19, 7)
         assert corr == 8 and r.topics[0].error_code.value == 0, r
     assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2
+
+
+def test_topics_have_ids_in_metadata_and_deletetopics_takes_one(kcluster):
+    """Kafka's topic ids (kept in the topic's znode as ZooKeeper-mode Kafka keeps them): Metadata v10+
+    names them, a topic created again gets a new one, and DeleteTopics v6 deletes by id."""
+    import socket
+
+    from confluent_kafka import TopicCollection
+    from cluster.local_nodes import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    admin = _admin(kcluster)
+    topic = _create(admin, {})
+    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
+    first = desc.topic_id
+    assert first is not None and str(first) not in ("", "AAAAAAAAAAAAAAAAAAAAAA")
+    node = kcluster.info().by_role("broker")[0]
+    with socket.create_connection((node.host, KAFKA_PORT), timeout=60) as s:
+        s.sendall(_request(3, 12, 1, topics=[{"name": topic, "topic_id": None}], allow_auto_topic_creation=False,
+                           include_topic_authorized_operations=False))
+        _, md = _response(_read_frame(s), 3, 12)
+        tid = md.topics[0].topic_id
+        assert tid.int != 0
+        gone = __import__("uuid").uuid4()
+        s.sendall(_request(20, 6, 2, topics=[{"name": None, "topic_id": tid}, {"name": None, "topic_id": gone}],
+                           timeout=30000))
+        _, r = _response(_read_frame(s), 20, 6)
+    assert [(x.name, x.error_code.value, x.topic_id) for x in r.responses] == [(topic, 0, tid), (None, 100, gone)]
+    h.wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, timeout=30, what="the topic deleted")

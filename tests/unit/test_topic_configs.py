@@ -78,7 +78,8 @@ def _batch(keys):
 
 def test_a_compacted_topic_refuses_a_record_without_a_key():
     assert rb.validate_batch(_batch([b"k", b"k2"]), 1 << 20, compacted=True) is None
-    bad = rb.validate_batch(_batch([b"k", None]), 1 << 20, compacted=True)
+    bad = rb.validate_batch(_batch([b"k", None, b"k3", None]), 1 << 20, compacted=True)
     assert bad is not None and bad.code == E.INVALID_RECORD
+    assert [i for i, _ in bad.record_errors] == [1, 3]          # Kafka's RecordErrors: which records, by index
     assert rb.validate_batch(_batch([None]), 1 << 20, compacted=False) is None
     assert tc.is_compacted({"cleanup.policy": "delete,compact"}) and not tc.is_compacted({})

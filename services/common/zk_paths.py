@@ -13,6 +13,7 @@ CONTROLLERS = "/eoslab/controllers"             # ephemeral children: every cont
 BROKER_IDS = "/brokers/ids"                     # ephemeral children: live brokers
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
+DELETE_TOPICS = "/admin/delete_topics"           # a topic being deleted: its replicas still owed StopReplica
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # Transaction coordinators (eoslab's own layout: Kafka's coordinators live in the brokers).
 TXN_COORDINATORS = "/eoslab/txn_coordinators"   # ephemeral children: {"host", "port"}
@@ -36,6 +37,10 @@ def connect(zk, paths=(), timeout_s: float = 60.0) -> None:
     retry(auth.lock_zk_root, zk)
     for p in paths:
         retry(zk.ensure_path, p)
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
 
 
 def broker_path(broker_id: int) -> str:

@@ -36,7 +36,7 @@ from services.controller.partition_leader_election import elect_after_broker_los
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.partition_creation import grow_topic
 from services.controller.topic_config_change import alter_topic_configs
-from services.controller.topic_deletion import delete_topic, replicas_stopped
+from services.controller.topic_deletion import delete_topic, load_owed_deletions, replicas_stopped
 from services.controller.topic_creation import create_topic
 from services.controller.txn_coordinator_assignment import reassign as reassign_txn_coordinators
 from eoslab.common.errors import E
@@ -71,7 +71,7 @@ class KafkaController(AlterPartitionHandler):
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         self.zk.add_listener(self._on_zk_state)
-        zk_paths.connect(self.zk, (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS,
+        zk_paths.connect(self.zk, (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.DELETE_TOPICS,
                                    zk_paths.CONTROLLERS, zk_paths.TXN_COORDINATORS))
         zk_paths.retrying(self.zk)(self._register_self)
         self._thread.start()
@@ -228,6 +228,7 @@ class KafkaController(AlterPartitionHandler):
             self._load_brokers()
             for topic in self.zk.get_children(zk_paths.TOPICS):
                 self._load_topic(topic)
+            load_owed_deletions(self)
         self.state_changed()
         reassign_txn_coordinators(self)
 

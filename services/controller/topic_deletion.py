@@ -9,14 +9,15 @@ by the controller epoch, then the controller forgets the topic, so the next Upda
 out on every broker. Each replica's broker is owed a StopReplica with delete_partitions
 (`ControllerContext.deleting`), sent by its channel until the broker takes it: a broker that is down
 gets it when it registers again, as Kafka retries a deletion that found a replica offline. What is
-owed lives in the active controller's memory only: after a controller failover a replica that never
-took its StopReplica keeps its files (docs/kafka-protocol.md, "Not served").
+owed is also in ZooKeeper, `/admin/delete_topics/<topic>` (Kafka's path) holding the topic's replica
+assignment, written in the deletion's transaction and removed once every replica took its
+StopReplica; a controller that becomes active owes them again, so a controller failover loses none.
 """
 from __future__ import annotations
 
 import logging
 
-from kazoo.exceptions import RolledBackError
+from kazoo.exceptions import KazooException, NoNodeError, RolledBackError
 
 from eoslab.common import auth
 from eoslab.common.errors import E
@@ -47,6 +48,11 @@ def delete_topic(c, name: str) -> controller_pb2.DeleteTopicResult:
     tx.delete(zk_paths.topic_path(name))
     if c.zk.exists(zk_paths.topic_config_path(name)):
         tx.delete(zk_paths.topic_config_path(name))
+    owed = zk_paths.encode({"version": 1, "replicas": {str(p): r for p, r in sorted(assignment.items())}})
+    if c.zk.exists(zk_paths.delete_topic_path(name)):        # a marker left by an earlier deletion
+        tx.set_data(zk_paths.delete_topic_path(name), owed)
+    else:
+        tx.create(zk_paths.delete_topic_path(name), owed)
     results = tx.commit()
     if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
         raise Fenced()
@@ -67,7 +73,9 @@ def delete_topic(c, name: str) -> controller_pb2.DeleteTopicResult:
 
 
 def replicas_stopped(c, broker_id: int, partitions) -> None:
-    """A broker took a StopReplica with delete_partitions for these partitions: nothing more is owed."""
+    """A broker took a StopReplica with delete_partitions for these partitions: nothing more is owed;
+    a topic none of whose replicas is still owed leaves /admin/delete_topics."""
+    topics = {tp.topic for tp in partitions}
     with c.lock:
         owed = c.ctx.deleting.get(broker_id)
         if owed is None:
@@ -75,3 +83,24 @@ def replicas_stopped(c, broker_id: int, partitions) -> None:
         owed.difference_update((tp.topic, tp.partition) for tp in partitions)
         if not owed:
             del c.ctx.deleting[broker_id]
+        done = {t for t in topics if not any(n == t for o in c.ctx.deleting.values() for n, _ in o)}
+    for t in done:
+        try:
+            c.zk.delete(zk_paths.delete_topic_path(t))
+        except NoNodeError:
+            pass
+        except KazooException as e:      # kept: the next active controller owes it again, harmlessly
+            log.info("could not remove %s: %r", zk_paths.delete_topic_path(t), e)
+
+
+def load_owed_deletions(c) -> None:
+    """On becoming active (under c.lock): every replica of a topic in /admin/delete_topics is owed its
+    StopReplica again (a broker that has no such partition answers it all the same)."""
+    for name in c.zk.get_children(zk_paths.DELETE_TOPICS):
+        try:
+            data, _ = c.zk.get(zk_paths.delete_topic_path(name))
+        except NoNodeError:
+            continue
+        for p, replicas in zk_paths.decode(data).get("replicas", {}).items():
+            for b in replicas:
+                c.ctx.deleting.setdefault(b, set()).add((name, int(p)))

@@ -48,3 +48,29 @@ def test_a_replica_on_a_dead_broker_is_deleted_when_it_comes_back(make_cluster):
             broker_pb2.CreateTopicsRequest(topics=[broker_pb2.CreatableTopic(name="doomed", num_partitions=1)]),
             timeout=30).topics[0]), timeout=30, what="the name taken again")
         assert created.num_partitions == 1
+
+
+def test_a_replica_owed_a_deletion_is_deleted_after_a_controller_restart(make_cluster):
+    """What is owed lives in /admin/delete_topics too: a controller that becomes active after the
+    deletion still stops and deletes the replica of a broker that was down, and then drops the marker."""
+    rt = make_cluster(brokers=3, controllers=1)
+    h.new_topic(rt.info().bootstrap, "doomed2", partitions=1)
+    late = os.path.join(rt.dir, "data", "broker-3", "doomed2-0")
+    h.wait_for(lambda: os.path.isdir(late), timeout=30, what="broker-3's replica")
+    rt.kill("broker-3")
+    c = _controller(rt)
+    with rpc.channel(f"{c.host}:{c.port}") as ch:
+        r = controller_pb2_grpc.ControllerStub(ch).DeleteTopics(
+            controller_pb2.DeleteTopicsRequest(names=["doomed2"]), timeout=30).results[0]
+        assert r.error == E.NONE, r
+    zk = KazooClient(hosts=rt.info().zookeeper)
+    zk.start()
+    try:
+        assert zk.exists(zk_paths.delete_topic_path("doomed2"))
+        rt.kill(c.name)                                   # the controller that knew what was owed
+        rt.start(c.name)
+        rt.start("broker-3")
+        h.wait_for(lambda: not os.path.isdir(late), timeout=90, what="the late replica deleted by the new controller")
+        h.wait_for(lambda: not zk.exists(zk_paths.delete_topic_path("doomed2")), timeout=30, what="the marker gone")
+    finally:
+        zk.stop()

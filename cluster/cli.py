@@ -40,6 +40,9 @@ def register(sub) -> None:
                          f"(default {kafka_version.DEFAULT}); see docs/kafka-versions.md")
     up.add_argument("--broker-arg", action="append", default=[], metavar="ARG",
                     help="extra flag for every broker, e.g. --broker-arg=--producer-state-batches=5")
+    up.add_argument("--disk", choices=["plain", "lazy"], default="plain",
+                    help="lazy: brokers' and ZooKeeper's data on the lazy filesystem, so runs with --cluster can "
+                         "play the disk faults (local runtime, FUSE; docs/lazyfs.md)")
     up.set_defaults(func=cmd_up)
     st = csub.add_parser("status", help="show a cluster's nodes")
     st.add_argument("--name", default="default")
@@ -168,18 +171,23 @@ def cmd_up(args) -> int:
     except ValueError as e:
         raise CliError(str(e)) from None
     kind = args.runtime
+    disk = getattr(args, "disk", "plain")
     try:
         kind, why = choose(args.runtime)
         if args.runtime == "auto":
             print(f"runtime: {kind} ({why})", file=sys.stderr)
+        if disk == "lazy" and kind != "local":
+            raise CliError("--disk lazy needs the local runtime (--runtime local)")
+        extra = {"disk": disk} if kind == "local" else {}
         rt = open_runtime(kind, args.name, brokers=args.brokers, controllers=args.controllers,
                           txn_coordinators=args.txn_coordinators, broker_args=args.broker_arg,
-                          session_timeout_ms=args.session_timeout_ms, kafka_version=version)
+                          session_timeout_ms=args.session_timeout_ms, kafka_version=version, **extra)
         info = rt.up()
     except _errors() as e:
         raise CliError(str(e) if kind == "local" else str(e).splitlines()[0]) from None
     d = info.to_dict()
     d["kafka_version"] = version
+    d["disk"] = disk
     d["bootstrap_all"] = rt.bootstrap_all()
     d["stop"] = f"eoslab cluster down --name {args.name}" + (" --runtime docker" if kind == "docker" else "")
     print(json.dumps(d))

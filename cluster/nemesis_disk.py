@@ -54,7 +54,15 @@ def refusal(cfg) -> str | None:
     if cfg.runtime != "local":
         return f"{names}: the disk faults need --runtime local (brokers on the lazy filesystem)"
     if cfg.cluster:
-        return f"{names}: the disk faults need a cluster the run starts itself, not --cluster"
+        from cluster.local import LocalRuntime
+        try:
+            disk = LocalRuntime.load(cfg.cluster).state.get("disk")
+        except Exception:  # noqa: BLE001 - no such cluster: the run says so when it opens it
+            disk = None
+        if disk != "lazy":
+            return (f"{names}: the disk faults need the cluster's data on the lazy filesystem: start it with "
+                    f"`eoslab cluster up --disk lazy`, or let the run start its own")
+        return None
     from cluster import lazy_disks
     why = lazy_disks.refusal("lazy")
     if why is None:

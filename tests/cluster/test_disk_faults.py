@@ -296,3 +296,37 @@ def test_disk_faults_are_refused_in_one_line_where_fuse_is_unusable(tmp_path, mo
     with pytest.raises(ClusterError, match=f"no {tmp_path / 'no-fuse'} on this machine"):
         rt.up()
     assert not os.path.exists(rt.dir), "nothing started"
+
+
+@pytest.mark.integration
+def test_a_cluster_up_with_a_lazy_disk_takes_disk_faults_from_runs_on_it(tmp_path, eoslab_home, monkeypatch, capsys):
+    """`eoslab cluster up --disk lazy` puts a standing cluster's data on the lazy filesystem: a run with
+    --cluster plays lose-unsynced on it (refused on a plain cluster, in one line), and `cluster down`
+    leaves no mount."""
+    _need_fuse()
+    from eoslab.cli import main
+    monkeypatch.setenv("EOSLAB_HOME", eoslab_home)
+    name = f"lazy-{uuid.uuid4().hex[:6]}"
+    assert main(["cluster", "up", "--name", name, "--disk", "lazy", "--controllers", "1"]) == 0
+    up = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    try:
+        assert up["disk"] == "lazy" and _mounts_under(eoslab_home)
+        out = tmp_path / "run"
+        code = run(RunConfig(workload="queue", nemesis=["lose-unsynced"], time_limit=10, seed=5, out=str(out),
+                             cluster=name, settings={"acks": "all", "enable.idempotence": "true"}))
+        with open(out / "history.jsonl") as f:
+            starts = [json.loads(line) for line in f]
+        starts = [o for o in starts if o["f"] == "start-lose-unsynced" and o["value"] is not None]
+        assert code in (0, 1) and starts, code
+        assert all(v["hit"] for v in (o["value"] for o in starts))
+    finally:
+        assert main(["cluster", "down", "--name", name]) == 0
+    assert not _mounts_under(eoslab_home), "cluster down left a mount"
+    plain = f"plain-{uuid.uuid4().hex[:6]}"
+    assert main(["cluster", "up", "--name", plain, "--controllers", "1", "--txn-coordinators", "0"]) == 0
+    try:
+        with pytest.raises(ValueError, match="start it with `eoslab cluster up --disk lazy`"):
+            RunConfig(workload="queue", nemesis=["lose-unsynced"], time_limit=5, seed=1, out=str(tmp_path / "r2"),
+                      cluster=plain).validate()
+    finally:
+        main(["cluster", "down", "--name", plain])

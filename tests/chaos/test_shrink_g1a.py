@@ -30,6 +30,9 @@ def _load(path):
         return json.load(f)
 
 
+# 4 to 6 minutes on a loaded 2-core machine, and the anomaly is timing-dependent (an original run with the
+# key fault shows it in about 2 runs of 5): with the long runs of `make chaos`, not in `make test`.
+@pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.timeout(900)       # up to four originals and ten replays, each a 10-12 s run and its check
 def test_shrink_keeps_the_delayed_end_txn(shared, tmp_path):

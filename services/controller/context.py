@@ -13,6 +13,15 @@ class Fenced(Exception):
     """Our controller epoch is no longer current (a ZooKeeper write fenced by a newer controller)."""
 
 
+def check_fenced(results: list) -> list:
+    """kazoo's results of a transaction whose first operation checks the controller epoch's znode
+    version: raises Fenced when that check failed (a newer controller is active), else the results."""
+    from kazoo.exceptions import RolledBackError
+    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+        raise Fenced()
+    return results
+
+
 @dataclass
 class BrokerInfo:
     broker_id: int

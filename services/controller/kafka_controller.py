@@ -21,7 +21,7 @@ import queue
 import threading
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from eoslab.v1 import broker_pb2, common_pb2, controller_pb2
 from eoslab.common import auth
@@ -31,7 +31,7 @@ from services.common import zk_paths
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
-from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr
+from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr, check_fenced
 from services.controller.partition_leader_election import elect_after_broker_loss
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.partition_creation import grow_topic
@@ -300,9 +300,7 @@ class KafkaController(AlterPartitionHandler):
         tx = self.zk.transaction()
         tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
         tx.set_data(zk_paths.partition_state_path(topic, p), zk_paths.encode(new.to_json()), cur.zk_version)
-        results = tx.commit()
-        if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-            raise Fenced()
+        results = check_fenced(tx.commit())
         if isinstance(results[1], Exception):
             raise RuntimeError(f"stale partition state for {topic}-{p}: {results[1]!r}; reloading")
         new.zk_version = results[1].version

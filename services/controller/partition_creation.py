@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import logging
 
-from kazoo.exceptions import RolledBackError
-
 from eoslab.common import auth
 from eoslab.common.errors import E
 from eoslab.v1 import controller_pb2
 from services.common import zk_paths
-from services.controller.context import Fenced, LeaderIsr, assign_replicas
+from services.controller.context import LeaderIsr, assign_replicas, check_fenced
 from services.controller.topic_creation import MAX_PARTITIONS, TopicRefused
 
 log = logging.getLogger(__name__)
@@ -93,9 +91,7 @@ def grow_topic(c, t, validate_only: bool) -> controller_pb2.CreatePartitionsResu
         return controller_pb2.CreatePartitionsResult(name=t.name, error=E.NONE)
     states = {p: LeaderIsr(r[0], 0, list(r), c.epoch) for p, r in added.items()}
     full = {**existing, **added}
-    results = write_new_partitions(c.zk, c.epoch_zk_version, t.name, full, states, c.ctx.topic_ids[t.name])
-    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-        raise Fenced()
+    results = check_fenced(write_new_partitions(c.zk, c.epoch_zk_version, t.name, full, states, c.ctx.topic_ids[t.name]))
     if any(isinstance(r, Exception) for r in results):
         return fail(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the partitions: {results!r}")
     with c.lock:

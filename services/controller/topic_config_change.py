@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import logging
 
-from kazoo.exceptions import RolledBackError
-
 from eoslab.common import topic_configs as tc
 from eoslab.common.errors import E
 from eoslab.v1 import controller_pb2
 from services.common import zk_paths
-from services.controller.context import Fenced
+from services.controller.context import check_fenced
 
 log = logging.getLogger(__name__)
 Op = controller_pb2.ConfigOp
@@ -87,9 +85,7 @@ def alter_topic_configs(c, change: controller_pb2.TopicConfigChange,
         tx.set_data(path, data)
     else:
         tx.create(path, data, makepath=False)
-    results = tx.commit()
-    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-        raise Fenced()
+    results = check_fenced(tx.commit())
     if any(isinstance(r, Exception) for r in results):
         return result(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the config change: {results!r}")
     with c.lock:

@@ -12,14 +12,14 @@ import logging
 import random
 from dataclasses import dataclass
 
-from kazoo.exceptions import NodeExistsError, RolledBackError
+from kazoo.exceptions import NodeExistsError
 
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import zk_paths
 from eoslab.common.topics import new_topic_id, validate_configs, validate_topic_name
 from services.controller import controller_events as ev
-from services.controller.context import Fenced, LeaderIsr, assign_replicas
+from services.controller.context import LeaderIsr, assign_replicas, check_fenced
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,7 @@ def create_topic(c, t: broker_pb2.CreatableTopic) -> broker_pb2.CreateTopicResul
     assignment = assign_replicas(live, t.num_partitions, rf, random.randrange(len(live)))
     states = {p: LeaderIsr(r[0], 0, list(r), c.epoch) for p, r in assignment.items()}
     topic_id = new_topic_id()
-    results = write_new_topic(c.zk, c.epoch_zk_version, t.name, configs, assignment, states, topic_id)
-    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-        raise Fenced()
+    results = check_fenced(write_new_topic(c.zk, c.epoch_zk_version, t.name, configs, assignment, states, topic_id))
     if any(isinstance(r, NodeExistsError) for r in results):
         return fail(E.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} already exists")
     if any(isinstance(r, Exception) for r in results):

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import logging
 
-from kazoo.exceptions import KazooException, NoNodeError, RolledBackError
+from kazoo.exceptions import KazooException, NoNodeError
 
 from eoslab.common import auth
 from eoslab.common.errors import E
 from eoslab.v1 import controller_pb2
 from services.common import zk_paths
-from services.controller.context import Fenced
+from services.controller.context import check_fenced
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,7 @@ def delete_topic(c, name: str) -> controller_pb2.DeleteTopicResult:
         tx.set_data(zk_paths.delete_topic_path(name), owed)
     else:
         tx.create(zk_paths.delete_topic_path(name), owed)
-    results = tx.commit()
-    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-        raise Fenced()
+    results = check_fenced(tx.commit())
     if any(isinstance(r, Exception) for r in results):
         return fail(E.UNKNOWN_SERVER_ERROR, f"zookeeper refused the deletion: {results!r}")
     with c.lock:

@@ -138,20 +138,21 @@ def test_a_copier_without_transactions_is_caught_duplicating_after_kills(
 # expires and the survivor takes its partitions from the group's last commit; the paused instance resumes, its
 # transaction commits (its records' 10 s delivery timeout and the coordinator's 10 s transaction timeout have
 # not run out), and the offset commit that follows is refused (an old generation), so the survivor copies the
-# batch again. The input comes in a burst (20000 records at 4000/s), so the copier is far behind and nearly
-# always in a transaction of 500 records (paused while it waited in consume() with the input trickling in, it duplicated
-# nothing: the batch it had polled did not come back after the group moved on). Two pauses, 12 s apart. (The transactional copier is valid under pauses:
+# batch again. The input comes fast for 40 s (1000 records/s), so 500 records are ready for each poll and the
+# copier is mostly in a transaction of 500, or behind and always in one (paused while it waited in consume() with the input trickling in, it duplicated
+# nothing: the batch it had polled did not come back after the group moved on). Three pauses, 12 s apart, while the input comes (on a loaded
+# machine the copier may start copying only after the first). (The transactional copier is valid under pauses:
 # its offsets go with its transaction, which KIP-447's generation check then refuses.)
 def test_offsets_committed_outside_the_transaction_are_caught_duplicating(
         tmp_path, monkeypatch, eoslab_home, app_cluster):
-    pauses = schedule(tmp_path, (6, "pause-app", 8), (18, "pause-app", 8))
+    pauses = schedule(tmp_path, (6, "pause-app", 8), (18, "pause-app", 8), (30, "pause-app", 8))
     code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,
-                                 example("confluent_offsets_outside_txn.py"), instances=2, records=20000,
-                                 rate=4000, time_limit=30, seed=1, schedule_file=pauses)
+                                 example("confluent_offsets_outside_txn.py"), instances=2, records=40000,
+                                 rate=1000, time_limit=42, seed=1, schedule_file=pauses)
     assert code == 1 and results["verdict"] == "invalid", results.get("anomalies") or results.get("lab_errors")
     assert "duplicate" in results["anomalies"]
     assert "lost-write" not in results["anomalies"]
-    assert len([o for o in hist if o["f"] == "app-pause"]) == 2
+    assert len([o for o in hist if o["f"] == "app-pause"]) == 3
     assert not [p for p in started_pids(hist) if alive(p)]
 
 
@@ -159,16 +160,22 @@ def test_offsets_committed_outside_the_transaction_are_caught_duplicating(
 # leaves it open; with the same transactional.id its successor's InitProducerId aborts it within seconds of
 # starting, with a new one nobody does until the coordinator's transaction timeout (10 s, checked every 10 s),
 # and meanwhile the output's last stable offset stands still: a hanging transaction past 6 s with no fault in
-# force (the kill lasts 0.5 s). The input comes in a burst, so the copier is in a transaction when it is
-# killed. Its zombies are not fenced by id either, but Kafka 2.5 on refuses their offsets by group generation
-# (KIP-447) and makes a reader wait for offsets pending in an open transaction, so under zombie-app they leave
-# no duplicate in this lab (docs/apps.md).
+# force (the kill lasts 0.5 s). The input comes fast (4000 records/s for 12 s) while the kills come, so a
+# full batch is ready at every poll and the copier is nearly always in a transaction of 500 records, with
+# records written; three kills, 4 s apart (on a loaded machine the copier may start only after the first). Its zombies are not fenced by id either, but Kafka 2.5
+# on refuses their offsets by group generation (KIP-447) and makes a reader wait for offsets pending in an open
+# transaction, so under zombie-app they leave no duplicate in this lab (docs/apps.md).
+# Not reliable yet on this loaded 2-core machine, so it runs with the slow tests: caught in 1 of 2 runs of this
+# schedule and 3 of 4 of an earlier one (a 5 s burst, kills at 6 and 12 s). In the miss of this schedule the LSO
+# did stand about 16 s after the first kill, but the later kills (and a late restart) left no 6 s stretch free
+# of faults; in the earlier one's miss the copier had copied the whole burst before the first kill.
+@pytest.mark.slow
 def test_a_new_transactional_id_per_restart_leaves_a_killed_transaction_hanging(
         tmp_path, monkeypatch, eoslab_home, app_cluster):
-    kills = schedule(tmp_path, (6, "kill-app", 0.5), (12, "kill-app", 0.5))
+    kills = schedule(tmp_path, *[(at, "kill-app", 0.5) for at in (4, 8, 12)])
     code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,
-                                 example("confluent_new_txn_id_per_restart.py"), instances=2, records=20000,
-                                 rate=4000, time_limit=30, seed=1, schedule_file=kills, hang_threshold_s=6)
+                                 example("confluent_new_txn_id_per_restart.py"), instances=2, records=48000,
+                                 rate=4000, time_limit=25, seed=1, schedule_file=kills, hang_threshold_s=6)
     assert code == 1 and results["verdict"] == "invalid", results.get("anomalies") or results.get("lab_errors")
     assert "hanging-transaction" in results["anomalies"]
     assert "lost-write" not in results["anomalies"]

@@ -76,6 +76,8 @@ def register_run(sub) -> None:
                    help="producer setting (acks=1), broker flag (broker.producer-state-batches=5) "
                         "or topic config (topic.min.insync.replicas=2)")
     r.add_argument("--concurrency", type=argtypes.int_range(1, 1000), default=4)
+    r.add_argument("--partitions", type=argtypes.int_range(1, 64), default=3,
+                   help="partitions of the workload's topics (default 3)")
     r.add_argument("--kafka-version", default=kafka_version.DEFAULT, metavar="V",
                    help=f"cluster and clients behave as this Kafka release: {', '.join(kafka_version.names())}")
     r.add_argument("--client", default="eoslab",
@@ -108,6 +110,7 @@ def cmd_run(args) -> int:
     cfg = RunConfig(workload=args.workload, nemesis=nemesis,
                     time_limit=args.time_limit, seed=args.seed, out=args.out, runtime=args.runtime,
                     cluster=args.cluster, settings=settings, concurrency=args.concurrency,
+                    partitions=getattr(args, "partitions", 3),
                     kafka_version=args.kafka_version, client=args.client,
                     schedule_file=getattr(args, "schedule", None))
     try:

@@ -190,7 +190,8 @@ def run_command(meta: dict, schedule_file: str, time_limit: float, out: str, clu
     # no --nemesis: it defaults to the schedule's packages (the ones the candidate plays)
     for k, v in (meta.get("settings") or {}).items():
         cmd += ["--set", f"{k}={v}"]
-    for flag, key in (("--concurrency", "concurrency"), ("--kafka-version", "kafka_version"),
+    for flag, key in (("--concurrency", "concurrency"), ("--partitions", "partitions"),
+                      ("--kafka-version", "kafka_version"),
                       ("--client", "client"), ("--runtime", "runtime")):
         if meta.get(key) is not None:
             cmd += [flag, str(meta[key])]

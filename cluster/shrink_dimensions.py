@@ -6,10 +6,9 @@ really has and `eoslab run` can be given again: its processes (run.json
 many processes; the copier's `workload.copiers` and the zombie workload's
 `workload.slots`, whose processes are their own) and its records (the
 txn and zombie workloads' `workload.max-sends`, records per transaction;
-the copier's `workload.input-rate`, records per second into its input).
-Its partitions are not a dimension: every `eoslab run` has the
-workload's 3 (run.json "partitions"), `eoslab run` takes no flag for
-them, so a replay could not carry a smaller number. A dimension whose
+the copier's `workload.input-rate`, records per second into its input)
+and its partitions (run.json "partitions", `--partitions`, the
+workload's topics). A dimension whose
 value is already at its floor, or whose recorded setting is not a
 number, is left out. `search` halves one dimension at a time, in the
 order of `of_run`, toward its floor while the candidate still
@@ -35,8 +34,8 @@ CONCURRENCY_WORKLOADS = ("queue", "txn", "pid")      # their clients are --concu
 
 @dataclass(frozen=True)
 class Dimension:
-    name: str                  # "processes" or "records"
-    key: str                   # "concurrency" (a run.json key, --concurrency) or a setting "workload.NAME"
+    name: str                  # "processes", "records" or "partitions"
+    key: str                   # a run.json key ("concurrency", "partitions": its flag) or a setting "workload.NAME"
     original: float
     floor: float
     what: str                  # how the summary names it
@@ -63,7 +62,7 @@ def _number(text, like: float) -> float | None:
 
 
 def of_run(meta: dict) -> list[Dimension]:
-    """The run's shrinkable size dimensions (see the module docstring), processes first."""
+    """The run's shrinkable size dimensions (see the module docstring): processes, records, partitions."""
     from cluster.workloads import WORKLOADS, workload_class
     wl = meta.get("workload")
     if wl not in WORKLOADS:
@@ -81,6 +80,10 @@ def of_run(meta: dict) -> list[Dimension]:
     if wl in RECORD_OPTIONS:
         opt, floor, what = RECORD_OPTIONS[wl]
         dims.append(_setting_dim("records", opt, floor, what, options, settings))
+    if meta.get("partitions") is not None:
+        v = _number(meta["partitions"], 1)
+        if v is not None:
+            dims.append(Dimension("partitions", "partitions", v, 1, "partitions"))
     return [d for d in dims if d is not None and d.original > d.floor]
 
 

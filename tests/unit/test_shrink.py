@@ -224,7 +224,8 @@ def _dims(meta):
 
 
 def test_dimensions_are_the_ones_a_run_has():
-    assert _dims({"workload": "queue", "concurrency": 4, "partitions": 3}) == {"processes": ("--concurrency", 4, 1)}
+    assert _dims({"workload": "queue", "concurrency": 4, "partitions": 3}) == {
+        "processes": ("--concurrency", 4, 1), "partitions": ("--partitions", 3, 1)}
     assert _dims({"workload": "txn", "concurrency": 4, "settings": {"workload.max-sends": "6"}}) == {
         "processes": ("--concurrency", 4, 1), "records": ("workload.max-sends", 6, 1)}
     assert _dims({"workload": "txn", "concurrency": 2}) == {          # the workload's default max-sends, 4
@@ -271,6 +272,8 @@ def test_apply_gives_the_replay_command_the_values():
     meta = {"workload": "txn", "seed": 1, "concurrency": 4, "settings": {"acks": "all"}}
     cmd = sh.run_command(sd.apply(meta, {"concurrency": 1, "workload.max-sends": 2}), "s.json", 9, "out")
     assert cmd[cmd.index("--concurrency") + 1] == "1"
+    fewer = sh.run_command(sd.apply(dict(meta, partitions=3), {"partitions": 1}), "s.json", 9, "out")
+    assert fewer[fewer.index("--partitions") + 1] == "1"
     assert "workload.max-sends=2" in cmd and "acks=all" in cmd
     assert meta == {"workload": "txn", "seed": 1, "concurrency": 4, "settings": {"acks": "all"}}   # unchanged
 
@@ -308,18 +311,22 @@ def test_shrinker_shrinks_processes_and_records_with_fake_replays(tmp_path, monk
     assert doc["dimensions"] == {
         "processes": {"setting": "--concurrency", "what": "processes", "original": 4, "minimal": 2},
         "records": {"setting": "workload.max-sends", "what": "records per transaction", "original": 4,
-                    "minimal": 1}}
-    assert played[-5:] == [(1, 9.0, 2, "4"), (1, 9.0, 1, "4"), (1, 9.0, 1, "4"), (1, 9.0, 2, "2"), (1, 9.0, 2, "1")]
+                    "minimal": 1},
+        "partitions": {"setting": "--partitions", "what": "partitions", "original": 3, "minimal": 1}}
+    assert played[-6:] == [(1, 9.0, 2, "4"), (1, 9.0, 1, "4"), (1, 9.0, 1, "4"), (1, 9.0, 2, "2"), (1, 9.0, 2, "1"),
+                           (1, 9.0, 2, "1")]          # the last: one partition
     assert not doc["budget_cut_search"]
     saved = json.loads((tmp_path / "o" / "shrink.json").read_text())
     assert saved["dimensions"] == doc["dimensions"]
     replay = saved["replay"].split()
     assert replay[replay.index("--concurrency") + 1] == "2" and "workload.max-sends=1" in replay
+    assert replay[replay.index("--partitions") + 1] == "1"
     assert "workload.abort-ratio=0.5" in replay and replay[replay.index("--kafka-version") + 1] == "3.6"
     assert "processes 4 -> 2 (--concurrency)" in doc["summary"]
     assert "records per transaction 4 -> 1 (workload.max-sends)" in doc["summary"]
     minimal = json.loads((tmp_path / "o" / "minimal" / "run.json").read_text())
     assert minimal["concurrency"] == 2 and minimal["settings"]["workload.max-sends"] == "1"
+    assert minimal["partitions"] == 1 and "partitions 3 -> 1 (--partitions)" in doc["summary"]
 
 
 def _typed_run(tmp_path, sched):
@@ -363,3 +370,15 @@ def test_cli_refuses_an_anomaly_type_the_run_does_not_show(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "shows no G1a (it shows inconsistent-offsets, lost-write)" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_eoslab_run_takes_the_partitions_a_replay_carries(capsys):
+    from eoslab.cli import build_parser, main
+    args = build_parser().parse_args(["run", "--workload", "queue", "--partitions", "1", "--out", "o"])
+    assert args.partitions == 1
+    assert build_parser().parse_args(["run", "--workload", "queue", "--out", "o"]).partitions == 3
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--workload", "queue", "--partitions", "0", "--out", "o"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--partitions" in err and "unrecognized" not in err

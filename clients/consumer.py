@@ -67,6 +67,7 @@ class KafkaConsumer:
         self._fetch_round = 0          # rotates the partitions' order in each leader's fetch
         self.positions: dict[tuple[str, int], int] = {}
         self._fetches: dict = {}                    # fetch in flight -> (leader address, {tp: fetch offset})
+        self._fetch_errors: list[KafkaError] = []   # partition errors of answered fetches, raised by poll
         self._answered: collections.deque = collections.deque()   # fetches that have answered, in order
         self._answered_cond = threading.Condition(threading.Lock())
         self.retry_backoff = retry_backoff_ms / 1000.0
@@ -192,6 +193,11 @@ class KafkaConsumer:
                 for call in answered:
                     self._complete(call, out)
                 answered = self._take_answered(0.0)
+            if self._fetch_errors:
+                errors, self._fetch_errors = self._fetch_errors, []
+                if not out:
+                    raise errors[0]
+                return out
             if out or self.time.monotonic() >= end:
                 return out
 
@@ -280,7 +286,10 @@ class KafkaConsumer:
                 self.seek_to_beginning([tp])
                 continue
             if pr.error != E.NONE:
-                raise KafkaError(pr.error, f"fetch {pr.topic}-{pr.partition}")
+                # Kafka's Fetcher: the other partitions' records are returned first; the error is raised
+                # by this poll only when it has no records, else by the next (whose fetch meets it again)
+                self._fetch_errors.append(KafkaError(pr.error, f"fetch {pr.topic}-{pr.partition}"))
+                continue
             if tp not in self.positions:
                 continue
             pos = self.positions[tp]

@@ -157,8 +157,9 @@ def test_delete_records_moves_the_log_start_offset_on_every_replica(kcluster):
         try:
             lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
             c.assign([TopicPartition(topic, 0)])
-            m = c.poll(15)
-            return lo, hi, (m.offset() if m is not None and m.error() is None else None)
+            first = h.wait_for(lambda: (lambda m: m if m is not None and m.error() is None else None)(c.poll(1)),
+                               timeout=60, what="the first record")
+            return lo, hi, first.offset()
         finally:
             c.close()
     assert first_read() == (20, 50, 20)
@@ -196,7 +197,9 @@ def test_a_coordinator_relays_topic_and_config_requests_to_a_broker(kcluster):
                            validate_only=False))
         corr, r = _response(_read_frame(s), 19, 7)
         assert corr == 8 and r.topics[0].error_code.value == 0, r
-    assert len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2
+    # answered once the broker it was relayed to had the topic; the others learn it from the same UpdateMetadata
+    h.wait_for(lambda: len(admin.list_topics(name, timeout=10).topics[name].partitions) == 2, timeout=30,
+               what="the relayed topic's two partitions")
 
 
 def test_topics_have_ids_in_metadata_and_deletetopics_takes_one(kcluster):

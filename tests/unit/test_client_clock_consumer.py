@@ -22,6 +22,7 @@ import pytest
 
 from clients.consumer import KafkaConsumer
 from clients.group import ConsumerCoordinator
+from eoslab.common import record_batch as rb
 from eoslab.common.errors import E, KafkaError
 from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2, common_pb2
@@ -283,3 +284,49 @@ def test_end_offsets_wait_for_a_partition_without_a_leader_up_to_default_api_tim
     with pytest.raises(KafkaError) as e:
         c.end_offsets([TP])
     assert e.value.code == E.LEADER_NOT_AVAILABLE
+
+
+class OneGoodOneBad(FakeLeader):
+    """Each fetch answers records for the first partition and an error for the second."""
+
+    def future(self, req, timeout):
+        call = FakeFetch()
+        self.fetches.append((self.clock.monotonic(), call))
+        by_number = {p.partition: p for p in req.partitions}
+        good, bad = by_number[0], by_number[1]
+        batch = rb.build_batch([(None, b"a", 0), (None, b"b", 0)])
+        batch.base_offset = good.fetch_offset
+        parts = {good.partition: broker_pb2.FetchPartitionResponse(
+                     topic=good.topic, partition=good.partition, error=E.NONE, high_watermark=100, batches=[batch]),
+                 bad.partition: broker_pb2.FetchPartitionResponse(
+                     topic=bad.topic, partition=bad.partition, error=E.CORRUPT_MESSAGE)}
+        call.finish(broker_pb2.FetchResponse(partitions=[parts[0], parts[1]]))    # the bad one after
+        return call
+
+
+def test_records_fetched_with_another_partitions_error_are_returned_not_lost():
+    """Kafka's Fetcher: a poll returns the records it has and leaves a partition's error to a poll that
+    has none. Raising at once lost the records already taken (their positions had moved): the history
+    then showed a poll-skip the cluster never made."""
+    clock = MockTime()
+    c = KafkaConsumer("127.0.0.1:1", time=clock)
+    c.metadata.close()
+    c.metadata = OneGoodOneBad(clock)
+    c.assign([("t", 0), ("t", 1)])
+    c.seek(("t", 0), 5)
+    c.seek(("t", 1), 7)
+    got = c.poll(timeout_ms=100)
+    assert [(r.partition, r.offset) for r in got] == [(0, 5), (0, 6)]
+    assert c.positions == {("t", 0): 7, ("t", 1): 7}
+    with pytest.raises(KafkaError):                  # the next poll: partition 0 again has records, so ...
+        c.metadata.future = lambda req, timeout: _only_error(c.metadata, req)
+        c.poll(timeout_ms=100)
+    assert c.positions == {("t", 0): 7, ("t", 1): 7}
+
+
+def _only_error(leader, req):
+    call = FakeFetch()
+    leader.fetches.append((leader.clock.monotonic(), call))
+    call.finish(broker_pb2.FetchResponse(partitions=[broker_pb2.FetchPartitionResponse(
+        topic=p.topic, partition=p.partition, error=E.CORRUPT_MESSAGE) for p in req.partitions]))
+    return call

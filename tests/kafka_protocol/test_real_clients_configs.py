@@ -217,10 +217,13 @@ def test_topics_have_ids_in_metadata_and_deletetopics_takes_one(kcluster):
     assert first is not None and str(first) not in ("", "AAAAAAAAAAAAAAAAAAAAAA")
     node = kcluster.info().by_role("broker")[0]
     with socket.create_connection((node.host, KAFKA_PORT), timeout=60) as s:
-        s.sendall(_request(3, 12, 1, topics=[{"name": topic, "topic_id": None}], allow_auto_topic_creation=False,
-                           include_topic_authorized_operations=False))
-        _, md = _response(_read_frame(s), 3, 12)
-        tid = md.topics[0].topic_id
+        def topic_id():             # this broker may hear of the new topic a moment after the one that created it
+            s.sendall(_request(3, 12, 1, topics=[{"name": topic, "topic_id": None}],
+                               allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+            _, md = _response(_read_frame(s), 3, 12)
+            t = md.topics[0]
+            return t.topic_id if t.error_code.value == 0 else None
+        tid = h.wait_for(topic_id, timeout=30, what=f"broker {node.name} naming {topic}'s id")
         assert tid.int != 0
         gone = __import__("uuid").uuid4()
         s.sendall(_request(20, 6, 2, topics=[{"name": None, "topic_id": tid}, {"name": None, "topic_id": gone}],

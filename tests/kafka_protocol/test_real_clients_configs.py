@@ -186,11 +186,14 @@ def test_a_coordinator_relays_topic_and_config_requests_to_a_broker(kcluster):
     name = f"cfg-relayed-{uuid.uuid4().hex[:6]}"
     node = kcluster.info().by_role("txn-coordinator")[0]
     with socket.create_connection((node.host, KAFKA_PORT), timeout=60) as s:
-        s.sendall(_request(32, 4, 7, resources=[{"resource_type": 2, "resource_name": topic,
-                                                 "configuration_keys": ["retention.ms"]}],
-                           include_synonyms=False, include_documentation=False))
-        corr, r = _response(_read_frame(s), 32, 4)
-        assert corr == 7 and r.results[0].error_code.value == 0
+        def described():            # the broker it is relayed to may hear of the new topic a moment later
+            s.sendall(_request(32, 4, 7, resources=[{"resource_type": 2, "resource_name": topic,
+                                                     "configuration_keys": ["retention.ms"]}],
+                               include_synonyms=False, include_documentation=False))
+            corr, r = _response(_read_frame(s), 32, 4)
+            assert corr == 7
+            return r if r.results[0].error_code.value == 0 else None
+        r = h.wait_for(described, timeout=30, what=f"{topic} described through the coordinator")
         assert [(c.name, c.value) for c in r.results[0].configs] == [("retention.ms", "12345")]
         s.sendall(_request(19, 7, 8, topics=[{"name": name, "num_partitions": 2, "replication_factor": 1,
                                               "assignments": [], "configs": []}], timeout=30000,

@@ -33,11 +33,30 @@ RUN set -eu; \
     /opt/eoslab/bin/python -m compileall -q -j 0 /opt/eoslab/lib >/dev/null; \
     /opt/eoslab/bin/python -c 'import services.broker, services.controller, services.txn_coordinator, services.sidecar, services.probe, grpc, kazoo, kubernetes'
 
+# The clock faults' sleep fix (cluster/faketime.py's SLEEP_FIX_C), compiled here because the
+# image has no C compiler: /usr/lib/eoslab/faketime/sleepfix-DIGEST.so, the DIGEST of the source,
+# so the harness can tell an image whose fix is stale (cluster/docker_clock.py).
+FROM ${BASE_IMAGE} AS sleepfix
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      gcc libc6-dev >/dev/null
+COPY cluster/faketime.py /src/faketime.py
+RUN python3 /src/faketime.py sleep-fix /usr/lib/eoslab
+
 FROM ${BASE_IMAGE}
-# The fault sidecar needs iptables and tc; Debian-made bases already have them.
-RUN if ! command -v iptables >/dev/null || ! command -v tc >/dev/null; then \
-      apt-get update -qq && apt-get install -y -qq --no-install-recommends iptables iproute2 >/dev/null \
-      && rm -rf /var/lib/apt/lists/*; fi
+# The fault sidecar needs iptables and tc; the clock faults need Debian's libfaketime (preloaded into
+# the services only when a cluster is started for clock faults). A base made by
+# docker/build-base-image.sh has them all; what a base lacks is installed from Debian's mirror.
+# /usr/lib/eoslab/faketime/libfaketimeMT.so.1 names the library on every architecture.
+RUN set -eu; missing=""; \
+    command -v iptables >/dev/null || missing="$missing iptables"; \
+    command -v tc >/dev/null || missing="$missing iproute2"; \
+    ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || missing="$missing libfaketime"; \
+    if [ -n "$missing" ]; then \
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $missing >/dev/null && rm -rf /var/lib/apt/lists/*; fi; \
+    mkdir -p /usr/lib/eoslab/faketime; \
+    ln -sf "$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 | head -n 1)" /usr/lib/eoslab/faketime/libfaketimeMT.so.1
+COPY --from=sleepfix /usr/lib/eoslab/faketime/ /usr/lib/eoslab/faketime/
 COPY --from=build /opt/eoslab /opt/eoslab
 COPY docker/entrypoint.sh /usr/local/bin/eoslab-entrypoint
 COPY docker/healthcheck.py /usr/local/bin/eoslab-health

@@ -90,10 +90,14 @@ def library() -> str:
                           f"{DEBIAN_LIBS[0]}; install it with `make system-deps` or apt-get install libfaketime)")
 
 
+def sleep_fix_name() -> str:
+    """The file name of the compiled sleep fix: it names the source's digest, so a stale build is never used."""
+    return f"sleepfix-{hashlib.sha256(SLEEP_FIX_C.encode()).hexdigest()[:12]}.so"
+
+
 def sleep_fix(home: str) -> str:
     """The compiled sleep fix in HOME/faketime/ (built once, atomically), or FaketimeMissing."""
-    digest = hashlib.sha256(SLEEP_FIX_C.encode()).hexdigest()[:12]
-    out = os.path.join(home, "faketime", f"sleepfix-{digest}.so")
+    out = os.path.join(home, "faketime", sleep_fix_name())
     if os.path.isfile(out):
         return out
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -222,3 +226,13 @@ def prepare_run(rt, own: bool, names) -> None:
     elif not enabled(rt):
         raise ValueError(f"{', '.join(wanted)}: cluster {rt.cluster_name!r} was started without the clock "
                          f"preload (start it with {ENABLE_ENV}=1 eoslab cluster up, or let the run start one)")
+
+
+if __name__ == "__main__":      # the image's build: `python3 faketime.py sleep-fix HOME` (no eoslab imports)
+    import sys
+    if sys.argv[1:2] != ["sleep-fix"] or len(sys.argv) != 3:
+        sys.exit("usage: faketime.py sleep-fix HOME   (builds HOME/faketime/sleepfix-DIGEST.so)")
+    try:
+        print(sleep_fix(sys.argv[2]))
+    except FaketimeMissing as e:
+        sys.exit(str(e))

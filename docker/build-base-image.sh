@@ -6,7 +6,9 @@
 # Guarantees: the image has python3 (3.11) reachable as `python` and
 # `python3`, `python -m venv` with pip (so the Dockerfile's build stage works
 # as on python:3.11-slim), iptables and iproute2 (tc) for the fault sidecar,
-# and working apt/dpkg (the ZooKeeper image adds Debian's `zookeeper` on top).
+# Debian's libfaketime for the clock faults, and working apt/dpkg (the
+# ZooKeeper image adds Debian's `zookeeper` on top; the eoslab image installs
+# libfaketime itself when an older base lacks it).
 # Nothing is pulled from an image registry. Skips the work when the image
 # already exists unless FORCE=1. Needs root and debootstrap.
 #
@@ -17,7 +19,7 @@ IMAGE=${1:-eoslab/base:bookworm}
 SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 DOCKER=${DOCKER:-/usr/bin/docker}
-PACKAGES=python3,python3-venv,iptables,iproute2,netbase,tzdata
+PACKAGES=python3,python3-venv,iptables,iproute2,netbase,tzdata,libfaketime
 
 die() { echo "base-image: $*" >&2; exit 1; }
 

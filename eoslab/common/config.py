@@ -16,6 +16,7 @@ given.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -76,6 +77,24 @@ class ConfigKey:
         self.check(v)
         return v
 
+    def text(self, v: Any) -> str:
+        """A checked value as a flag or an environment variable writes it (bools as true/false)."""
+        return ("true" if v else "false") if self.type is bool else str(v)
+
+    def as_flags(self, value: Any, text: str | None = None) -> list[str]:
+        """The command-line words that give this setting `value`, converted and checked first (ConfigError
+        otherwise). A bool is the bare flag or its `--no-` form; `text`, when given, is written in the value's
+        place (a deploy file's `${VAR:-default}` or shell expression that becomes `value` at start)."""
+        v = self.convert(value)
+        if self.type is bool and text is None:
+            return [self.flag] if v else ["--no-" + self.flag[2:]]
+        return [self.flag, self.text(v) if text is None else text]
+
+    def as_env(self, value: Any, text: str | None = None) -> tuple[str, str]:
+        """(`EOSLAB_<NAME>`, value) that give this setting `value`, checked as `as_flags` checks it."""
+        v = self.convert(value)
+        return self.env, self.text(v) if text is None else text
+
     def check(self, v: Any) -> None:
         if self.choices is not None and v not in self.choices:
             raise ConfigError(f"{self.flag}: {v!r} is not one of {', '.join(self.choices)}")
@@ -120,6 +139,15 @@ class ConfigDef:
             if k.name == name or k.flag == "--" + name.replace(".", "-") or k.dest == name:
                 return k
         raise KeyError(name)
+
+    def setting(self, name: str) -> ConfigKey:
+        """The setting called exactly `name` (dotted, as declared); ConfigError naming the role otherwise."""
+        for k in self.keys:
+            if k.name == name:
+                return k
+        close = difflib.get_close_matches(name, [k.name for k in self.keys], n=1)
+        raise ConfigError(f"the {self.role} has no setting {name!r}" + (f" (did you mean {close[0]!r}?)" if close
+                                                                          else ""))
 
     def parser(self, prog: str) -> argparse.ArgumentParser:
         p = _Parser(prog=prog)

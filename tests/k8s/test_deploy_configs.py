@@ -6,6 +6,8 @@ declarations the service itself parses at start) accepts, values included, and e
 variable it sets is either one of that config's settings (`EOSLAB_<NAME>`) or one of the few that
 the launcher, the logging or the cluster secret read. A renamed setting, a typo in a variable or
 a value out of range fails here, offline, instead of in a container that exits at start.
+The settings are written by tools/gen_deploy.py (tests/k8s/test_gen_deploy.py); this test reads
+the files as they are, without the generator, so a generator bug or a hand edit is caught too.
 """
 from __future__ import annotations
 

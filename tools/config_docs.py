@@ -26,6 +26,18 @@ addresses, data directory) are the runtime's and are refused by `--set`.
 Settings marked *by `--kafka-version`* take the release's behaviour unless given
 (docs/kafka-versions.md). "Kafka" names Kafka's own setting; "—" where Kafka has none.
 
+The settings the deploy files give the services are generated too: each
+container's flags in `docker-compose.yml` and `k8s/{brokers,controllers,txn-coordinators}.yaml`,
+and the `EOSLAB_*` settings the compose containers share. `cluster/deploy_settings.py`
+names them per container by the setting names below, and `python tools/gen_deploy.py`
+renders them through these configs into the files, between their
+`# BEGIN generated: NAME` and `# END generated: NAME` lines; the rest of those files
+is written by hand. A setting the config does not have, a value out of its range or
+a required setting left out stops the generator with one line naming the file and
+the container. After changing a service's config or the spec, run
+`python tools/gen_deploy.py`; `python tools/gen_deploy.py --check` (and a fast test)
+fails while a deploy file is stale.
+
 """
 
 

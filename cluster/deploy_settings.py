@@ -12,8 +12,8 @@ written raises SpecError, one line naming the file, the container and the
 problem. Values a container fills in when it starts (compose's
 `${VAR:-default}`, the pod's ordinal in its shell) are checked as the value
 they take by default, or in the first pod. Finally every container's whole
-command line and environment are parsed as the service parses them at start.
-tools/gen_deploy.py writes the result into the files.
+command line is parsed as the service parses it at start. tools/gen_deploy.py
+writes the result into the files.
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ kill is SIGKILL of the service's container and returns once it is dead;
 pause is `docker pause` (the cgroup freezer); start starts the container
 with its volume; a node keeps its address and its sidecar's rules because a
 holder container (<name>-net) owns the network namespace, as a pod's
-sandbox does. Each `up` makes a new cluster secret
+sandbox does. A cluster started for the clock faults (cluster.docker_clock)
+runs its services with libfaketime preloaded. Each `up` makes a new cluster secret
 (.eoslab/docker/PROJECT.cluster-secret, owner-only) that compose hands to
 every service ($EOSLAB_CLUSTER_SECRET); this process sends it to the
 project's hosts. partition, cut and heal go through the fault sidecars' gRPC
@@ -35,6 +36,7 @@ import sys
 import time
 
 from eoslab import kafka_version as kv
+from cluster import docker_clock
 from cluster import docker_engine as eng
 from cluster import readiness
 from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
@@ -170,7 +172,8 @@ class DockerRuntime(SidecarFaults, Runtime):
                     DOCKER_HOST=f"unix://{eng.SOCKET}")
 
     def _compose(self, *args: str, timeout: float = 300, attempts: int = 3) -> str:
-        cmd = compose_command() + ["-p", self.project, "-f", os.path.join(REPO, "docker-compose.yml"), *args]
+        cmd = compose_command() + ["-p", self.project, "-f", os.path.join(REPO, "docker-compose.yml"),
+                                   *docker_clock.compose_files(self), *args]     # the clock preload's override
         for attempt in range(1, attempts + 1):
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=timeout, cwd=REPO)
@@ -203,6 +206,7 @@ class DockerRuntime(SidecarFaults, Runtime):
         if cs:
             self._compose("down", "-v", "--remove-orphans", "--timeout", "1")   # what a crashed run left
         self.secret = cluster_secret(self.project, new=True)
+        docker_clock.reset(self)                  # a cluster for clock faults: every clock at +0
         for attempt in range(1, attempts + 1):
             try:
                 return self._up_once(timeout)
@@ -293,6 +297,7 @@ class DockerRuntime(SidecarFaults, Runtime):
             pass
         self._close_sidecars()
         self._compose("down", "-v", "--remove-orphans", "--timeout", "5")
+        docker_clock.forget(self)
 
     # -- nodes ------------------------------------------------------------------------------------
     def _check(self, node: str) -> None:

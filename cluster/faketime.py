@@ -33,6 +33,13 @@ compiler for the sleep fix. `check_run(cfg)` and `prepare_run(rt, own,
 packages)` are what `eoslab run` calls: the first refuses a run with a clock
 fault before anything starts, the second turns the preload on for a cluster
 the run starts and refuses a cluster it did not start without it.
+
+On the Docker runtime the same settings reach the services' containers
+through cluster.docker_clock (the image carries libfaketime and the sleep
+fix; the control files are on the host, bind-mounted); `enabled`,
+`set_offset`, `offset`, `check_run` and `prepare_run` take either runtime,
+so the clock packages act on both alike. `python3 faketime.py sleep-fix
+HOME` builds the sleep fix with no eoslab import (the image's gcc stage).
 """
 from __future__ import annotations
 
@@ -139,8 +146,16 @@ def enable(rt) -> None:
     rt.state[STATE_KEY] = True
 
 
+def _docker(rt) -> bool:
+    return getattr(rt, "name", "") == "docker"
+
+
 def enabled(rt) -> bool:
-    """Whether this local cluster's services get the preload (its state says so, or $EOSLAB_FAKETIME=1)."""
+    """Whether this cluster's services get the preload (local: its state says so, or $EOSLAB_FAKETIME=1;
+    docker: cluster.docker_clock.enabled)."""
+    if _docker(rt):
+        from cluster import docker_clock
+        return docker_clock.enabled(rt)
     if os.environ.get(ENABLE_ENV) == "1":
         rt.state[STATE_KEY] = True                            # kept: a later restart by anyone gets it too
     return bool(rt.state.get(STATE_KEY))
@@ -171,13 +186,22 @@ def set_offset(rt, node: str, seconds: int) -> None:
     """The node's wall clock runs `seconds` ahead (negative: behind) of the real one, from its next re-read."""
     if not enabled(rt):
         raise RuntimeError(f"cluster {rt.cluster_name!r} was started without the clock preload")
+    if _docker(rt):
+        from cluster import docker_clock
+        docker_clock.set_offset(rt, node, seconds)
+        return
     _write(control_file(rt.dir, node), f"{int(seconds):+d}")
 
 
 def offset(rt, node: str) -> int:
     """The offset the node's control file holds (0 when it has none)."""
+    if _docker(rt):
+        from cluster import docker_clock
+        path = docker_clock.control_file(rt, node)
+    else:
+        path = control_file(rt.dir, node)
     try:
-        with open(control_file(rt.dir, node)) as f:
+        with open(path) as f:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 0
@@ -202,12 +226,34 @@ def check_run(cfg) -> None:
     wanted = clock_packages(played_packages(cfg))
     if not wanted:
         return
-    if cfg.runtime != "local":
-        raise ValueError(f"{', '.join(wanted)}: clock faults need the local runtime (--runtime local)")
+    if cfg.runtime not in ("local", "docker", "auto"):
+        raise ValueError(f"{', '.join(wanted)}: clock faults need the local or the docker runtime, not {cfg.runtime}")
     try:
-        check()
+        if cfg.runtime == "local":
+            check()
+        elif cfg.runtime == "docker":
+            _check_docker_image()
     except FaketimeMissing as e:
         raise ValueError(f"{', '.join(wanted)}: {e}") from None
+
+
+def _check_docker_image() -> None:
+    """The image the docker runtime would start carries libfaketime (FaketimeMissing otherwise); with no
+    engine answering, or no docker SDK, nothing is said here: opening the runtime says it."""
+    from cluster import docker_engine as eng
+    from cluster.runtimes import images
+    if not eng.engine_status(2.0)[0]:
+        return
+    try:
+        import docker
+        client = docker.DockerClient(base_url=f"unix://{eng.SOCKET}", version="auto", timeout=60)
+    except Exception:  # noqa: BLE001 - ImportError, DockerException: the runtime refuses in its own words
+        return
+    from cluster import docker_clock
+    try:
+        docker_clock.check_image(client, images()[0])
+    finally:
+        client.close()
 
 
 def prepare_run(rt, own: bool, names) -> None:
@@ -216,13 +262,17 @@ def prepare_run(rt, own: bool, names) -> None:
     wanted = clock_packages(names)
     if not wanted:
         return
-    if getattr(rt, "name", "") != "local":
-        raise ValueError(f"{', '.join(wanted)}: clock faults need the local runtime, not {rt.name}")
+    if getattr(rt, "name", "") not in ("local", "docker"):
+        raise ValueError(f"{', '.join(wanted)}: clock faults need the local or the docker runtime, not {rt.name}")
     if own:
         try:
-            enable(rt)
+            if _docker(rt):
+                from cluster import docker_clock
+                docker_clock.enable(rt)
+            else:
+                enable(rt)
         except FaketimeMissing as e:
-            raise ValueError(str(e)) from None
+            raise ValueError(f"{', '.join(wanted)}: {e}") from None
     elif not enabled(rt):
         raise ValueError(f"{', '.join(wanted)}: cluster {rt.cluster_name!r} was started without the clock "
                          f"preload (start it with {ENABLE_ENV}=1 eoslab cluster up, or let the run start one)")

@@ -2,9 +2,12 @@
 
 Guarantees: `CLOCK_PACKAGES` names every clock package `eoslab run --nemesis`
 takes; each is a `cluster.nemesis_packages.FaultPackage`. They act only on a
-local cluster started with the clock preload (cluster.faketime; `eoslab run`
-starts its cluster that way when its schedule holds one of them) and
-otherwise raise RuntimeError with one line at start. Only the target's wall
+local or Docker cluster started with the clock preload (cluster.faketime,
+cluster.docker_clock; `eoslab run` starts its cluster that way when its
+schedule holds one of them) and otherwise raise RuntimeError with one line
+at start. On both runtimes the offset goes to the target's control file, which
+the harness writes on the host (a Docker service reads it through a bind
+mount), so the packages and what they record are the same. Only the target's wall
 clock moves (what Kafka stores and compares in timestamps, as the
 transaction coordinator's timeout rule); its monotonic clock, and with it
 every interval (ZooKeeper sessions, backoffs, request timeouts), does not, so
@@ -43,8 +46,8 @@ SERVICE_ROLES = ("broker", "controller", "txn-coordinator")
 
 def _require_preload(ctx: Context) -> None:
     rt = ctx.runtime
-    if getattr(rt, "name", "") != "local":
-        raise RuntimeError(f"clock faults need the local runtime, not {getattr(rt, 'name', rt)}")
+    if getattr(rt, "name", "") not in ("local", "docker"):
+        raise RuntimeError(f"clock faults need the local or the docker runtime, not {getattr(rt, 'name', rt)}")
     if not faketime.enabled(rt):
         raise RuntimeError(f"cluster {rt.cluster_name!r} was started without the clock preload "
                            f"({faketime.ENABLE_ENV}=1 eoslab cluster up, or a run that starts its own cluster)")
@@ -56,7 +59,7 @@ def _services(ctx: Context) -> list[str]:
 
 class ClockJump(FaultPackage):
     """One service's wall clock jumps forward (or back) by a seeded number of seconds until the stop."""
-    runtimes = ("local",)          # libfaketime preloaded by the local runtime only
+    runtimes = ("local", "docker")     # where libfaketime is preloaded (cluster.faketime, cluster.docker_clock)
 
     def __init__(self, name: str = "clock-jump", min_s: int = 30, max_s: int = 600, back_share: float = 1 / 3):
         if not 0 < min_s <= max_s or not 0 <= back_share <= 1:
@@ -92,7 +95,7 @@ class ClockJump(FaultPackage):
 
 class ClockStrobe(FaultPackage):
     """One service's wall clock flips between two seeded offsets, every period, until the stop."""
-    runtimes = ("local",)          # libfaketime preloaded by the local runtime only
+    runtimes = ("local", "docker")     # where libfaketime is preloaded (cluster.faketime, cluster.docker_clock)
 
     def __init__(self, name: str = "clock-strobe", max_s: int = 300, min_gap_s: int = 30,
                  period_s: tuple[float, float] = (1.0, 2.0)):

@@ -102,7 +102,7 @@ def pod_address(role: str, port: int) -> Shell:
 
 def compose_controller(n: Node) -> dict[str, Any]:
     return {"controller.id": n.id, "listen": f"0.0.0.0:{n.port}", "advertise": f"{n.name}:{n.port}",
-            "zookeeper": COMPOSE_ZK, "zk.session.timeout.ms": ComposeVar()}
+            "zookeeper": COMPOSE_ZK, "zk.session.timeout.ms": ComposeVar(), "kafka.version": ComposeVar()}
 
 
 def compose_broker(n: Node) -> dict[str, Any]:

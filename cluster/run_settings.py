@@ -6,7 +6,7 @@ flags (true -> --name, false -> --no-name, else --name=value; later ones
 win, as argparse reads them), topic.* the topic's configs, workload.* the
 workload's options, isolation.level the consumer's, and everything else the
 producer's properties. The Kafka release a run behaves as reaches the
-brokers and coordinators (their --kafka-version, before the user's own
+brokers, controllers and coordinators (their --kafka-version, before the user's own
 flags so an explicit setting overrides what the release turns on) and the
 producer (kafka.version); a release that needs one request in flight (0.11)
 gets it unless the settings say otherwise.
@@ -76,7 +76,7 @@ class RunSettings:
         return [self._release_flag(), *self.coordinator]
 
     def controller_args(self) -> list[str]:
-        return list(self.controller)
+        return [self._release_flag(), *self.controller]
 
     def sets_services_beyond_brokers(self) -> bool:
         """Whether the user set anything of the controllers or coordinators (only the local runtime

@@ -87,7 +87,7 @@ def open_runtime(kind: str, name: str, *, brokers: int = 3, controllers: int = 2
                  broker_args=(), **extra) -> Runtime:
     """A runtime for cluster `name`; `extra` goes to the runtime's constructor (e.g. home= for local).
 
-    `kafka_version` (in extra) makes every broker and transaction coordinator behave as that Kafka
+    `kafka_version` (in extra) makes every broker, controller and transaction coordinator behave as that Kafka
     release: a flag on the local runtime (before the other flags, so they override it), an
     environment variable of every container on Docker."""
     version = extra.pop("kafka_version", None)
@@ -105,6 +105,7 @@ def open_runtime(kind: str, name: str, *, brokers: int = 3, controllers: int = 2
             flag = [f"--kafka-version={version}"]
             broker_args = flag + list(broker_args)
             extra["txn_coordinator_args"] = flag + list(extra.get("txn_coordinator_args") or [])
+            extra["controller_args"] = flag + list(extra.get("controller_args") or [])
         return LocalRuntime(name, brokers=brokers, controllers=controllers, txn_coordinators=txn_coordinators,
                             broker_args=list(broker_args), **extra)
     from cluster.docker_runtime import DockerRuntime, project_for

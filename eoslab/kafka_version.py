@@ -37,6 +37,9 @@ class KafkaVersion:
     # -- group coordinator ----------------------------------------------------------------------
     txn_offset_commit_member_check: bool   # KIP-447: TxnOffsetCommit carries member id and generation
     txn_offset_commit_verification: bool   # KAFKA-15449 (3.7): TxnOffsetCommit verified with the coordinator
+    # -- replication (Partition, the controller) ----------------------------------------------------
+    hw_needs_min_isr: bool                 # KIP-966 part 1 (3.9): no high-watermark move while the ISR is under min
+    eligible_leader_replicas: bool         # KIP-966 (4.0): the controller keeps and elects from the ELR
     # -- producer (ProducerConfig / TransactionManager / Sender) ------------------------------------
     enable_idempotence_default: bool       # KIP-679
     acks_default: int                      # -1 is "all"
@@ -66,6 +69,7 @@ _V011 = KafkaVersion(
     unknown_producer="OUT_OF_ORDER_SEQUENCE_NUMBER", transaction_verification=False,
     transactional_produce_needs_id=False, init_with_producer_id=False, epoch_bump_per_transaction=False, txn_offset_commit_member_check=False,
     txn_offset_commit_verification=False,
+    hw_needs_min_isr=False, eligible_leader_replicas=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=1, idempotence_conflict="error",
     on_out_of_order="fatal", abortable_epoch_bump=False)
 _V25 = KafkaVersion(
@@ -73,13 +77,15 @@ _V25 = KafkaVersion(
     unknown_producer="accept", transaction_verification=False,
     transactional_produce_needs_id=True, init_with_producer_id=True, epoch_bump_per_transaction=False, txn_offset_commit_member_check=True,
     txn_offset_commit_verification=False,
+    hw_needs_min_isr=False, eligible_leader_replicas=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=5, idempotence_conflict="error",
     on_out_of_order="bump-epoch", abortable_epoch_bump=True)
 _V30 = KafkaVersion(**{**_V25.as_dict(), "name": "3.0", "enable_idempotence_default": True, "acks_default": -1,
                        "idempotence_conflict": "disable"})
 _V36 = KafkaVersion(**{**_V30.as_dict(), "name": "3.6", "transaction_verification": True})
 _V40 = KafkaVersion(**{**_V36.as_dict(), "name": "4.0", "epoch_bump_per_transaction": True,
-                       "txn_offset_commit_verification": True})
+                       "txn_offset_commit_verification": True, "hw_needs_min_isr": True,
+                       "eligible_leader_replicas": True})
 
 VERSIONS: dict[str, KafkaVersion] = {v.name: v for v in (_V011, _V25, _V30, _V36, _V40)}
 
@@ -109,6 +115,14 @@ BEHAVIOURS: dict[str, tuple[str, str]] = {
                                        "transaction is refused",
                                        "KAFKA-15449 (3.7); GroupCoordinator.handleTxnCommitOffsets -> "
                                        "maybeStartTransactionVerificationForPartition"),
+    "hw_needs_min_isr": ("the leader's high watermark does not move while the ISR is smaller than "
+                         "min.insync.replicas", "KIP-966 part 1 (3.9): Partition.maybeIncrementLeaderHW"),
+    "eligible_leader_replicas": ("the controller keeps the replicas that left an ISR below min.insync.replicas "
+                                 "as eligible leaders, elects them before any other, and drops a broker back "
+                                 "from an unclean shutdown from every ISR and ELR",
+                                 "KIP-966 (4.0 with eligible.leader.replicas.version=1; on by default for new "
+                                 "clusters from 4.1): PartitionChangeBuilder, "
+                                 "ReplicationControlManager.handleBrokerUncleanShutdown"),
     "enable_idempotence_default": ("enable.idempotence default", "KIP-679 (3.0)"),
     "acks_default": ("acks default (-1 is all)", "KIP-679 (3.0)"),
     "max_in_flight_idempotent": ("max.in.flight.requests.per.connection allowed with idempotence",

@@ -23,8 +23,17 @@ read_uncommitted poll of the whole partition from its leader.
   killed (processes only: their disks keep everything), so the old leader leads and serves the
   final read alone: every acknowledged record is there, the history is valid.
 
-Kafka's eligible leader replicas (KIP-966, 4.0) are not modelled: the controller elects from the
-ISR only, on every release, so the verdicts do not depend on the release.
+- `lone-isr-leader-loses-tail`: both followers stall (paused until the controller drops them from
+  the ISR), so the leader is the ISR's only member; then it loses power and its unflushed tail.
+  The followers come back, then the old leader. Before KIP-966 the old leader is the only replica
+  the controller may elect, and the followers truncate to its shortened log: the checker reports
+  the acknowledged records lost (lost-write, inconsistent-offsets). On 4.0 the followers are
+  eligible leader replicas: one of them, with every acknowledged record, leads before the old
+  leader is back, and the old leader, back from an unclean shutdown, is no longer eligible; the
+  history is valid.
+
+The first three do not depend on the release: every replica is in the ISR when the power goes, and
+eligible leader replicas (4.0) change nothing there.
 """
 from __future__ import annotations
 
@@ -152,4 +161,47 @@ def torn_tail(ctx) -> None:
     ctx.wait(lambda: (s := ctx.partition_state(TOPIC)) is not None and f"broker-{s.leader}" == leader,
              f"{leader} to lead alone", timeout=60)
     _isr_of(ctx, 1)
+    ctx.read_all(TOPIC)
+
+
+def lone_isr_lost_power(ops: list[dict]) -> str | None:
+    shrunk = nemesis_ops(ops, "isr-shrunk")
+    pl = nemesis_ops(ops, "power-loss")
+    if not shrunk or not pl:
+        return "no ISR shrink or no power loss recorded"
+    isr = [f"broker-{b}" for b in shrunk[-1]["value"]["isr"]]
+    return None if pl[-1]["value"]["nodes"] == isr else f"the power loss hit {pl[-1]['value']['nodes']}, not {isr}"
+
+
+@register("lone-isr-leader-loses-tail", seed="KIP-966 (Eligible Leader Replicas); Jepsen's LazyFS",
+          description="acks=all, RF 3, min.insync.replicas=2: the followers stall out of the ISR, then the "
+                      "lone in-sync leader loses power; before 4.0 it is elected again with its tail gone, "
+                      "on 4.0 an eligible follower that kept every record leads",
+          cluster=LAZY3, expected=(),
+          expected_by_version={v: ("lost-write", "inconsistent-offsets") for v in ("0.11", "2.5", "3.0", "3.6")},
+          facts=(Fact("the ISR's only member lost power", lone_isr_lost_power),),
+          notes="KIP-966 exists for this: a replica that left the ISR only because the ISR shrank below "
+                "min.insync.replicas still holds everything below the high watermark (which, from 3.9, does "
+                "not move under min.insync.replicas), while the last ISR member may come back from a power "
+                "loss without its unflushed tail. Before 4.0 the controller only trusts the ISR and elects "
+                "that member; with eligible leader replicas it elects a follower that kept the records and "
+                "drops a broker back from an unclean shutdown from every ISR and ELR.")
+def lone_isr_leader_loses_tail(ctx) -> None:
+    _write_acknowledged(ctx)
+    leader, isr = _isr_of(ctx)
+    followers = [n for n in isr if n != leader]
+    for n in followers:                  # stalled, not crashed: their page caches keep every record
+        ctx.pause(n)
+    st = ctx.wait(lambda: (s := ctx.partition_state(TOPIC)) is not None and [f"broker-{b}" for b in s.isr] == [leader]
+                  and s, f"the ISR to shrink to {leader}", timeout=60)
+    ctx.nemesis("isr-shrunk", {"topic": TOPIC, "leader": f"broker-{st.leader}", "isr": list(st.isr),
+                               "eligible_leader_replicas": list(st.eligible_leader_replicas)})
+    disk_context.power_loss(ctx, [leader])
+    for n in followers:
+        ctx.resume(n)
+    disk_context.restart(ctx, [leader])
+    _isr_of(ctx, 2)
+    p = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=0, request_timeout_ms=3000,
+                     retry_backoff_ms=100)
+    _send(ctx, p, 1, "after", OPS + 1)          # the application goes on writing: past the old offsets
     ctx.read_all(TOPIC)

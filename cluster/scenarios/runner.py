@@ -81,7 +81,7 @@ def play(sc: Scenario, out: str, home: str | None = None, kafka_version: str | N
     c = sc.cluster
     v = [f"--kafka-version={kafka_version}"] if kafka_version else []      # the scenario's own flags override it
     rt = LocalRuntime(f"scenario-{sc.name[:24]}-{uuid.uuid4().hex[:6]}", home=home, brokers=c.brokers,
-                      controllers=c.controllers, broker_args=v + list(c.broker_args),
+                      controllers=c.controllers, broker_args=v + list(c.broker_args), controller_args=v,
                       session_timeout_ms=c.session_timeout_ms, txn_coordinators=c.txn_coordinators,
                       txn_coordinator_args=v + list(c.txn_coordinator_args), disk=c.disk)
     if c.faketime:

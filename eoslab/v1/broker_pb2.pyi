@@ -318,7 +318,7 @@ class InitProducerIdResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "controller_epoch")
+    __slots__ = ("topic", "partition", "leader", "leader_epoch", "isr", "replicas", "zk_version", "controller_epoch", "eligible_leader_replicas", "last_known_elr")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
@@ -327,6 +327,8 @@ class PartitionState(_message.Message):
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ZK_VERSION_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ELIGIBLE_LEADER_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    LAST_KNOWN_ELR_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     leader: int
@@ -335,19 +337,23 @@ class PartitionState(_message.Message):
     replicas: _containers.RepeatedScalarFieldContainer[int]
     zk_version: int
     controller_epoch: int
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., controller_epoch: _Optional[int] = ...) -> None: ...
+    eligible_leader_replicas: _containers.RepeatedScalarFieldContainer[int]
+    last_known_elr: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., leader: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., isr: _Optional[_Iterable[int]] = ..., replicas: _Optional[_Iterable[int]] = ..., zk_version: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., eligible_leader_replicas: _Optional[_Iterable[int]] = ..., last_known_elr: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LeaderAndIsrRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "partition_states", "live_leaders")
+    __slots__ = ("controller_id", "controller_epoch", "partition_states", "live_leaders", "broker_epoch")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITION_STATES_FIELD_NUMBER: _ClassVar[int]
     LIVE_LEADERS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     partition_states: _containers.RepeatedCompositeFieldContainer[PartitionState]
     live_leaders: _containers.RepeatedCompositeFieldContainer[_common_pb2.BrokerEndpoint]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., live_leaders: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ...) -> None: ...
+    broker_epoch: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., live_leaders: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
 
 class LeaderAndIsrResponse(_message.Message):
     __slots__ = ("error", "partition_errors")
@@ -358,7 +364,7 @@ class LeaderAndIsrResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., partition_errors: _Optional[_Iterable[_Union[PartitionProduceResponse, _Mapping]]] = ...) -> None: ...
 
 class UpdateMetadataRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "partition_states", "live_brokers", "controller", "topic_configs", "topic_ids")
+    __slots__ = ("controller_id", "controller_epoch", "partition_states", "live_brokers", "controller", "topic_configs", "topic_ids", "broker_epoch")
     class TopicIdsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -373,6 +379,7 @@ class UpdateMetadataRequest(_message.Message):
     CONTROLLER_FIELD_NUMBER: _ClassVar[int]
     TOPIC_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     TOPIC_IDS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     partition_states: _containers.RepeatedCompositeFieldContainer[PartitionState]
@@ -380,7 +387,8 @@ class UpdateMetadataRequest(_message.Message):
     controller: _common_pb2.BrokerEndpoint
     topic_configs: _containers.RepeatedCompositeFieldContainer[TopicConfig]
     topic_ids: _containers.ScalarMap[str, str]
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.BrokerEndpoint, _Mapping]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ..., topic_ids: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    broker_epoch: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partition_states: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., live_brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., controller: _Optional[_Union[_common_pb2.BrokerEndpoint, _Mapping]] = ..., topic_configs: _Optional[_Iterable[_Union[TopicConfig, _Mapping]]] = ..., topic_ids: _Optional[_Mapping[str, str]] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
 
 class TopicConfig(_message.Message):
     __slots__ = ("topic", "configs")
@@ -404,16 +412,18 @@ class UpdateMetadataResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ...) -> None: ...
 
 class StopReplicaRequest(_message.Message):
-    __slots__ = ("controller_id", "controller_epoch", "partitions", "delete_partitions")
+    __slots__ = ("controller_id", "controller_epoch", "partitions", "delete_partitions", "broker_epoch")
     CONTROLLER_ID_FIELD_NUMBER: _ClassVar[int]
     CONTROLLER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     DELETE_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     controller_id: int
     controller_epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[_common_pb2.TopicPartition]
     delete_partitions: bool
-    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., delete_partitions: _Optional[bool] = ...) -> None: ...
+    broker_epoch: int
+    def __init__(self, controller_id: _Optional[int] = ..., controller_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[_common_pb2.TopicPartition, _Mapping]]] = ..., delete_partitions: _Optional[bool] = ..., broker_epoch: _Optional[int] = ...) -> None: ...
 
 class StopReplicaResponse(_message.Message):
     __slots__ = ("error",)

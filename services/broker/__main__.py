@@ -20,6 +20,7 @@ def log_config(a, v) -> LogConfig:
                      replica_lag_time_max_ms=a.replica_lag_time_max_ms, min_insync_replicas=a.min_insync_replicas,
                      transaction_verification=a.transaction_verification, unknown_producer=a.unknown_producer,
                      txn_offset_commit_member_check=v.txn_offset_commit_member_check,
+                     hw_needs_min_isr=v.hw_needs_min_isr,
                      producer_id_expiration_ms=a.producer_id_expiration_ms,
                      producer_id_expiration_check_ms=a.producer_id_expiration_check_interval_ms,
                      flush_messages=a.flush_messages, flush_ms=a.flush_ms,

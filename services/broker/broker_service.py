@@ -170,9 +170,13 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         return self.rm.offsets_for_leader_epoch(request)
 
     def LeaderAndIsr(self, request, context):
+        if self.s.broker_epoch_stale(request.broker_epoch):
+            return broker_pb2.LeaderAndIsrResponse(error=E.STALE_BROKER_EPOCH)
         return self.rm.become_leader_or_follower(request)
 
     def StopReplica(self, request, context):
+        if self.s.broker_epoch_stale(request.broker_epoch):
+            return broker_pb2.StopReplicaResponse(error=E.STALE_BROKER_EPOCH)
         return self.rm.stop_replicas(request)
 
     def FindCoordinator(self, request, context):
@@ -210,6 +214,8 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                                      max_active_transaction_partition=where)
 
     def UpdateMetadata(self, request, context):
+        if self.s.broker_epoch_stale(request.broker_epoch):
+            return broker_pb2.UpdateMetadataResponse(error=E.STALE_BROKER_EPOCH)
         if not self.rm.check_controller_epoch(request.controller_epoch):
             return broker_pb2.UpdateMetadataResponse(error=E.STALE_CONTROLLER_EPOCH)
         changed = self.s.metadata.update(request)

@@ -95,3 +95,27 @@ def consume_clean_shutdown_marker(directory: str) -> bool:
         return True
     except FileNotFoundError:
         return False
+
+
+def consume_broker_clean_shutdown(data_dir: str) -> bool:
+    """Whether the broker process that used `data_dir` before shut down cleanly (the log dir's own
+    `.kafka_cleanshutdown`, which KRaft's broker reads to register with its previous broker epoch,
+    KIP-966). A data directory without any partition directory counts as clean (nothing to lose).
+    The marker is deleted and, unlike a partition's, the deletion is made durable at once, so that a
+    later power loss cannot bring it back and make an unclean shutdown look clean."""
+    path = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        try:
+            return not any(e.is_dir() for e in os.scandir(data_dir))
+        except FileNotFoundError:
+            return True
+    fsync_dir(data_dir)
+    return True
+
+
+def write_broker_clean_shutdown(data_dir: str) -> None:
+    """Mark the broker's data directory as shut down cleanly (after every log was closed cleanly)."""
+    write_clean_shutdown_marker(data_dir)
+    fsync_dir(data_dir)

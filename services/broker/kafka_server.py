@@ -11,6 +11,7 @@ the producer id manager, and its own retry pauses and timestamps read it too.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import grpc
@@ -20,6 +21,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
 from services.common.faults import FaultInjectorService, FaultRegistry
 from services.broker.broker_service import BrokerService
+from services.broker.checkpoints import consume_broker_clean_shutdown, write_broker_clean_shutdown
 from services.broker.group_coordinator import GroupCoordinator
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
@@ -60,6 +62,10 @@ class KafkaServer:
         self.controller_address: str | None = None
         self._max_issued_pid = -1
         self.metadata = MetadataCache()
+        self.data_dir = data_dir
+        # KIP-966: the controller drops a broker back from an unclean shutdown from every ISR and ELR
+        self.unclean_shutdown = not consume_broker_clean_shutdown(data_dir) if os.path.isdir(data_dir) else False
+        self._registered_once = False
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
                                               self.producer_id_known, self.alter_partition, self.verify_txn,
                                               time=time)
@@ -98,9 +104,19 @@ class KafkaServer:
         if state == KazooState.CONNECTED and self.broker_epoch != -1 and not self._stopping:
             threading.Thread(target=self._register, daemon=True).start()
 
+    def broker_epoch_stale(self, request_epoch: int) -> bool:
+        """Whether a controller request is not for this process (Kafka's isBrokerEpochStale, KIP-380):
+        this process has not registered yet (a restart within the old session's timeout: the controller
+        still knows the process before), or the request names an older registration than ours. 0 is a
+        request that names none."""
+        current = self.broker_epoch
+        return current == -1 or 0 < request_epoch < current or request_epoch == -1
+
     def _register(self) -> None:
         path = zk_paths.broker_path(self.broker_id)
         reg = {"version": 5, "host": self.host, "port": self.port, "timestamp": str(self.time.milliseconds())}
+        if self.unclean_shutdown and not self._registered_once:    # said once: later sessions are this process
+            reg[zk_paths.UNCLEAN_SHUTDOWN_KEY] = True
         if self.kafka_advertise:
             from services.kafka_protocol.endpoints import registration_entry
             host, port = rpc.split_address(self.kafka_advertise)
@@ -111,7 +127,9 @@ class KafkaServer:
                 self.zk.create(path, data, ephemeral=True)
                 _, stat = self.zk.get(path)
                 self.broker_epoch = stat.czxid
-                log.info("registered as broker %d (broker epoch %d)", self.broker_id, self.broker_epoch)
+                self._registered_once = True
+                log.info("registered as broker %d (broker epoch %d%s)", self.broker_id, self.broker_epoch,
+                         ", after an unclean shutdown" if zk_paths.UNCLEAN_SHUTDOWN_KEY in reg else "")
                 return
             except NodeExistsError:
                 try:
@@ -260,4 +278,8 @@ class KafkaServer:
         self.server.stop(1).wait()
         self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
+        try:
+            write_broker_clean_shutdown(self.data_dir)
+        except OSError:
+            log.exception("the clean-shutdown marker was not written: the next start counts as unclean")
         self.channels.close_all()

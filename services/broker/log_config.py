@@ -31,6 +31,7 @@ class LogConfig:
     # a non-zero first sequence from a producer with no state here: an error name or "accept" (KIP-360)
     unknown_producer: str = "accept"
     txn_offset_commit_member_check: bool = True   # KIP-447 (2.5)
+    hw_needs_min_isr: bool = False                 # KIP-966 part 1 (3.9): no HW move while the ISR is under min
     producer_id_expiration_ms: int = 86400000      # Kafka's producer.id.expiration.ms (KIP-854)
     producer_id_expiration_check_ms: int = 600000  # Kafka's producer.id.expiration.check.interval.ms
     # durability (docs/durability.md): Kafka's defaults never fsync by count or by time

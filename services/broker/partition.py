@@ -314,6 +314,8 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
             return E.NONE, ""
 
     def _maybe_increment_hw(self) -> None:
+        if self.config.hw_needs_min_isr and len(self.isr) < self.config.min_insync_replicas:
+            return      # 3.9+: a replica that left the ISR then still has everything below the HW (KIP-966)
         leo = self.log.log_end_offset
         ends = [leo] + [self.followers[r].log_end_offset for r in self.isr
                         if r != self.broker_id and r in self.followers]

@@ -11,6 +11,8 @@ CONTROLLER = "/controller"                      # ephemeral: the active controll
 CONTROLLER_EPOCH = "/controller_epoch"          # persistent: int, bumped at every election
 CONTROLLERS = "/eoslab/controllers"             # ephemeral children: every controller process
 BROKER_IDS = "/brokers/ids"                     # ephemeral children: live brokers
+# in a broker's registration: its previous process did not shut down cleanly (KIP-966 reads it)
+UNCLEAN_SHUTDOWN_KEY = "eoslab_unclean_shutdown"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"           # a topic being deleted: its replicas still owed StopReplica

@@ -17,7 +17,9 @@ def main(argv: list[str] | None = None) -> None:
     rpc.setup_logging(f"controller-{a.controller_id}")
     host, port = rpc.split_address(a.advertise or a.listen)
     controller = KafkaController(a.controller_id, host, port, a.zookeeper, a.zk_session_timeout_ms,
-                                 a.pid_block_size, a.default_replication_factor)
+                                 a.pid_block_size, a.default_replication_factor,
+                                 eligible_leader_replicas=a.eligible_leader_replicas,
+                                 min_insync_replicas=a.min_insync_replicas)
     server = rpc.make_server()
     controller_pb2_grpc.add_ControllerServicer_to_server(ControllerService(controller), server)
     rpc.bind(server, a.listen)

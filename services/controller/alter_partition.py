@@ -2,13 +2,16 @@
 
 Guarantees (Kafka's KafkaController.processAlterPartition): a change is
 written only by the active controller, on its event thread, for a known
-partition, from its current leader at its current leader epoch
+partition, from a live broker at the broker epoch the controller knows for it
+(STALE_BROKER_EPOCH otherwise: an earlier or a not yet registered process of
+that broker), from its current leader at its current leader epoch
 (FENCED_LEADER_EPOCH otherwise) and partition version (INVALID_UPDATE_VERSION
 otherwise); the new ISR must hold the leader, name no broker twice and only
 live replicas (INVALID_REQUEST otherwise). The write is the controller's
 versioned, epoch-fenced one; a lost race reloads the state from ZooKeeper and
 answers INVALID_UPDATE_VERSION with it, ZooKeeper out of reach answers
-NOT_CONTROLLER. Every answer but NOT_CONTROLLER and
+NOT_CONTROLLER. The new ISR's eligible leader replicas follow KIP-966 where the controller has
+them on (`partition_leader_election.partition_change`). Every answer but NOT_CONTROLLER and
 UNKNOWN_TOPIC_OR_PARTITION carries the partition state as the controller
 holds it. Mixed into KafkaController.
 """
@@ -22,6 +25,7 @@ from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import zk_paths
 from services.controller.context import LeaderIsr
+from services.controller.partition_leader_election import partition_change
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +44,9 @@ class AlterPartitionHandler:
             if st is None:
                 return controller_pb2.AlterPartitionResponse(error=E.UNKNOWN_TOPIC_OR_PARTITION)
             current = self._state_proto(req.topic, req.partition)
+            known = self.ctx.brokers.get(req.broker_id)
+            if known is None or req.broker_epoch < known.epoch:     # not the process registered as that broker
+                return controller_pb2.AlterPartitionResponse(error=E.STALE_BROKER_EPOCH, state=current)
             if st.leader != req.broker_id or st.leader_epoch != req.leader_epoch:
                 return controller_pb2.AlterPartitionResponse(error=E.FENCED_LEADER_EPOCH, state=current)
             if st.zk_version != req.partition_epoch:
@@ -50,9 +57,10 @@ class AlterPartitionHandler:
             if req.broker_id not in new_isr or len(set(new_isr)) != len(new_isr) or \
                     any(b not in replicas or b not in self.ctx.brokers for b in new_isr):
                 return controller_pb2.AlterPartitionResponse(error=E.INVALID_REQUEST, state=current)
+            change = partition_change(st, replicas, set(self.ctx.brokers), self.rules(req.topic), target_isr=new_isr)
             try:
-                self._write_state(req.topic, req.partition,
-                                  LeaderIsr(st.leader, st.leader_epoch, new_isr, self.epoch))
+                if change is not None:
+                    self._write_state(req.topic, req.partition, change)
             except RuntimeError:
                 self._reload_state(req.topic, req.partition)
                 return controller_pb2.AlterPartitionResponse(error=E.INVALID_UPDATE_VERSION,
@@ -70,8 +78,7 @@ class AlterPartitionHandler:
         sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))
         s = zk_paths.decode(sdata)
         with self.lock:
-            self.ctx.states[(topic, p)] = LeaderIsr(s["leader"], s["leader_epoch"], s["isr"],
-                                                    s["controller_epoch"], stat.version)
+            self.ctx.states[(topic, p)] = LeaderIsr.from_json(s, stat.version)
 
     def _state_proto(self, topic: str, p: int) -> broker_pb2.PartitionState:
         s = self.ctx.states[(topic, p)]

@@ -3,8 +3,10 @@
 Guarantees: each broker eventually receives the newest state (UpdateMetadata
 for the whole cluster, StopReplica for the replicas of deleted topics it still
 holds, LeaderAndIsr for the partitions it hosts), stamped
-with this controller's epoch; a failed send is retried until it succeeds, the
-broker leaves, or the controller resigns. Sends to one broker never wait on
+with this controller's epoch and the broker epoch it knows for the receiver; a
+failed send, or one the broker refused as meant for another of its processes
+(STALE_BROKER_EPOCH), is retried until it succeeds, the broker leaves, or the
+controller resigns. Sends to one broker never wait on
 another broker. The backoff after a failed send (50 ms doubling to 1 s)
 runs on the injected `Time` and ends at once when the sender stops.
 """
@@ -25,6 +27,10 @@ log = logging.getLogger(__name__)
 SEND_BACKOFF_INITIAL_S, SEND_BACKOFF_MAX_S = 0.05, 1.0
 UPDATE_METADATA_TIMEOUT_S = 5.0
 LEADER_AND_ISR_TIMEOUT_S = 10.0      # the broker may open logs and truncate before it answers
+
+
+class _NotTaken(Exception):
+    """The broker refused the state (not the process the controller knows): sent again after a backoff."""
 
 
 class _BrokerSender(threading.Thread):
@@ -72,14 +78,17 @@ class _BrokerSender(threading.Thread):
                 if r3 is not None and r3.error == common_pb2.NONE and self.manager.on_replicas_stopped:
                     self.manager.on_replicas_stopped(self.broker_id, list(stop.partitions))
                 r2 = self.stub.LeaderAndIsr(lai, timeout=LEADER_AND_ISR_TIMEOUT_S)
-                if common_pb2.STALE_CONTROLLER_EPOCH in (r1.error, r2.error, r3.error if r3 else common_pb2.NONE):
+                errors = (r1.error, r2.error, r3.error if r3 else common_pb2.NONE)
+                if common_pb2.STALE_CONTROLLER_EPOCH in errors:
                     log.warning("broker %d says our controller epoch is stale", self.broker_id)
                     self.manager.on_stale_epoch()
+                if common_pb2.STALE_BROKER_EPOCH in errors:      # another process of that broker: wait for it
+                    raise _NotTaken("STALE_BROKER_EPOCH")        # to register, then send what holds then
                 with self.cond:
                     self.sent_version = target
                 backoff = SEND_BACKOFF_INITIAL_S
-            except grpc.RpcError as e:
-                log.debug("send to broker %d failed: %s", self.broker_id, e.code())
+            except (grpc.RpcError, _NotTaken) as e:
+                log.debug("send to broker %d failed: %s", self.broker_id, e.code() if isinstance(e, grpc.RpcError) else e)
                 with self.cond:
                     self.manager.time.wait_for(self.cond, lambda: self.stopped, backoff)
                 backoff = min(backoff * 2, SEND_BACKOFF_MAX_S)

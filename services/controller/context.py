@@ -28,6 +28,9 @@ class BrokerInfo:
     host: str
     port: int
     epoch: int  # czxid of the registration znode, as Kafka's broker epoch
+    # the broker's previous process did not shut down cleanly (KRaft's registration with
+    # PreviousBrokerEpoch -1): its unflushed tail may be gone
+    unclean_shutdown: bool = False
 
     @property
     def address(self) -> str:
@@ -41,10 +44,24 @@ class LeaderIsr:
     isr: list[int]
     controller_epoch: int
     zk_version: int = 0
+    # KIP-966: replicas that left an ISR below min.insync.replicas and may still lead, and the
+    # last leader of a partition whose ISR and ELR emptied (Kafka's PartitionRecord fields)
+    elr: list[int] = field(default_factory=list)
+    last_known_elr: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"version": 1, "leader": self.leader, "leader_epoch": self.leader_epoch,
-                "isr": self.isr, "controller_epoch": self.controller_epoch}
+        d = {"version": 1, "leader": self.leader, "leader_epoch": self.leader_epoch,
+             "isr": self.isr, "controller_epoch": self.controller_epoch}
+        if self.elr:
+            d["eligible_leader_replicas"] = self.elr
+        if self.last_known_elr:
+            d["last_known_elr"] = self.last_known_elr
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict, zk_version: int) -> "LeaderIsr":
+        return cls(d["leader"], d["leader_epoch"], list(d["isr"]), d["controller_epoch"], zk_version,
+                   list(d.get("eligible_leader_replicas", [])), list(d.get("last_known_elr", [])))
 
 
 @dataclass
@@ -62,6 +79,13 @@ class ControllerContext:
 
     def unclean_allowed(self, topic: str) -> bool:
         return self.configs.get(topic, {}).get("unclean.leader.election.enable", "false").lower() == "true"
+
+    def min_isr(self, topic: str, default: int) -> int:
+        """The topic's min.insync.replicas, else the cluster's."""
+        try:
+            return int(self.configs.get(topic, {}).get("min.insync.replicas", default))
+        except ValueError:
+            return default
 
     def clear(self) -> None:
         self.brokers.clear()

@@ -30,9 +30,9 @@ from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
+from services.controller.partition_state_machine import PartitionStateMachine
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
-from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr, check_fenced
-from services.controller.partition_leader_election import elect_after_broker_loss
+from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr
 from services.controller.producer_id_manager import ProducerIdManager
 from services.controller.partition_creation import grow_topic
 from services.controller.topic_config_change import alter_topic_configs
@@ -46,11 +46,14 @@ EVENT_RETRY_BACKOFF_S = 0.2    # a failed retryable event is put back after this
 log = logging.getLogger(__name__)
 
 
-class KafkaController(AlterPartitionHandler):
+class KafkaController(AlterPartitionHandler, PartitionStateMachine):
     def __init__(self, controller_id: int, host: str, port: int, zk_connect: str,
                  session_timeout_ms: int = 2000, pid_block_size: int = 1000,
-                 default_replication_factor: int = 3, time: Time = SYSTEM):
+                 default_replication_factor: int = 3, time: Time = SYSTEM,
+                 eligible_leader_replicas: bool = False, min_insync_replicas: int = 1):
         self.time = time
+        self.elr_enabled = eligible_leader_replicas     # KIP-966 (eligible.leader.replicas.enable)
+        self.default_min_isr = min_insync_replicas     # the cluster's min.insync.replicas
         hosts, chroot = zk_paths.split_hosts(zk_connect)
         self.controller_id = controller_id
         self.host, self.port = host, port
@@ -240,7 +243,8 @@ class KafkaController(AlterPartitionHandler):
             except NoNodeError:
                 continue
             d = zk_paths.decode(data)
-            live[int(child)] = BrokerInfo(int(child), d["host"], int(d["port"]), stat.czxid)
+            live[int(child)] = BrokerInfo(int(child), d["host"], int(d["port"]), stat.czxid,
+                                          bool(d.get(zk_paths.UNCLEAN_SHUTDOWN_KEY)))
         self.ctx.brokers = live
         return live
 
@@ -257,8 +261,7 @@ class KafkaController(AlterPartitionHandler):
         for p in self.ctx.assignments[topic]:
             sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))
             s = zk_paths.decode(sdata)
-            self.ctx.states[(topic, p)] = LeaderIsr(s["leader"], s["leader_epoch"], s["isr"],
-                                                    s["controller_epoch"], stat.version)
+            self.ctx.states[(topic, p)] = LeaderIsr.from_json(s, stat.version)
 
     def _give_topic_id(self, topic: str, assignment: dict[int, list[int]]) -> str:
         """A topic written without an id (before ids were kept) gets one, as Kafka 2.8+'s controller
@@ -282,31 +285,12 @@ class KafkaController(AlterPartitionHandler):
             log.info("brokers gone: %s", sorted(gone))
         if born:
             log.info("brokers registered: %s", sorted(born))
-        self._elect_offline_partitions(gone)
+        unclean = frozenset(b for b in born if new[b].unclean_shutdown) if self.elr_enabled else frozenset()
+        self._elect_offline_partitions(gone | unclean)   # not a candidate before it leaves the ISRs and ELRs
+        if unclean:
+            log.info("brokers back from an unclean shutdown: %s", sorted(unclean))
+            self._remove_unclean(unclean)
         self._sync_channels()
-
-    def _elect_offline_partitions(self, gone: set[int]) -> None:
-        """Move leadership off dead brokers and onto live ones; bump the leader epoch of each change."""
-        live = set(self.ctx.brokers) - gone
-        for (topic, p), st in sorted(self.ctx.states.items()):
-            new = elect_after_broker_loss(st, self.ctx.replicas(topic, p), live, self.ctx.unclean_allowed(topic))
-            if new is not None:
-                leader, epoch, isr = new
-                self._write_state(topic, p, LeaderIsr(leader, epoch, isr, self.epoch))
-
-    def _write_state(self, topic: str, p: int, new: LeaderIsr) -> None:
-        """Versioned write of one partition state, fenced by the controller epoch's znode version."""
-        cur = self.ctx.states[(topic, p)]
-        tx = self.zk.transaction()
-        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
-        tx.set_data(zk_paths.partition_state_path(topic, p), zk_paths.encode(new.to_json()), cur.zk_version)
-        results = check_fenced(tx.commit())
-        if isinstance(results[1], Exception):
-            raise RuntimeError(f"stale partition state for {topic}-{p}: {results[1]!r}; reloading")
-        new.zk_version = results[1].version
-        with self.lock:
-            self.ctx.states[(topic, p)] = new
-        log.info("%s-%d: leader %d, leader epoch %d, isr %s", topic, p, new.leader, new.leader_epoch, new.isr)
 
     def state_changed(self) -> None:
         """After a change of topics, assignments or configs: elect leaders for partitions without one
@@ -333,13 +317,16 @@ class KafkaController(AlterPartitionHandler):
             me = common_pb2.BrokerEndpoint(broker_id=self.controller_id, host=self.host, port=self.port)
             um = update_metadata_request(self.controller_id, self.epoch, states, brokers, me,
                                          dict(self.ctx.configs), dict(self.ctx.topic_ids))
+            known = self.ctx.brokers.get(broker_id)
+            um.broker_epoch = known.epoch if known is not None else -1
             mine = [s for s in states if broker_id in s.replicas]
             lai = broker_pb2.LeaderAndIsrRequest(controller_id=self.controller_id, controller_epoch=self.epoch,
-                                                 partition_states=mine, live_leaders=brokers)
+                                                 partition_states=mine, live_leaders=brokers,
+                                                 broker_epoch=um.broker_epoch)
             owed = sorted(self.ctx.deleting.get(broker_id, ()))
             stop = broker_pb2.StopReplicaRequest(
                 controller_id=self.controller_id, controller_epoch=self.epoch, delete_partitions=True,
-                partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in owed]) if owed else None
+                broker_epoch=um.broker_epoch, partitions=[common_pb2.TopicPartition(topic=t, partition=p) for t, p in owed]) if owed else None
             return um, lai, stop
 
     # -- requests -------------------------------------------------------------------------

@@ -65,7 +65,8 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 for (t, p), s in c.ctx.states.items():
                     resp.partition_states.add(topic=t, partition=p, leader=s.leader, leader_epoch=s.leader_epoch,
                                               isr=s.isr, replicas=c.ctx.replicas(t, p), zk_version=s.zk_version,
-                                              controller_epoch=s.controller_epoch)
+                                              controller_epoch=s.controller_epoch, eligible_leader_replicas=s.elr,
+                                              last_known_elr=s.last_known_elr)
                 return resp
         try:
             data, _ = c.zk.get(zk_paths.CONTROLLER)

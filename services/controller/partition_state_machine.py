@@ -1,0 +1,65 @@
+"""PartitionStateMachine: every write of a partition's leader, ISR and ELR by the active controller.
+
+Guarantees (Kafka's PartitionStateMachine and ReplicationControlManager): each change is computed
+by `partition_leader_election.partition_change` under the topic's rules (unclean election,
+min.insync.replicas, and KIP-966's eligible leader replicas where the controller has them on), and
+written with a versioned ZooKeeper transaction fenced by the controller epoch before the in-memory
+context changes. Brokers lost move leadership off them; brokers back from an unclean shutdown leave
+every ISR and ELR before any election can pick them. Mixed into KafkaController.
+"""
+from __future__ import annotations
+
+import logging
+
+from services.common import zk_paths
+from services.controller.context import LeaderIsr, check_fenced
+from services.controller.partition_leader_election import ElectionRules, partition_change
+
+log = logging.getLogger(__name__)
+
+
+class PartitionStateMachine:
+    """Elections and partition-state writes (needs ctx, zk, lock, epoch, epoch_zk_version, elr_enabled,
+    default_min_isr from KafkaController)."""
+
+    def rules(self, topic: str) -> ElectionRules:
+        return ElectionRules(self.ctx.unclean_allowed(topic), self.elr_enabled,
+                             self.ctx.min_isr(topic, self.default_min_isr))
+
+    def _elect_offline_partitions(self, gone: set[int]) -> None:
+        """Move leadership off dead brokers and onto live ones; bump the leader epoch of each change."""
+        live = set(self.ctx.brokers) - gone
+        for (topic, p), st in sorted(self.ctx.states.items()):
+            new = partition_change(st, self.ctx.replicas(topic, p), live, self.rules(topic))
+            if new is not None:
+                self._write_state(topic, p, new)
+
+    def _remove_unclean(self, brokers: frozenset[int]) -> None:
+        """KIP-966 (Kafka's ReplicationControlManager.handleBrokerUncleanShutdown): brokers whose
+        previous process did not shut down cleanly may have lost their unflushed tail, so they leave
+        every ISR and ELR; then leaders are elected where a partition has none."""
+        live = set(self.ctx.brokers)
+        for (topic, p), st in sorted(self.ctx.states.items()):
+            if not brokers & (set(st.isr) | set(st.elr)):
+                continue
+            new = partition_change(st, self.ctx.replicas(topic, p), live, self.rules(topic),
+                                   target_isr=[b for b in st.isr if b not in brokers], unclean_shutdown=brokers)
+            if new is not None:
+                self._write_state(topic, p, new)
+        self._elect_offline_partitions(set())
+
+    def _write_state(self, topic: str, p: int, new: LeaderIsr) -> None:
+        """Versioned write of one partition state, fenced by the controller epoch's znode version."""
+        cur = self.ctx.states[(topic, p)]
+        new.controller_epoch = self.epoch
+        tx = self.zk.transaction()
+        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        tx.set_data(zk_paths.partition_state_path(topic, p), zk_paths.encode(new.to_json()), cur.zk_version)
+        results = check_fenced(tx.commit())
+        if isinstance(results[1], Exception):
+            raise RuntimeError(f"stale partition state for {topic}-{p}: {results[1]!r}; reloading")
+        new.zk_version = results[1].version
+        with self.lock:
+            self.ctx.states[(topic, p)] = new
+        log.info("%s-%d: leader %d, leader epoch %d, isr %s%s", topic, p, new.leader, new.leader_epoch, new.isr,
+                 f", elr {new.elr}, last known elr {new.last_known_elr}" if self.elr_enabled else "")

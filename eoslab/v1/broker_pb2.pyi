@@ -22,6 +22,30 @@ READ_COMMITTED: IsolationLevel
 GROUP: CoordinatorType
 TRANSACTION: CoordinatorType
 
+class GroupMetricsRequest(_message.Message):
+    __slots__ = ("group_id",)
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    def __init__(self, group_id: _Optional[str] = ...) -> None: ...
+
+class GroupOffsetFetchMetrics(_message.Message):
+    __slots__ = ("group_id", "unstable_offsets_fetched_without_require_stable", "last_client_id")
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    UNSTABLE_OFFSETS_FETCHED_WITHOUT_REQUIRE_STABLE_FIELD_NUMBER: _ClassVar[int]
+    LAST_CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    unstable_offsets_fetched_without_require_stable: int
+    last_client_id: str
+    def __init__(self, group_id: _Optional[str] = ..., unstable_offsets_fetched_without_require_stable: _Optional[int] = ..., last_client_id: _Optional[str] = ...) -> None: ...
+
+class GroupMetricsResponse(_message.Message):
+    __slots__ = ("broker_id", "groups")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    groups: _containers.RepeatedCompositeFieldContainer[GroupOffsetFetchMetrics]
+    def __init__(self, broker_id: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[GroupOffsetFetchMetrics, _Mapping]]] = ...) -> None: ...
+
 class TransactionMetricsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

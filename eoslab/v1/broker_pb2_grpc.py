@@ -144,6 +144,11 @@ class BrokerStub:
                 request_serializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsRequest.SerializeToString,
                 response_deserializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsResponse.FromString,
                 _registered_method=True)
+        self.GroupMetrics = channel.unary_unary(
+                '/eoslab.v1.Broker/GroupMetrics',
+                request_serializer=eoslab_dot_v1_dot_broker__pb2.GroupMetricsRequest.SerializeToString,
+                response_deserializer=eoslab_dot_v1_dot_broker__pb2.GroupMetricsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -299,6 +304,14 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GroupMetrics(self, request, context):
+        """The group coordinator's counts of this broker (read-only, open to every
+        caller as TransactionMetrics is): for `eoslab app run`'s report.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -411,6 +424,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.TransactionMetrics,
                     request_deserializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsRequest.FromString,
                     response_serializer=eoslab_dot_v1_dot_broker__pb2.TransactionMetricsResponse.SerializeToString,
+            ),
+            'GroupMetrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.GroupMetrics,
+                    request_deserializer=eoslab_dot_v1_dot_broker__pb2.GroupMetricsRequest.FromString,
+                    response_serializer=eoslab_dot_v1_dot_broker__pb2.GroupMetricsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1007,6 +1025,33 @@ class Broker:
             '/eoslab.v1.Broker/TransactionMetrics',
             eoslab_dot_v1_dot_broker__pb2.TransactionMetricsRequest.SerializeToString,
             eoslab_dot_v1_dot_broker__pb2.TransactionMetricsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GroupMetrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/eoslab.v1.Broker/GroupMetrics',
+            eoslab_dot_v1_dot_broker__pb2.GroupMetricsRequest.SerializeToString,
+            eoslab_dot_v1_dot_broker__pb2.GroupMetricsResponse.FromString,
             options,
             channel_credentials,
             insecure,

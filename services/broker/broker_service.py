@@ -213,6 +213,15 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                                                      max_active_transaction_duration_ms=longest,
                                                      max_active_transaction_partition=where)
 
+    def GroupMetrics(self, request, context):
+        gc = self.s.group_coordinator
+        with gc.lock:
+            counts = [(g, n, who) for g, (n, who) in gc.unstable_fetches.items()
+                      if n > 0 and (not request.group_id or g == request.group_id)]
+        return broker_pb2.GroupMetricsResponse(broker_id=self.s.broker_id, groups=[
+            broker_pb2.GroupOffsetFetchMetrics(group_id=g, unstable_offsets_fetched_without_require_stable=n,
+                                               last_client_id=who) for g, n, who in sorted(counts)])
+
     def UpdateMetadata(self, request, context):
         if self.s.broker_epoch_stale(request.broker_epoch):
             return broker_pb2.UpdateMetadataResponse(error=E.STALE_BROKER_EPOCH)

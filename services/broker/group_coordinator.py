@@ -11,6 +11,11 @@ Guarantees:
   becomes visible only when the COMMIT marker for that producer lands on the
   partition; an ABORT drops it; OffsetFetch with require_stable answers
   UNSTABLE_OFFSET_COMMIT for a partition with such a pending commit (KIP-447);
+  one without require_stable gets the last committed offset, and each such
+  partition answered is counted per group with the fetch's client id
+  (`unstable_fetches`, read by the GroupMetrics RPC): a client that does not
+  ask for stable offsets may re-process what another instance's open
+  transaction is committing past;
 - membership (membership.py) checks commits as Kafka's validateOffsetCommit:
   generation -1 to an empty group is a standalone commit; otherwise the
   member and generation must be current (UNKNOWN_MEMBER_ID,
@@ -132,6 +137,8 @@ class GroupCoordinator:
         self.lock = threading.RLock()
         self.states: dict[int, OffsetsPartitionState] = {}
         self.membership = GroupMembership(time=time)
+        # group -> [partitions fetched without require_stable while pending, last such fetch's client id]
+        self.unstable_fetches: dict[str, list] = {}
         replica_manager.on_marker = self._on_marker
         self._stopping = threading.Event()
         threading.Thread(target=self._expiry_loop, name="group-expiry", daemon=True).start()
@@ -334,8 +341,10 @@ class GroupCoordinator:
         return broker_pb2.TxnOffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
             topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
 
-    def offset_fetch(self, req, leader_epochs: dict | None = None) -> broker_pb2.OffsetFetchResponse:
-        """`leader_epochs`, when given, is filled with each answered partition's committed leader epoch."""
+    def offset_fetch(self, req, leader_epochs: dict | None = None,
+                     client_id: str = "") -> broker_pb2.OffsetFetchResponse:
+        """`leader_epochs`, when given, is filled with each answered partition's committed leader epoch;
+        `client_id`: the Kafka request header's, kept with the count of unstable answers."""
         err, p, st = self._state(req.group_id)
         if err != E.NONE:
             return broker_pb2.OffsetFetchResponse(error=err)
@@ -346,9 +355,13 @@ class GroupCoordinator:
             for tp in tps:
                 o, m, e = offs.get(tp, (-1, "", -1))
                 perr = E.NONE
-                if req.require_stable and st.has_pending(req.group_id, tp):
-                    perr, o, e = E.UNSTABLE_OFFSET_COMMIT, -1, -1
-                    resp.error = E.UNSTABLE_OFFSET_COMMIT
+                if st.has_pending(req.group_id, tp):
+                    if req.require_stable:
+                        perr, o, e = E.UNSTABLE_OFFSET_COMMIT, -1, -1
+                        resp.error = E.UNSTABLE_OFFSET_COMMIT
+                    else:                     # answered the committed offset an open transaction may replace
+                        n = self.unstable_fetches.setdefault(req.group_id, [0, ""])
+                        n[0], n[1] = n[0] + 1, client_id or ""
                 if leader_epochs is not None:
                     leader_epochs[tp] = e
                 resp.partitions.add(topic=tp[0], partition=tp[1], offset=o, metadata=m, error=perr)

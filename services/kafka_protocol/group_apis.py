@@ -145,7 +145,7 @@ class GroupApis:
             pb.partitions.extend(common_pb2.TopicPartition(topic=t.name, partition=int(p))
                                  for p in t.partition_indexes)
         epochs: dict = {}
-        r = self.gc.offset_fetch(pb, epochs)
+        r = self.gc.offset_fetch(pb, epochs, header.client_id or "")
         by_topic: dict[str, list] = {}
         for p in r.partitions:
             by_topic.setdefault(p.topic, []).append({

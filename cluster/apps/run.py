@@ -22,7 +22,11 @@ Guarantees: one run, in phases, every one recorded in DIR/history.jsonl
    whole at read_committed (process "final") and its log audited against
    its markers (cluster.apps.log_audit);
 6. the verdict is `eoslab check`'s on that history (checker.kafka.app for
-   app histories), which writes results.json and report.html.
+   app histories), which writes results.json and report.html; when the
+   brokers counted the app's consumer fetching offsets without
+   require_stable while a transaction's offsets were pending (read in step
+   5, run.json "unstable_offset_fetches"), both carry a note naming that
+   client fault (cluster.apps.client_faults), the verdict unchanged.
 Bad input never hangs: a command whose every instance exits within
 `STARTUP_S` of starting ends the run at once with "the application exited
 with code N at start" (exit 2, results.json verdict "app-error"); no output
@@ -46,6 +50,7 @@ import eoslab
 from checker.result import EXIT_BAD_INPUT, EXIT_LAB_ERROR, write_results
 from cluster import lab_errors as lab
 from cluster import nemesis as nem
+from cluster.apps.client_faults import attach_notes, client_fault_notes, read_unstable_fetches
 from cluster.apps.config import AppRunConfig
 from cluster.apps.faults import ALL_PACKAGES
 from cluster.apps.instances import AppInstances
@@ -222,6 +227,10 @@ class _AppRun:
         meta["unstable_at_final_read"] = unstable
         history.lone("audit", "log-audit", audit(boot, out_topic, cfg.partitions))
         history.lone("audit", "group-offsets", group_offsets(boot, group, in_topic, cfg.partitions))
+        try:          # KIP-447: the app's fetches without require_stable the brokers counted (a lower bound)
+            meta["unstable_offset_fetches"] = read_unstable_fetches(rt.info(), group)
+        except Exception as e:  # noqa: BLE001 - unread: no note, never a false one
+            meta["unstable_offset_fetches"] = {"error": f"{type(e).__name__}: {e}"}
         meta.update(seeded=seeder.sent, acknowledged=seeder.acknowledged, output_read=n,
                     incarnations=len(apps.all), app_errors=self.app_errors)
         print(f"final read: {n} output records; {seeder.acknowledged} of {cfg.records} inputs acknowledged",
@@ -307,12 +316,25 @@ class _AppRun:
                 print(f"  {e['kind']}: {e['message']}", file=self.log)
         code, why = check(self.cfg.out, self.log)
         if why is None:
+            self._client_faults()
             return EXIT_LAB_ERROR if errors else code
         errors = errors + [{"kind": "checker", "message": why, "log": []}]
         self.meta["lab_errors"] = errors
         _write_meta(self.cfg.out, self.meta)
         write_unjudged(self.cfg.out, errors, why)
+        self._client_faults()
         return EXIT_LAB_ERROR
+
+    def _client_faults(self) -> None:
+        """The notes on the app's own client (cluster.apps.client_faults) into run.json, results.json and
+        report.html, beside the verdict."""
+        notes = client_fault_notes(self.meta.get("unstable_offset_fetches"))
+        if notes:
+            self.meta["client_faults"] = notes
+            _write_meta(self.cfg.out, self.meta)
+            attach_notes(self.cfg.out, notes)
+            for n in notes:
+                print(f"client fault: {n['note']}", file=self.log)
 
 
 def drained(now: float, healed_at: float, last_output: float, quiet_s: float, *, seeding_done: bool,

@@ -60,9 +60,9 @@ def client_fault_notes(reading: dict | None) -> list[dict]:
     who = f" (client id {', '.join(clients)})" if clients else ""
     aiokafka = any(c.lower().startswith("aiokafka") for c in clients)
     note = (f"the application's consumer{who} fetched committed offsets without require_stable at least "
-            f"{n} time{'s' if n != 1 else ''} while another instance's transactional offsets were pending "
-            "(KIP-447): it got the offsets from before that transaction, so duplicates after a rebalance are "
-            "then the client's, not Kafka's"
+            f"{n} time{'s' if n != 1 else ''} while an open transaction (another instance's, after a rebalance) "
+            "held newer offsets for them (KIP-447): it got the offsets from before that transaction, so "
+            "duplicates after a rebalance are then the client's, not Kafka's"
             + (" (aiokafka does not support require_stable)" if aiokafka else "")
             + (f"; brokers {', '.join(reading['unread'])} could not be read, so the count may be higher"
                if reading.get("unread") else ""))

@@ -113,3 +113,17 @@ def wait_for(cond, timeout: float = 30.0, what: str = "condition"):
             return v
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def broker_epoch(rt, broker_id: int) -> int:
+    """The broker's registration epoch (its znode's czxid), read as a cluster member reads ZooKeeper: what
+    a request the broker sends to the controller (AlterPartition) must carry."""
+    from kazoo.client import KazooClient
+    from eoslab.common import auth
+    zk = KazooClient(hosts=rt.info().zookeeper, **auth.zk_kwargs(auth.read_secret_file(rt.secret_path)))
+    zk.start()
+    try:
+        return zk.get(f"/brokers/ids/{broker_id}")[1].czxid
+    finally:
+        zk.stop()
+        zk.close()

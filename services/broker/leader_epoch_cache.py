@@ -29,12 +29,14 @@ class LeaderEpochFileCache:
 
     def _load(self) -> None:
         try:
-            with open(self.path) as f:
-                lines = f.read().split("\n")
+            with open(self.path, "rb") as f:
+                raw = f.read()
         except FileNotFoundError:
             return
-        # format: version, count, then "epoch start_offset" per line (Kafka's checkpoint layout)
+        # format: version, count, then "epoch start_offset" per line (Kafka's checkpoint layout); a file
+        # that is not that (corrupt bytes, not even UTF-8) reads as no entries, never a failed partition
         try:
+            lines = raw.decode("utf-8").split("\n")
             count = int(lines[1])
             self.entries = [tuple(map(int, ln.split())) for ln in lines[2:2 + count]]
         except (IndexError, ValueError):

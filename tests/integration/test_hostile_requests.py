@@ -1,6 +1,5 @@
 """Hostile but well-formed requests, sent by a cluster member (so the membership check is not what stops
 them): each is refused with Kafka's error and changes nothing; no request wedges a transactional id."""
-import time
 
 import pytest
 
@@ -42,10 +41,13 @@ def test_isr_with_a_repeated_broker_is_refused(make_cluster):
     leader = h.leader_address(md, "isr1")
     ctrl, d = _describe(rt)
     st = next(s for s in d.partition_states if s.topic == "isr1")
-    r = controller_pb2_grpc.ControllerStub(rpc.channel(ctrl)).AlterPartition(controller_pb2.AlterPartitionRequest(
-        broker_id=st.leader, topic="isr1", partition=0, leader_epoch=st.leader_epoch,
-        new_isr=[st.leader] * 3, partition_epoch=st.zk_version), timeout=5)
-    assert r.error == E.INVALID_REQUEST
+    stub = controller_pb2_grpc.ControllerStub(rpc.channel(ctrl))
+    repeated = controller_pb2.AlterPartitionRequest(
+        broker_id=st.leader, broker_epoch=h.broker_epoch(rt, st.leader), topic="isr1", partition=0,
+        leader_epoch=st.leader_epoch, new_isr=[st.leader] * 3, partition_epoch=st.zk_version)
+    assert stub.AlterPartition(repeated, timeout=5).error == E.INVALID_REQUEST
+    repeated.broker_epoch = -1            # and from a process of that broker that has not registered
+    assert stub.AlterPartition(repeated, timeout=5).error == E.STALE_BROKER_EPOCH
     _, d = _describe(rt)
     assert list(next(s for s in d.partition_states if s.topic == "isr1").isr) == [st.leader]
     pid, epoch = h.init_pid(leader)

@@ -181,8 +181,8 @@ def test_isr_shrinks_and_expands_through_the_controller(make_cluster):
     ctrl = rt.info().by_role("controller")[0].address
     with rpc.channel(ctrl) as ch:
         r = controller_pb2_grpc.ControllerStub(ch).AlterPartition(controller_pb2.AlterPartitionRequest(
-            broker_id=after.leader, topic="isr", partition=0, leader_epoch=after.leader_epoch,
-            new_isr=[after.leader], partition_epoch=before.zk_version), timeout=5)
+            broker_id=after.leader, broker_epoch=h.broker_epoch(rt, after.leader), topic="isr", partition=0,
+            leader_epoch=after.leader_epoch, new_isr=[after.leader], partition_epoch=before.zk_version), timeout=5)
     assert r.error == E.INVALID_UPDATE_VERSION and list(r.state.isr) == list(after.isr)
 
 

@@ -182,3 +182,16 @@ def test_producer_state_after_a_cut_matches_the_log_that_remains(tmp_path):
     assert retry.error == 0 and not retry.duplicate and retry.base_offset == kept_end
     p.close()                                     # the broker's shutdown closes it cleanly
     assert os.path.exists(os.path.join(p.dir, CLEAN_SHUTDOWN_FILE))
+
+
+@pytest.mark.parametrize("content", [b"0\n2\n3 \xed\xa0", b"\xff\xfe\x00garbage", b"0\nnot a count\n"])
+def test_a_corrupt_leader_epoch_checkpoint_reads_as_no_epochs_and_the_partition_still_opens(tmp_path, content):
+    """A `corrupt` disk fault flips bytes in the checkpoint (a run found a broker whose LeaderAndIsr failed on
+    bytes that were not UTF-8): the cache starts empty, as for any malformed checkpoint, and new epochs are
+    recorded over it."""
+    from services.broker.leader_epoch_cache import LeaderEpochFileCache
+    (tmp_path / "leader-epoch-checkpoint").write_bytes(content)
+    cache = LeaderEpochFileCache(str(tmp_path))
+    assert cache.latest_epoch == -1
+    cache.assign(4, 10)
+    assert LeaderEpochFileCache(str(tmp_path)).end_offset_for(4, 12) == (4, 12)

@@ -1,7 +1,7 @@
 """Idempotent produce throughput and ack latency on the local runtime, idempotence on vs off.
 
 Usage: python bench/produce.py [--records 300000] [--partitions 3] [--replication-factor 1] [--rounds 2]
-                               [--rate RECORDS_PER_S]
+                               [--rate RECORDS_PER_S] [--disk plain|lazy|both]
 
 Starts its own local cluster (ZooKeeper, 1 controller, 3 brokers), sends
 100-byte records with acks=all from one producer, and prints records/s and
@@ -12,7 +12,10 @@ sends as fast as it can (throughput; the latency then includes time queued
 in the accumulator, up to buffer.memory); with --rate it sends on a fixed
 schedule of that many records per second, and a record's latency runs from
 its scheduled send time (so a producer that falls behind is charged for it)
-to its acknowledgement.
+to its acknowledgement. `--disk lazy` puts the brokers' data on the lazy
+filesystem (docs/lazyfs.md); `--disk both` starts one cluster on plain
+directories and one on lazyfs side by side and alternates rounds between
+them, so both see the same load, and prints the lazyfs / plain ratio.
 """
 from __future__ import annotations
 
@@ -70,39 +73,51 @@ def main() -> None:
     ap.add_argument("--replication-factor", type=int, default=1)
     ap.add_argument("--rate", type=float, default=0.0,
                     help="records per second on a fixed schedule (default: as fast as the producer can)")
+    ap.add_argument("--disk", choices=("plain", "lazy", "both"), default="plain",
+                    help="the brokers' data directories: plain, on the lazy filesystem, or both side by side")
     a = ap.parse_args()
+    disks = ["plain", "lazy"] if a.disk == "both" else [a.disk]
     home = tempfile.mkdtemp(prefix="eoslab-bench-")
-    rt = LocalRuntime("bench-produce", home=home, brokers=3, controllers=1)
-    print("starting a local cluster (1 controller, 3 brokers)...", file=sys.stderr)
-    rt.up()
+    rts = {d: LocalRuntime(f"bench-produce-{d}", home=home, brokers=3, controllers=1,
+                           disk="lazy" if d == "lazy" else None) for d in disks}
+    results: dict[tuple[str, bool], list[dict]] = {(d, i): [] for d in disks for i in (True, False)}
     try:
-        boot = rt.info().bootstrap
-        md = ClusterMetadata(boot)
-        results: dict[bool, list[dict]] = {True: [], False: []}
+        for d, rt in rts.items():
+            print(f"starting a local cluster (1 controller, 3 brokers, {d} disks)...", file=sys.stderr)
+            rt.up()
+        mds = {d: ClusterMetadata(rt.info().bootstrap) for d, rt in rts.items()}
         for r in range(a.rounds):
-            for idem in (True, False):
-                topic = f"bench-{'idem' if idem else 'plain'}-{r}"
-                create_topic(md, topic, a.partitions, a.replication_factor)
-                res = run_once(boot, topic, a.records, idem, a.rate)
-                results[idem].append(res)
-                print(f"round {r + 1}: idempotence={'on ' if idem else 'off'} "
-                      f"{res['records_per_s']:>9,.0f} rec/s  p50 {res['p50_ms']:.1f} ms  "
-                      f"p99 {res['p99_ms']:.1f} ms  errors {res['errors']}", file=sys.stderr)
-        md.close()
+            for d, rt in rts.items():
+                for idem in (True, False):
+                    topic = f"bench-{'idem' if idem else 'plain'}-{r}"
+                    create_topic(mds[d], topic, a.partitions, a.replication_factor)
+                    res = run_once(rt.info().bootstrap, topic, a.records, idem, a.rate)
+                    results[(d, idem)].append(res)
+                    print(f"round {r + 1}: {d} disks, idempotence={'on ' if idem else 'off'} "
+                          f"{res['records_per_s']:>9,.0f} rec/s  p50 {res['p50_ms']:.1f} ms  "
+                          f"p99 {res['p99_ms']:.1f} ms  errors {res['errors']}", file=sys.stderr)
+        for md in mds.values():
+            md.close()
     finally:
-        rt.down()
-    on = {k: statistics.median(x[k] for x in results[True]) for k in ("records_per_s", "p50_ms", "p99_ms")}
-    off = {k: statistics.median(x[k] for x in results[False]) for k in ("records_per_s", "p50_ms", "p99_ms")}
+        for rt in rts.values():
+            rt.down()
+    med = {key: {k: statistics.median(x[k] for x in runs) for k in ("records_per_s", "p50_ms", "p99_ms")}
+           for key, runs in results.items()}
     print(f"\n{a.records:,} records of 100 bytes, acks=all, {a.partitions} partitions on 3 brokers, "
           f"replication factor {a.replication_factor}, "
           f"one producer{f' at {a.rate:,.0f} records/s' if a.rate else ''}, median of {a.rounds} rounds; "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'':<22}{'idempotence on':>16}{'idempotence off':>17}")
-    print(f"{'records/s':<22}{on['records_per_s']:>16,.0f}{off['records_per_s']:>17,.0f}")
-    print(f"{'ack latency p50 (ms)':<22}{on['p50_ms']:>16.1f}{off['p50_ms']:>17.1f}")
-    print(f"{'ack latency p99 (ms)':<22}{on['p99_ms']:>16.1f}{off['p99_ms']:>17.1f}")
-    cost = 100 * (1 - on["records_per_s"] / off["records_per_s"])
-    print(f"cost of idempotence: {cost:.1f}% of throughput")
+    for d in disks:
+        on, off = med[(d, True)], med[(d, False)]
+        print(f"{d + ' disks':<22}{'idempotence on':>16}{'idempotence off':>17}")
+        print(f"{'records/s':<22}{on['records_per_s']:>16,.0f}{off['records_per_s']:>17,.0f}")
+        print(f"{'ack latency p50 (ms)':<22}{on['p50_ms']:>16.1f}{off['p50_ms']:>17.1f}")
+        print(f"{'ack latency p99 (ms)':<22}{on['p99_ms']:>16.1f}{off['p99_ms']:>17.1f}")
+        cost = 100 * (1 - on["records_per_s"] / off["records_per_s"])
+        print(f"cost of idempotence: {cost:.1f}% of throughput")
+    if len(disks) == 2:
+        ratio = med[("lazy", True)]["records_per_s"] / med[("plain", True)]["records_per_s"]
+        print(f"lazyfs / plain, idempotent records/s: {ratio:.2f}")
 
 
 if __name__ == "__main__":

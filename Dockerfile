@@ -35,27 +35,37 @@ RUN set -eu; \
 
 # The clock faults' sleep fix (cluster/faketime.py's SLEEP_FIX_C), compiled here because the
 # image has no C compiler: /usr/lib/eoslab/faketime/sleepfix-DIGEST.so, the DIGEST of the source,
-# so the harness can tell an image whose fix is stale (cluster/docker_clock.py).
+# so the harness can tell an image whose fix is stale (cluster/docker_clock.py). gcc comes from
+# the base when it has one, else from Debian's mirror; with neither (a build without network)
+# the image has no sleep fix and a run with a clock fault on it is refused in one line.
 FROM ${BASE_IMAGE} AS sleepfix
-RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      gcc libc6-dev >/dev/null
+RUN command -v gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null; } \
+    || echo "eoslab image: no C compiler (no network?): no clock-fault sleep fix in this image" >&2
 COPY cluster/faketime.py /src/faketime.py
-RUN python3 /src/faketime.py sleep-fix /usr/lib/eoslab
+RUN mkdir -p /usr/lib/eoslab/faketime; \
+    if command -v gcc >/dev/null; then python3 /src/faketime.py sleep-fix /usr/lib/eoslab; fi
 
 FROM ${BASE_IMAGE}
 # The fault sidecar needs iptables and tc; the clock faults need Debian's libfaketime (preloaded into
 # the services only when a cluster is started for clock faults). A base made by
-# docker/build-base-image.sh has them all; what a base lacks is installed from Debian's mirror.
+# docker/build-base-image.sh has them all; what a base lacks is installed from Debian's mirror
+# (libfaketime is optional: without it, as without the sleep fix, clock faults are refused).
 # /usr/lib/eoslab/faketime/libfaketimeMT.so.1 names the library on every architecture.
 RUN set -eu; missing=""; \
     command -v iptables >/dev/null || missing="$missing iptables"; \
     command -v tc >/dev/null || missing="$missing iproute2"; \
-    ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || missing="$missing libfaketime"; \
     if [ -n "$missing" ]; then \
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         $missing >/dev/null && rm -rf /var/lib/apt/lists/*; fi; \
+    if ! ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1; then \
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+          libfaketime >/dev/null; } \
+      || echo "eoslab image: libfaketime not installed (no network?): no clock faults on this image" >&2; \
+      rm -rf /var/lib/apt/lists/*; fi; \
     mkdir -p /usr/lib/eoslab/faketime; \
-    ln -sf "$(ls /usr/lib/*/faketime/libfaketimeMT.so.1 | head -n 1)" /usr/lib/eoslab/faketime/libfaketimeMT.so.1
+    for lib in /usr/lib/*/faketime/libfaketimeMT.so.1; do \
+      if [ -e "$lib" ]; then ln -sf "$lib" /usr/lib/eoslab/faketime/libfaketimeMT.so.1; fi; done
 COPY --from=sleepfix /usr/lib/eoslab/faketime/ /usr/lib/eoslab/faketime/
 COPY --from=build /opt/eoslab /opt/eoslab
 COPY docker/entrypoint.sh /usr/local/bin/eoslab-entrypoint

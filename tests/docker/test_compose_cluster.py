@@ -194,5 +194,23 @@ def test_the_image_builds_from_nothing_without_network(docker_engine):
     r = subprocess.run(["/usr/bin/docker", "run", "--rm", "--network", "none", tag, "python", "-c",
                         "import services.broker, services.txn_coordinator, services.sidecar, grpc, kazoo; print('ok')"],
                        capture_output=True, text=True, timeout=120)
+    refused = _clock_refusal(tag)      # no gcc from Debian's mirror: no sleep fix, so no clock faults
     subprocess.run(["/usr/bin/docker", "rmi", tag], capture_output=True)
     assert r.stdout.strip() == "ok", r.stderr
+    assert refused and "\n" not in refused and tag in refused, refused
+
+
+def _clock_refusal(image: str) -> str | None:
+    """Why the clock faults cannot run on this image (cluster.docker_clock.check_image), or None."""
+    import docker
+
+    from cluster import docker_clock, faketime
+    from cluster.docker_engine import SOCKET
+    client = docker.DockerClient(base_url=f"unix://{SOCKET}", version="auto", timeout=60)
+    try:
+        docker_clock.check_image(client, image)
+    except faketime.FaketimeMissing as e:
+        return str(e)
+    finally:
+        client.close()
+    return None

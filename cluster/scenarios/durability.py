@@ -47,7 +47,8 @@ OPS, PER_OP = 5, 4               # acknowledged sends before the fault, records 
 
 def _isr_of(ctx, n: int = 3) -> tuple[str, list[str]]:
     """(leader, in-sync replicas) once the ISR has n members; recorded as a nemesis `leader` op."""
-    ctx.leader(TOPIC)                                # a broker acts as leader
+    ctx.leader(TOPIC, timeout=60)                    # a broker acts as leader (an election follows a
+    #                                                  session expiry, slow on a loaded machine)
     st = ctx.wait(lambda: (s := ctx.partition_state(TOPIC)) is not None and len(s.isr) >= n and s.leader >= 0
                   and s, f"an ISR of {n} for {TOPIC}-0", timeout=60)
     isr = [f"broker-{b}" for b in st.isr]

@@ -49,7 +49,7 @@ def test_settings_are_routed_by_prefix():
     assert s.broker_args() == ["--kafka-version=4.0", "--transaction-verification", "--producer-state-batches=5",
                                "--no-transaction-verification"]
     assert s.coordinator_args() == ["--kafka-version=4.0", "--epoch-bump-per-transaction"]
-    assert s.controller_args() == ["--pid-block-size=7"]
+    assert s.controller_args() == ["--kafka-version=4.0", "--pid-block-size=7"]   # KIP-966 is a release rule
     assert s.topic == {"min.insync.replicas": "2"}
     assert s.workload == {"abort-ratio": "0.5"}
     assert s.consumer == {"isolation.level": "read_uncommitted"}

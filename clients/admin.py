@@ -14,6 +14,9 @@ from eoslab.common.time import SYSTEM, Time
 from clients.metadata import ClusterMetadata
 from eoslab.v1 import broker_pb2
 
+CREATE_RETRY_BACKOFF_S = 0.2     # NOT_CONTROLLER or a lost connection: CreateTopics is asked again
+LEADER_POLL_S = 0.1              # how often a new topic's metadata is read until every partition has a leader
+
 
 def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, replication_factor: int = 0,
                  configs: dict[str, str] | None = None, exist_ok: bool = True, timeout: float = 30.0,
@@ -31,7 +34,7 @@ def create_topic(metadata: ClusterMetadata, name: str, partitions: int = 1, repl
             break
         if r.error not in (E.NOT_CONTROLLER, E.NETWORK_EXCEPTION) or clock.monotonic() > deadline:
             raise KafkaError(r.error, r.error_message)
-        clock.sleep(0.2)
+        clock.sleep(CREATE_RETRY_BACKOFF_S)
     wait_for_leaders(metadata, name, deadline, clock)
 
 
@@ -48,4 +51,4 @@ def wait_for_leaders(metadata: ClusterMetadata, topic: str, deadline: float, tim
             pass
         if clock.monotonic() > deadline:
             raise KafkaError(E.LEADER_NOT_AVAILABLE, f"topic {topic!r} has partitions without a leader")
-        clock.sleep(0.1)
+        clock.sleep(LEADER_POLL_S)

@@ -35,6 +35,9 @@ from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 
+REGISTRATION_RETRY_BACKOFF_S = 0.2      # an earlier session still holds our znode, or ZooKeeper is out of reach
+ALTER_PARTITION_RETRY_BACKOFF_S = 0.2   # after a refused ISR change, before the ISR loop may ask again
+
 
 class KafkaServer:
     def __init__(self, broker_id: int, listen: str, advertise: str, zk_connect: str, data_dir: str,
@@ -140,10 +143,10 @@ class KafkaServer:
                 except NoNodeError:
                     continue
                 log.info("broker %d is still registered by an earlier session; waiting", self.broker_id)
-                self.time.sleep(0.2)
+                self.time.sleep(REGISTRATION_RETRY_BACKOFF_S)
             except Exception as e:  # noqa: BLE001 - connection trouble: retry
                 log.info("registration failed (%r); retrying", e)
-                self.time.sleep(0.2)
+                self.time.sleep(REGISTRATION_RETRY_BACKOFF_S)
 
     def _on_controller(self, data, stat) -> None:
         d = zk_paths.decode(data) if data else None
@@ -254,7 +257,7 @@ class KafkaServer:
         else:
             log.info("%s-%d: ISR change to %s refused: %s", partition.topic, partition.partition, new_isr,
                      E.Name(r.error))
-            self.time.sleep(0.2)
+            self.time.sleep(ALTER_PARTITION_RETRY_BACKOFF_S)
 
     def producer_id_known(self, pid: int) -> bool:
         if pid <= self._max_issued_pid:

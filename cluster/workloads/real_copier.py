@@ -29,7 +29,7 @@ import time
 from cluster.workloads.base import outcome, producer_field
 from cluster.workloads.copier_instance import CopierInstance, Crash
 from cluster.workloads.real_clients import Record, _Loop
-from cluster.workloads.real_txn import make_txn_producer
+from cluster.workloads.real_txn import make_txn_producer, send_error
 
 SESSION_TIMEOUT_MS, HEARTBEAT_MS, MAX_RECORDS = 6000, 500, 100
 
@@ -272,7 +272,7 @@ class RealCopierInstance(CopierInstance):
     def _complete(self, t: str, reads: dict, sends: list, **extra) -> None:
         value: list = [["poll", reads]]
         for part, v, fut in sends:
-            m = fut.result(0) if t != "info" and fut.done() and fut.exception(0) is None else None
+            m = fut.result(0) if t != "info" and fut.done() and send_error(fut) is None else None
             off = m.offset if m is not None and m.offset >= 0 else None
             value.append(["send", self.wl.out_key(part), [off, v] if off is not None or t != "ok" else v])
         if t == "info":

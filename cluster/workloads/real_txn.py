@@ -185,7 +185,7 @@ def make_txn_producer(client: str, bootstrap: str, props: dict, transactional_id
     raise ValueError(f"unknown client {client!r} for transactions")
 
 
-def _send_error(f) -> BaseException | None:
+def send_error(f) -> BaseException | None:
     """A finished send's error, None while it runs or once it delivered: its exception, or, for a future
     the client cancelled (aiokafka cancels the batches it drops), an error saying so. f.exception() of a
     cancelled future raises CancelledError, which ended a worker thread as a lab error."""
@@ -205,7 +205,7 @@ def client_transaction(producer, topic: str, mops: list, op_timeout: float, abor
         value = []
         for i, (_, k, v) in enumerate(mops):
             f = futures[i] if i < len(futures) else None
-            m = f.result(0) if f is not None and f.done() and _send_error(f) is None else None
+            m = f.result(0) if f is not None and f.done() and send_error(f) is None else None
             value.append(["send", k, [m.offset, v]] if m is not None else
                          (["send", k, v] if t == "ok" else ["send", k, [None, v]]))
         return TxnResult(t, value, [None] * len(mops), None, None, healthy, {"error": error} if error else {})
@@ -224,7 +224,7 @@ def client_transaction(producer, topic: str, mops: list, op_timeout: float, abor
         except Exception:  # noqa: BLE001 - no commit was ever asked for: it stays uncommitted
             return result("fail", False, "aborted-by-client")
     try:
-        unsent = next((e for f in futures if (e := _send_error(f)) is not None), None)
+        unsent = next((e for f in futures if (e := send_error(f)) is not None), None)
         if unsent is not None:      # a record that never reached the accumulator: Kafka's clients refuse
             raise unsent            # the commit (an abortable error); aiokafka would commit without it
         producer.commit(op_timeout)

@@ -103,14 +103,11 @@ def consume_broker_clean_shutdown(data_dir: str) -> bool:
     KIP-966). A data directory without any partition directory counts as clean (nothing to lose).
     The marker is deleted and, unlike a partition's, the deletion is made durable at once, so that a
     later power loss cannot bring it back and make an unclean shutdown look clean."""
-    path = os.path.join(data_dir, CLEAN_SHUTDOWN_FILE)
     try:
-        os.remove(path)
-    except FileNotFoundError:
-        try:
+        if not consume_clean_shutdown_marker(data_dir):
             return not any(e.is_dir() for e in os.scandir(data_dir))
-        except FileNotFoundError:
-            return True
+    except FileNotFoundError:               # no data directory yet: a new broker
+        return True
     fsync_dir(data_dir)
     return True
 

@@ -11,7 +11,6 @@ the producer id manager, and its own retry pauses and timestamps read it too.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 
 import grpc
@@ -67,7 +66,7 @@ class KafkaServer:
         self.metadata = MetadataCache()
         self.data_dir = data_dir
         # KIP-966: the controller drops a broker back from an unclean shutdown from every ISR and ELR
-        self.unclean_shutdown = not consume_broker_clean_shutdown(data_dir) if os.path.isdir(data_dir) else False
+        self.unclean_shutdown = not consume_broker_clean_shutdown(data_dir)
         self._registered_once = False
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
                                               self.producer_id_known, self.alter_partition, self.verify_txn,

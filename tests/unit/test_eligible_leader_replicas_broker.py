@@ -47,6 +47,7 @@ def test_the_high_watermark_does_not_move_while_the_isr_is_under_min_insync_repl
 
 def test_a_broker_data_dir_is_clean_only_after_a_clean_shutdown_and_the_marker_is_used_once(tmp_path):
     d = str(tmp_path)
+    assert consume_broker_clean_shutdown(os.path.join(d, "absent"))   # no data dir yet: a new broker
     assert consume_broker_clean_shutdown(d)                  # a new, empty data dir: nothing to lose
     os.mkdir(os.path.join(d, "t-0"))
     assert not consume_broker_clean_shutdown(d)              # logs and no marker: the process died

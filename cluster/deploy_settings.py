@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from cluster.docker_runtime import KAFKA_PORT, TOPOLOGY
 from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ConfigError
 
 CONFIG_FILES = {"broker": "services/broker/config.py", "controller": "services/controller/config.py",
@@ -81,12 +82,14 @@ class Rendered:
 
 
 # -- the spec ---------------------------------------------------------------------------------------------------
-PORTS = {"controller": 9093, "broker": 9092, "txn-coordinator": 9094}
-KAFKA_PORT = 9192                     # Kafka's binary protocol on brokers and coordinators
+# the compose nodes, their ids, address octets and ports: the Docker runtime's own table
+PORTS = {role: port for role, _, _, port in TOPOLOGY.values() if role != "zookeeper"}
 DATA_DIR = "/var/lib/eoslab"          # the broker's volume in both
 NET = "${EOSLAB_NET:-172.28.77}"      # compose's /24; the <name>-net holders own the addresses
-# compose: name -> (id, last octet), as cluster/docker_runtime.py's TOPOLOGY
-COMPOSE_NODES = {"controller": {1: 11, 2: 12}, "broker": {1: 21, 2: 22, 3: 23}, "txn-coordinator": {1: 31, 2: 32}}
+COMPOSE_NODES: dict[str, dict[int, int]] = {}      # role -> {id: last octet}
+for _role, _id, _octet, _ in TOPOLOGY.values():
+    if _role != "zookeeper":
+        COMPOSE_NODES.setdefault(_role, {})[_id] = _octet
 COMPOSE_ZK = "zookeeper:2181"
 K8S_ZK = "zookeeper-0.zookeeper.eoslab.svc.cluster.local:2181"
 K8S_FILES = {"controller": "k8s/controllers.yaml", "broker": "k8s/brokers.yaml",

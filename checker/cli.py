@@ -15,6 +15,8 @@ does not have the contract's shape (checker.kafka) and an index that does not
 increase (a duplicate) are bad input. `--model kafka` (default) runs checker.kafka; the other
 models run checker.linear's linearizability search from `--initial` (a JSON
 literal). `--out DIR` also writes DIR/results.json and DIR/report.html.
+An app run's notes on its own client (run.json "client_faults", read from the
+brokers while its cluster was up) go into the result again on every re-run.
 """
 from __future__ import annotations
 
@@ -174,6 +176,8 @@ def _app(args, meta: dict) -> int:
         raise _error(e) from None
     if meta.get("app_errors"):
         result["app_errors"] = list(meta["app_errors"])
+    if meta.get("client_faults"):         # the brokers' count, read while the run's cluster was up
+        result["client_faults"] = list(meta["client_faults"])
 
     def report(path: str, result: dict, run: dict) -> None:
         from checker.report_app import write_app_report

@@ -10,7 +10,9 @@ instance with its state over time, from the "app" lifecycle ops (running;
 paused; cut off the network; zombie: a replaced incarnation still alive
 beside its replacement; dead or restarting; nothing drawn once the lab
 stopped it for good), with the cluster's faults as shaded bands and the
-app's own exits as markers; records acknowledged vs visible over time and
+app's own exits as markers; the notes on the application's own Kafka
+client (result "client_faults", e.g. offsets fetched without
+require_stable), beside a verdict they do not change; records acknowledged vs visible over time and
 the ack-to-visibility lag, both with every fault shaded; the fault
 intervals; the statistics. The history (a path or ops; None draws no lanes)
 is read once; the page's size is bounded by the result's thinned series
@@ -204,6 +206,16 @@ def _charts(result: dict, s: SeriesCollector, x_max: float) -> list[str]:
     return out
 
 
+def client_faults_section(notes: list) -> str:
+    """The notes on the application's own Kafka client (results.json "client_faults"), escaped; "" without."""
+    if not notes:
+        return ""
+    return ("<h2>The application's client</h2>"
+            + "".join(f"<p class='warn'>{_e(n.get('note', ''))}</p>" for n in notes if isinstance(n, dict))
+            + "<p class='muted'>Counted by the brokers' group coordinators; this explains anomalies, "
+              "it does not change the verdict.</p>")
+
+
 def render_app_report(result: dict, history: Any, title: str) -> str:
     s, app = _lifecycle(history)
     stats = result.get("stats") or {}
@@ -233,6 +245,7 @@ def render_app_report(result: dict, history: Any, title: str) -> str:
                      + "; ".join(f"{_e(b.get('key'))} LSO {_e(b.get('lso'))} under high watermark "
                                  f"{_e(b.get('high_watermark'))} for {_e(b.get('stood_s'))} s" for b in behind)
                      + ".</p>")
+    parts.append(client_faults_section(result.get("client_faults") or []))
     if cls == "laberror":
         parts.append(_lab_errors(lab) + "<h2>Unconfirmed anomalies</h2>"
                      + witness_table(result.get("unconfirmed") or {}, stats.get("unconfirmed_counts") or {}))

@@ -9,14 +9,15 @@ Guarantees:
 - `client_fault_notes(reading)` is [] unless some broker counted at least one such fetch: no reading,
   nothing read or a count of 0 never produces a note. A note names the count, the client ids and what
   it means; it says nothing about the verdict, which stays the checker's.
-- `attach_notes(out, notes)` adds the notes to DIR/results.json ("client_faults") and to DIR/report.html
-  (a section before the first heading after the verdict, every string escaped), leaving the verdict,
-  the anomalies and everything else in both as they were; with no notes, or no results.json, it
+- The notes go into run.json ("client_faults"); `eoslab check` carries them from there into
+  results.json and the app report (checker.report_app.client_faults_section), so a re-run of the check
+  keeps them. `attach_notes(out, notes)` is for a run the checker could not judge: it adds the notes to
+  DIR/results.json and DIR/report.html (the same section, before the first heading after the verdict),
+  leaving everything else in both as it was; with no notes, notes already there, or no results.json, it
   changes nothing.
 """
 from __future__ import annotations
 
-import html
 import json
 import os
 
@@ -74,19 +75,19 @@ def attach_notes(out: str, notes: list[dict]) -> bool:
     path = os.path.join(out, "results.json")
     if not notes or not os.path.exists(path):
         return False
+    from checker.report_app import client_faults_section
     from checker.result import write_results
     with open(path, encoding="utf-8") as f:
         result = json.load(f)
+    if result.get("client_faults") == notes:
+        return True
     result["client_faults"] = notes
     write_results(out, result)
     report = os.path.join(out, "report.html")
     if os.path.exists(report):
         with open(report, encoding="utf-8") as f:
             page = f.read()
-        section = ("<h2>The application's client</h2>"
-                   + "".join(f"<p class='warn'>{html.escape(n['note'])}</p>" for n in notes)
-                   + "<p class='muted'>Counted by the brokers' group coordinators; this explains anomalies, "
-                     "it does not change the verdict.</p>")
+        section = client_faults_section(notes)
         at = page.find("<h2>")
         at = at if at >= 0 else max(page.rfind("</body>"), 0)
         with open(report + ".tmp", "w", encoding="utf-8") as f:

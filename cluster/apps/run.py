@@ -308,33 +308,32 @@ class _AppRun:
         errors = lab.merge(errors)
         self.meta["lab_errors"] = errors
         self.meta["app_errors"] = self.app_errors
+        notes = self._client_faults()
         _write_meta(self.cfg.out, self.meta)
         if errors:
             print(f"LAB ERROR: {len(errors)} lab error(s); this run says nothing about the application:",
                   file=self.log)
             for e in errors[:5]:
                 print(f"  {e['kind']}: {e['message']}", file=self.log)
-        code, why = check(self.cfg.out, self.log)
+        code, why = check(self.cfg.out, self.log)     # run.json's client_faults reach results and report
         if why is None:
-            self._client_faults()
             return EXIT_LAB_ERROR if errors else code
         errors = errors + [{"kind": "checker", "message": why, "log": []}]
         self.meta["lab_errors"] = errors
         _write_meta(self.cfg.out, self.meta)
         write_unjudged(self.cfg.out, errors, why)
-        self._client_faults()
+        attach_notes(self.cfg.out, notes)
         return EXIT_LAB_ERROR
 
-    def _client_faults(self) -> None:
-        """The notes on the app's own client (cluster.apps.client_faults) into run.json, results.json and
-        report.html, beside the verdict."""
+    def _client_faults(self) -> list[dict]:
+        """The notes on the app's own client (cluster.apps.client_faults), put in run.json's meta (the
+        checker carries them into results.json and report.html, on every re-run too) and the log."""
         notes = client_fault_notes(self.meta.get("unstable_offset_fetches"))
         if notes:
             self.meta["client_faults"] = notes
-            _write_meta(self.cfg.out, self.meta)
-            attach_notes(self.cfg.out, notes)
             for n in notes:
                 print(f"client fault: {n['note']}", file=self.log)
+        return notes
 
 
 def drained(now: float, healed_at: float, last_output: float, quiet_s: float, *, seeding_done: bool,

@@ -9,7 +9,10 @@ import pytest
 from checker.report_app import write_app_report
 from checker.result import write_results
 from cluster.apps.client_faults import KIND, attach_notes, client_fault_notes
+from checker import cli as check_cli
 from cluster.apps.run import _AppRun
+from cluster.run_judging import write_meta
+from tests.checker.test_app_check import copier
 
 pytestmark = pytest.mark.fast
 RESULT = {"verdict": "invalid", "valid": False,
@@ -77,18 +80,29 @@ def test_no_note_changes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("count", [0, 5])
-def test_the_app_runs_last_step_puts_the_note_in_run_json_results_and_report(tmp_path, capsys, count):
-    out = judged(tmp_path)
+def test_the_app_runs_last_step_puts_the_note_in_run_json_and_every_check_carries_it(tmp_path, capsys, count):
+    out = str(tmp_path)
+    r = copier(10)
+    r.final()
+    r.audit()
+    with open(tmp_path / "history.jsonl", "w") as f:
+        f.writelines(json.dumps(op) + "\n" for op in r.ops)
     meta = {"kind": "app", "unstable_offset_fetches": reading(count)}
     run = _AppRun(SimpleNamespace(out=out), [], meta, None, log=None)
-    run._client_faults()
-    results = json.load(open(tmp_path / "results.json"))
-    page = (tmp_path / "report.html").read_text()
-    if count:
-        assert json.load(open(tmp_path / "run.json"))["client_faults"] == results["client_faults"]
-        assert results["client_faults"][0]["count"] == 5 and "The application's client" in page
-        assert "client fault: the application's consumer" in capsys.readouterr().out
-    else:
-        assert "client_faults" not in results and "The application's client" not in page
-        assert not (tmp_path / "run.json").exists()
-    assert results["verdict"] == "invalid" and results["anomalies"] == RESULT["anomalies"]
+    notes = run._client_faults()
+    write_meta(out, meta)
+    for _ in range(2):                    # the run's own check, then a hand re-run of `eoslab check`
+        args = SimpleNamespace(history=str(tmp_path / "history.jsonl"), format="auto", model="kafka",
+                               initial=None, out=out, time_limit=None, no_partition=False, hang_threshold_s=None)
+        assert check_cli.run(args) == 0
+        results = json.load(open(tmp_path / "results.json"))
+        page = (tmp_path / "report.html").read_text()
+        assert results["verdict"] == "valid"
+        if count:
+            assert results["client_faults"] == notes == json.load(open(tmp_path / "run.json"))["client_faults"]
+            assert results["client_faults"][0]["count"] == 5
+            assert page.count("The application's client") == 1
+            assert page.index("class='verdict valid'") < page.index("without require_stable")
+        else:
+            assert notes == [] and "client_faults" not in results and "The application's client" not in page
+    assert ("client fault: the application's consumer" in capsys.readouterr().out) == bool(count)

@@ -42,7 +42,7 @@ def register(sub) -> None:
                     help="extra flag for every broker, e.g. --broker-arg=--producer-state-batches=5")
     up.add_argument("--disk", choices=["plain", "lazy"], default="plain",
                     help="lazy: brokers' and ZooKeeper's data on the lazy filesystem, so runs with --cluster can "
-                         "play the disk faults (local runtime, FUSE; docs/lazyfs.md)")
+                         "play the disk faults (local or docker runtime, FUSE on this host; docs/lazyfs.md)")
     up.set_defaults(func=cmd_up)
     st = csub.add_parser("status", help="show a cluster's nodes")
     st.add_argument("--name", default="default")
@@ -151,7 +151,7 @@ def _load(name: str, kind: str = "auto") -> list:
     try:
         for k in kinds:
             rt = LocalRuntime.load(name) if k == "local" else open_runtime("docker", name)
-            if k == "docker" and not rt.exists():
+            if k == "docker" and not rt.exists() and not rt.lazy_disks():   # mounts of a harness killed in up
                 raise CliError(f"no docker cluster named {name!r} (compose project {rt.project})")
             rts.append(rt)
     except _errors() as e:
@@ -179,9 +179,7 @@ def cmd_up(args) -> int:
         kind, why = choose(args.runtime)
         if args.runtime == "auto":
             print(f"runtime: {kind} ({why})", file=sys.stderr)
-        if disk == "lazy" and kind != "local":
-            raise CliError("--disk lazy needs the local runtime (--runtime local)")
-        extra = {"disk": disk} if kind == "local" else {}
+        extra = {"disk": disk}
         rt = open_runtime(kind, args.name, brokers=args.brokers, controllers=args.controllers,
                           txn_coordinators=args.txn_coordinators, broker_args=args.broker_arg,
                           session_timeout_ms=args.session_timeout_ms, kafka_version=version, **extra)

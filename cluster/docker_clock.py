@@ -165,7 +165,8 @@ def forget(rt) -> None:
         pass
 
 
-def set_offset(rt, node: str, seconds: int) -> None:
+def service_control_file(rt, node: str) -> str:
+    """The control file of a preloaded service (RuntimeError for ZooKeeper, holders and sidecars)."""
     if node not in _services(rt):
         raise RuntimeError(f"{node} has no clock preload (only controllers, brokers and coordinators do)")
-    faketime._write(control_file(rt, node), f"{int(seconds):+d}")
+    return control_file(rt, node)

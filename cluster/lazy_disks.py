@@ -61,15 +61,24 @@ class LazyDisks:
     def mounted(self, node: str) -> bool:
         return self.mountpoint(node) in lazyfs_mounts()
 
+    def live(self, node: str) -> bool:
+        """Whether the node's filesystem is mounted and its process answers on the control socket."""
+        fs = self.fs(node)
+        if not fs.mounted:
+            return False
+        try:
+            fs.status()
+            return True
+        except LazyFsError:              # its filesystem process is gone: the kernel holds a dead mount
+            return False
+
     def ensure(self, node: str) -> LazyFs:
         """The node's data directory as a live lazyfs mount: kept when live, mounted otherwise."""
         fs = self.fs(node)
+        if self.live(node):
+            return fs
         if fs.mounted:
-            try:
-                fs.status()
-                return fs
-            except LazyFsError:          # its filesystem process is gone: the kernel holds a dead mount
-                cleanup_stale(fs.mountpoint)
+            cleanup_stale(fs.mountpoint)
         if os.path.isdir(fs.mountpoint) and os.listdir(fs.mountpoint):
             raise LazyFsError(f"lazyfs: {fs.mountpoint} is not empty and not mounted: refusing to hide it")
         return fs.mount()

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import time
 
-from cluster import lazy_disks, netfilter, slots, zookeeper
+from cluster import faketime, lazy_disks, netfilter, slots, zookeeper
 from cluster.local_nodes import KAFKA_PORT, node_specs, zk_address
 from cluster.local_processes import REPO, LocalProcesses  # noqa: F401 - REPO re-exported
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
@@ -300,6 +300,19 @@ class LocalRuntime(LocalProcesses, Runtime):
             raise ClusterError(f"{node}'s data directory is not on a lazy filesystem (a cluster started "
                                f"with disk=\"lazy\" has its brokers' and ZooKeeper's there)")
         return self.disks.fs(node)
+
+    def lazy_disks(self) -> bool:
+        return self.state.get("disk") == "lazy"
+
+    def clock_enabled(self) -> bool:
+        return faketime.local_enabled(self)
+
+    def enable_clock(self) -> None:
+        faketime.enable(self)
+
+    def clock_control_file(self, node: str) -> str:
+        self._check_node(node)
+        return faketime.control_file(self.dir, node)
 
     def _check_node(self, node: str) -> None:
         if node not in self._node_specs():

@@ -2,11 +2,12 @@
 
 Guarantees: `DISK_PACKAGES` names every disk package `eoslab run --nemesis`
 takes; each is a `cluster.nemesis_packages.FaultPackage` with `process_fault`
-(each kills the brokers it hits). They act on a local cluster whose brokers'
-data directories are lazy filesystems (LocalRuntime's `disk="lazy"`, which a
-run that names one of them asks for: `run_disk(cfg)`; `refusal(cfg)` is the
-one line that refuses such a run where it cannot have them). Each fault first
-SIGKILLs the service process of every broker it hits, and only once all of
+(each kills the brokers it hits). They act on a local or Docker cluster whose
+brokers' data directories are lazy filesystems (the runtime's `disk="lazy"`,
+which a run that names one of them asks for: `run_disk(cfg)`; `refusal(cfg)`
+is the one line that refuses such a run where it cannot have them), reached
+through the runtime (`rt.disk(node)`). Each fault first kills every broker it
+hits (SIGKILL of its process, or of its container), and only once all of
 them are gone touches their filesystems, as a power loss would; the stop
 starts them again, on the same filesystems. Targets are drawn from the run's
 seeded RNG, with the running brokers as they are when the fault starts:
@@ -51,15 +52,15 @@ def refusal(cfg) -> str | None:
     if run_disk(cfg) is None:
         return None
     names = ", ".join(n for n in DISK_PACKAGES if n in cfg.nemesis) or "the schedule's disk faults"
-    if cfg.runtime != "local":
-        return f"{names}: the disk faults need --runtime local (brokers on the lazy filesystem)"
+    if cfg.runtime not in ("local", "docker", "auto"):
+        return f"{names}: the disk faults need the local or the docker runtime (brokers on the lazy filesystem)"
     if cfg.cluster:
-        from cluster.local import LocalRuntime
+        from cluster.runtimes import open_runtime
         try:
-            disk = LocalRuntime.load(cfg.cluster).state.get("disk")
+            lazy = open_runtime(cfg.runtime, cfg.cluster).lazy_disks()
         except Exception:  # noqa: BLE001 - no such cluster: the run says so when it opens it
-            disk = None
-        if disk != "lazy":
+            lazy = False
+        if not lazy:
             return (f"{names}: the disk faults need the cluster's data on the lazy filesystem: start it with "
                     f"`eoslab cluster up --disk lazy`, or let the run start its own")
         return None
@@ -103,7 +104,7 @@ def _summary(result: dict, key: str = "lost_bytes") -> dict:
 
 class _DiskFault(FaultPackage):
     process_fault = True
-    runtimes = ("local",)       # the lazy filesystem is mounted by the local runtime only
+    runtimes = ("local", "docker")     # where the runtime mounts the lazy filesystems (rt.disk)
 
     def targets(self, ctx: Context) -> tuple[str, list[str]]:
         return _brokers(ctx, ctx.rng.choice(SPREADS))

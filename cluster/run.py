@@ -190,7 +190,7 @@ def make_runtime(cfg: RunConfig, wl_cls, s: RunSettings):
     local_extra = {"controller_args": [*wl_cls.controller_args, *s.controller_args()],
                    "txn_coordinator_args": s.coordinator_args(), "disk": run_disk(cfg)}
     kind = choose(cfg.runtime)[0] if cfg.runtime == "auto" else cfg.runtime
-    extra = local_extra if kind == "local" else {"kafka_version": cfg.kafka_version}
+    extra = local_extra if kind == "local" else {"kafka_version": cfg.kafka_version, "disk": run_disk(cfg)}
     return open_runtime(kind, name, brokers=3, controllers=2, txn_coordinators=coordinators,
                         broker_args=tuple(s.broker_args()), **extra), True
 

@@ -6,7 +6,10 @@ named by role and number ("zookeeper", "controller-1", "broker-2", ...).
 Guarantees of every implementation: `up` returns only once every service
 answers; `down` leaves no process, container or rule behind; `heal` removes
 every network fault it applied; the same call on the same node is idempotent
-(killing a dead node is not an error).
+(killing a dead node is not an error). Where a clock fault's control file
+and a disk fault's filesystem live is the runtime's to say (`clock_control_file`,
+`enable_clock`, `clock_enabled`, `lazy_disks`, `disk`): a runtime without them
+raises Unsupported with one line.
 """
 from __future__ import annotations
 
@@ -97,3 +100,28 @@ class Runtime(abc.ABC):
 
     @abc.abstractmethod
     def logs(self, node: str, tail: int = 200) -> str: ...
+
+    # -- what the clock and disk faults reach through the runtime (each runtime says where it lives) --
+    def clock_enabled(self) -> bool:
+        """Whether the services run with libfaketime preloaded (cluster.faketime)."""
+        return False
+
+    def enable_clock(self) -> None:
+        """Before `up`: the services start with libfaketime preloaded."""
+        raise Unsupported(f"clock faults need the local or the docker runtime, not {self.name}")
+
+    def clock_control_file(self, node: str) -> str:
+        """The host path of the node's libfaketime control file (its offset, "+N" seconds)."""
+        raise Unsupported(f"clock faults need the local or the docker runtime, not {self.name}")
+
+    def lazy_disks(self) -> bool:
+        """Whether the brokers' and ZooKeeper's data directories are lazy filesystems (cluster.lazyfs)."""
+        return False
+
+    def disk(self, node: str):
+        """The node's lazy filesystem (cluster.lazyfs.LazyFs), for the disk faults."""
+        raise Unsupported(f"disk faults need the local or the docker runtime, not {self.name}")
+
+
+class Unsupported(RuntimeError):
+    """A fault this runtime cannot apply; the message is one line."""

@@ -39,7 +39,13 @@ def from_messages(repo: str, tag: str) -> dict[int, list[int]]:
         versions = re.search(r'"validVersions"\s*:\s*"(\d+)(?:-(\d+))?"', text)
         if key and versions:
             lo = int(versions.group(1))
-            out[int(key.group(1))] = [lo, int(versions.group(2) or lo)]
+            hi = int(versions.group(2) or lo)
+            # a latest version marked unstable is not advertised unless unstable.api.versions.enable is set
+            # (3.6's ConsumerGroupHeartbeat v0 and OffsetCommit v9, KIP-848 in development)
+            if re.search(r'"latestVersionUnstable"\s*:\s*true', text):
+                hi -= 1
+            if hi >= lo:
+                out[int(key.group(1))] = [lo, hi]
     return out
 
 

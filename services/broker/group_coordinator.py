@@ -38,6 +38,12 @@ Guarantees:
   of the partition loads it, so a coordinator move keeps the generation
   (no split: a new coordinator never starts the group again at generation 1
   while the old members still commit).
+- a consumer-protocol group (KIP-848, ConsumerGroupHeartbeat) lives in consumer_groups
+  (consumer_group_manager.py): its commits are checked by member epoch (ConsumerGroup.
+  validate_offset_commit; a TxnOffsetCommit's stale epoch is ILLEGAL_GENERATION as in Kafka's
+  OffsetMetadataManager), a classic JoinGroup to one with members is INCONSISTENT_GROUP_PROTOCOL and
+  to an empty one replaces it; it is kept in memory only: a coordinator that takes the group's offsets
+  partition over starts without it and its members rejoin;
 - time: membership and its session-expiry loop (every EXPIRY_CHECK_S) run
   on the `Time` the coordinator was given.
 
@@ -53,6 +59,8 @@ import threading
 
 from eoslab.v1 import broker_pb2
 from eoslab.common import record_batch as rb
+from services.broker import consumer_group_manager
+from services.broker.consumer_group_member import STALE_MEMBER_EPOCH, GroupError
 from services.broker.membership import GroupMembership
 from services.common.internal_topics import CONSUMER_OFFSETS_TOPIC, partition_for
 from eoslab.common.errors import E
@@ -137,6 +145,7 @@ class GroupCoordinator:
         self.lock = threading.RLock()
         self.states: dict[int, OffsetsPartitionState] = {}
         self.membership = GroupMembership(time=time)
+        self.consumer_groups = consumer_group_manager.beside(self.membership, metadata, time)
         # group -> [partitions fetched without require_stable while pending, last such fetch's client id]
         self.unstable_fetches: dict[str, list] = {}
         replica_manager.on_marker = self._on_marker
@@ -147,6 +156,7 @@ class GroupCoordinator:
         while not self.time.wait_event(self._stopping, EXPIRY_CHECK_S):
             try:
                 self.membership.expire()
+                self.consumer_groups.expire()
             except Exception:  # noqa: BLE001 - keep expiring
                 log.exception("group expiry failed")
 
@@ -206,6 +216,8 @@ class GroupCoordinator:
             known = [g for g in self.membership.groups if self.partition_for(g) == n]
         for g in set(known) | set(st.groups):
             self.membership.load(g, st.groups.get(g))
+        for g in [g for g in list(self.consumer_groups.groups) if self.partition_for(g) == n]:
+            self.consumer_groups.remove_group(g)
 
     def _store_group(self, group: str) -> None:
         """Write the group's metadata to its offsets partition (acks=all), as Kafka's storeGroup."""
@@ -226,6 +238,11 @@ class GroupCoordinator:
         err = self.owns(req.group_id)
         if err != E.NONE:
             return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
+        modern = self.consumer_groups.group(req.group_id)
+        if modern is not None and not modern.is_empty():     # Kafka: no common protocol with a consumer group
+            return broker_pb2.JoinGroupResponse(error=E.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1)
+        if modern is not None:
+            self.consumer_groups.remove_group(req.group_id)
         r = self.membership.join(req, client_id)
         if r.error == E.NONE and req.group_instance_id:   # a static member's new id is stored at once
             self._store_group(req.group_id)
@@ -265,7 +282,17 @@ class GroupCoordinator:
 
     # -- commits -----------------------------------------------------------------------------
     def _check_member(self, group: str, generation: int, member_id: str, transactional: bool = False,
-                      instance: str = "") -> int:
+                      instance: str = "", api_version: int = 9) -> int:
+        with self.consumer_groups.lock:
+            modern = self.consumer_groups.group(group)
+            if modern is not None:
+                try:
+                    modern.validate_offset_commit(member_id, generation, transactional, api_version)
+                except GroupError as e:
+                    return E.ILLEGAL_GENERATION if transactional and e.code == STALE_MEMBER_EPOCH else e.code
+                return E.NONE
+        if generation >= 0 and api_version >= 9 and not transactional and self.membership.groups.get(group) is None:
+            return E.GROUP_ID_NOT_FOUND       # OffsetCommit v9+ (KIP-848): ILLEGAL_GENERATION below
         if transactional and not self.txn_offset_commit_member_check:
             return E.NONE          # before KIP-447 (2.5) TxnOffsetCommit carries no member or generation
         return self.membership.check_commit(group, generation, member_id, transactional, instance)
@@ -296,14 +323,15 @@ class GroupCoordinator:
         err, _ = p.wait_for_replication(r.last_offset, p.leader_epoch, 30.0)
         return err
 
-    def offset_commit(self, req, leader_epochs: dict | None = None) -> broker_pb2.OffsetCommitResponse:
+    def offset_commit(self, req, leader_epochs: dict | None = None,
+                      api_version: int = 9) -> broker_pb2.OffsetCommitResponse:
         """`leader_epochs`: (topic, partition) -> the commit's committed_leader_epoch (Kafka's wire carries
-        it; the lab's gRPC request does not)."""
+        it; the lab's gRPC request does not); `api_version`: the Kafka OffsetCommit's."""
         epochs = leader_epochs or {}
         err, p, st = self._state(req.group_id)
         if err == E.NONE:
             err = self._check_member(req.group_id, req.generation_id, req.member_id,
-                                     instance=req.group_instance_id)
+                                     instance=req.group_instance_id, api_version=api_version)
         if err == E.NONE:
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)

@@ -60,6 +60,8 @@ class BrokerApis(ApiHandlers):
         from services.kafka_protocol.txn_admin_apis import register_broker
         from services.kafka_protocol.config_apis import register_config_apis
         register_group_apis(self)
+        from services.kafka_protocol.consumer_group_apis import register_consumer_group_apis
+        register_consumer_group_apis(self)
         register_broker(self)
         register_config_apis(self)
         self.limit_to_release(getattr(server, "kafka_version", None))

@@ -120,7 +120,7 @@ class GroupApis:
         known = self._commit_partitions(req, unknown)
         r = self.gc.offset_commit(broker_pb2.OffsetCommitRequest(
             group_id=req.group_id, generation_id=generation, member_id=req.member_id or "",
-            group_instance_id=_instance(req), partitions=known), self._commit_epochs(req)) \
+            group_instance_id=_instance(req), partitions=known), self._commit_epochs(req), header.api_version) \
             if known or not unknown else None
         return self._commit_answer(req, r, unknown)
 
@@ -169,7 +169,7 @@ class GroupApis:
         return {"groups": out}
 
 
-VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 8),
+VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
             OFFSET_FETCH: (1, 7), TXN_OFFSET_COMMIT: (0, 3)}
 
 

@@ -42,3 +42,21 @@ def test_the_table_was_read_from_kafka_s_schemas_for_every_older_release():
         assert caps[18][1] >= 1 and caps[0][1] >= 3          # ApiVersions v1+, Produce v3+ (0.11's KIP-98)
     assert kafka_version.request_versions("3.6")[66] == (0, 0)    # ListTransactions came in 3.0
     assert 66 not in kafka_version.request_versions("2.5")
+
+
+def test_the_consumer_group_protocol_is_served_on_4_0_only():
+    """KIP-848's ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) on 4.0; 3.6 had ConsumerGroupHeartbeat
+    v0 and OffsetCommit v9 only as unstable versions, which a broker does not advertise."""
+    from services.kafka_protocol.consumer_group_apis import VERSIONS as CONSUMER
+    from services.kafka_protocol.group_apis import VERSIONS as CLASSIC
+
+    def release(name):
+        h = ApiHandlers()
+        for key, (lo, hi) in {**CLASSIC, **CONSUMER}.items():
+            h.register(key, lo, hi, None)
+        h.limit_to_release(name)
+        return h.served
+    assert release("4.0")[68] == (0, 1) and release("4.0")[69] == (0, 0) and release("4.0")[8] == (2, 9)
+    for older in ("3.6", "3.0", "2.5", "0.11"):
+        assert 68 not in release(older) and 69 not in release(older)
+    assert release("3.6")[8] == (2, 8)

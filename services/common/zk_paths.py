@@ -13,6 +13,9 @@ CONTROLLERS = "/eoslab/controllers"             # ephemeral children: every cont
 BROKER_IDS = "/brokers/ids"                     # ephemeral children: live brokers
 # in a broker's registration: its previous process did not shut down cleanly (KIP-966 reads it)
 UNCLEAN_SHUTDOWN_KEY = "eoslab_unclean_shutdown"
+# persistent, one child per broker id, written by the active controller (fenced by the controller epoch) once
+# it has taken a broker back from an unclean shutdown out of every ISR and ELR: {"broker_epoch": czxid}
+UNCLEAN_SHUTDOWN_HANDLED = "/eoslab/unclean_shutdown_handled"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"           # a topic being deleted: its replicas still owed StopReplica
@@ -47,6 +50,10 @@ def delete_topic_path(topic: str) -> str:
 
 def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def unclean_shutdown_handled_path(broker_id: int) -> str:
+    return f"{UNCLEAN_SHUTDOWN_HANDLED}/{broker_id}"
 
 
 def txn_coordinator_path(coordinator_id: int) -> str:

@@ -75,7 +75,8 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
     def start(self) -> None:
         self.zk.add_listener(self._on_zk_state)
         zk_paths.connect(self.zk, (zk_paths.BROKER_IDS, zk_paths.TOPICS, zk_paths.TOPIC_CONFIGS, zk_paths.DELETE_TOPICS,
-                                   zk_paths.CONTROLLERS, zk_paths.TXN_COORDINATORS))
+                                   zk_paths.CONTROLLERS, zk_paths.TXN_COORDINATORS,
+                                   zk_paths.UNCLEAN_SHUTDOWN_HANDLED))
         zk_paths.retrying(self.zk)(self._register_self)
         self._thread.start()
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller_znode)
@@ -232,6 +233,11 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
             for topic in self.zk.get_children(zk_paths.TOPICS):
                 self._load_topic(topic)
             load_owed_deletions(self)
+        owed = self._unclean_shutdowns_owed()      # registered while no controller was active to take them
+        if owed:
+            self._elect_offline_partitions(set(owed))
+            log.info("brokers back from an unclean shutdown, not yet taken out of the ISRs: %s", sorted(owed))
+            self._remove_unclean(owed)
         self.state_changed()
         reassign_txn_coordinators(self)
 
@@ -285,7 +291,7 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
             log.info("brokers gone: %s", sorted(gone))
         if born:
             log.info("brokers registered: %s", sorted(born))
-        unclean = frozenset(b for b in born if new[b].unclean_shutdown) if self.elr_enabled else frozenset()
+        unclean = self._unclean_shutdowns_owed()       # this registration's, or one a failed event left owed
         self._elect_offline_partitions(gone | unclean)   # not a candidate before it leaves the ISRs and ELRs
         if unclean:
             log.info("brokers back from an unclean shutdown: %s", sorted(unclean))

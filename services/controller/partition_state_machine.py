@@ -5,11 +5,15 @@ by `partition_leader_election.partition_change` under the topic's rules (unclean
 min.insync.replicas, and KIP-966's eligible leader replicas where the controller has them on), and
 written with a versioned ZooKeeper transaction fenced by the controller epoch before the in-memory
 context changes. Brokers lost move leadership off them; brokers back from an unclean shutdown leave
-every ISR and ELR before any election can pick them. Mixed into KafkaController.
+every ISR and ELR before any election can pick them, once per registration: the removal is marked
+done per broker epoch in ZooKeeper, so a controller that takes over applies any removal its
+predecessor did not finish and never repeats one. Mixed into KafkaController.
 """
 from __future__ import annotations
 
 import logging
+
+from kazoo.exceptions import NoNodeError
 
 from services.common import zk_paths
 from services.controller.context import LeaderIsr, check_fenced
@@ -46,7 +50,41 @@ class PartitionStateMachine:
                                    target_isr=[b for b in st.isr if b not in brokers], unclean_shutdown=brokers)
             if new is not None:
                 self._write_state(topic, p, new)
+        for b in sorted(brokers):
+            if b in self.ctx.brokers:
+                self._mark_unclean_shutdown_handled(b, self.ctx.brokers[b].epoch)
         self._elect_offline_partitions(set())
+
+    def _unclean_shutdowns_owed(self) -> frozenset[int]:
+        """Live brokers registered as back from an unclean shutdown that no controller has taken out of the
+        ISRs and ELRs yet (no handled mark for this broker epoch): the removal is owed once per
+        registration, so a controller that takes over re-applies it exactly when its predecessor did not."""
+        if not self.elr_enabled:
+            return frozenset()
+        owed = set()
+        for b, info in self.ctx.brokers.items():
+            if not info.unclean_shutdown:
+                continue
+            try:
+                data, _ = self.zk.get(zk_paths.unclean_shutdown_handled_path(b))
+                handled = zk_paths.decode(data).get("broker_epoch")
+            except NoNodeError:
+                handled = None
+            if handled != info.epoch:
+                owed.add(b)
+        return frozenset(owed)
+
+    def _mark_unclean_shutdown_handled(self, broker_id: int, broker_epoch: int) -> None:
+        """Record, fenced by the controller epoch, that this registration's removal is done."""
+        path = zk_paths.unclean_shutdown_handled_path(broker_id)
+        data = zk_paths.encode({"broker_epoch": broker_epoch})
+        tx = self.zk.transaction()
+        tx.check(zk_paths.CONTROLLER_EPOCH, self.epoch_zk_version)
+        if self.zk.exists(path):
+            tx.set_data(path, data)
+        else:
+            tx.create(path, data)
+        check_fenced(tx.commit())
 
     def _write_state(self, topic: str, p: int, new: LeaderIsr) -> None:
         """Versioned write of one partition state, fenced by the controller epoch's znode version."""

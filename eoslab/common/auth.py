@@ -9,7 +9,8 @@ Fetch and OffsetsForLeaderEpoch are internal only when they name a replica
 (replica_id >= 0), AddPartitionsToTxn only when it is verify-only (a broker's
 KIP-890 check), Produce only when it writes an internal topic
 (__transaction_state, __consumer_offsets); every other client API stays open, as on Kafka's plaintext
-listener. A request that does not decode is answered INVALID_ARGUMENT with one
+listener. The read-only counters (TransactionMetrics, GroupMetrics) are client APIs too: they tell what
+Kafka's DescribeTransactions, DescribeGroups and JMX metrics tell any client, and change nothing. A request that does not decode is answered INVALID_ARGUMENT with one
 log line (not gRPC's INTERNAL and a traceback). Calls that may hold a thread
 long (ProduceStream, JoinGroup, SyncGroup) are limited per method for callers
 outside the cluster (CLIENT_LIMITS; RESOURCE_EXHAUSTED beyond). A process finds its own secret

@@ -2,8 +2,8 @@
 GroupCoordinator.handleListGroups / handleDescribeGroups and ClassicGroup.summary).
 
 Guarantees: a broker lists every group of the __consumer_offsets partitions it leads: groups with
-members, and groups known only by their committed offsets (Empty, no protocol type), as Kafka loads
-both; a state filter keeps the groups in those states. A described group of another broker is
+members, groups known only by their committed offsets (Empty, no protocol type), as Kafka loads
+both, and consumer-protocol (KIP-848) groups with their state; a state filter keeps the groups in those states. A described group of another broker is
 NOT_COORDINATOR; an unknown one is "Dead" with no error, as in Kafka. A Stable group shows its
 protocol and each member's metadata for that protocol and its assignment as the leader sent them; a
 group in any other state shows its members without metadata or assignment and no protocol.
@@ -32,6 +32,10 @@ def list_groups(gc, states_filter=()) -> list[tuple[str, str, str]]:
                 found[g] = (grp.protocol_type, str(grp.state))
             elif g in found or grp.protocol_type:
                 found[g] = (grp.protocol_type, str(EMPTY))
+    with gc.consumer_groups.lock:            # KIP-848 groups: type "consumer", Empty/Assigning/Reconciling/Stable
+        for g, cg in gc.consumer_groups.groups.items():
+            if gc.partition_for(g) in led:
+                found[g] = (cg.protocol_type, str(cg.state))
     wanted = {s.lower() for s in states_filter}
     return sorted((g, t, s) for g, (t, s) in found.items() if not wanted or s.lower() in wanted)
 

@@ -25,6 +25,7 @@ import logging
 from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
 from eoslab.common import auth
+from eoslab.common.topics import topic_id_text
 from services.broker.auto_topic_creation import creatable, unknown_topics
 from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
@@ -61,7 +62,7 @@ class BrokerApis(ApiHandlers):
         from services.kafka_protocol.config_apis import register_config_apis
         register_group_apis(self)
         from services.kafka_protocol.consumer_group_apis import register_consumer_group_apis
-        register_consumer_group_apis(self)
+        register_consumer_group_apis(self, getattr(server, "kafka_version", None))
         register_broker(self)
         register_config_apis(self)
         self.limit_to_release(getattr(server, "kafka_version", None))
@@ -69,15 +70,28 @@ class BrokerApis(ApiHandlers):
     # -- metadata and topics ----------------------------------------------------------------------
     def metadata(self, header, req) -> dict:
         topics = apis.metadata_topics(header, req)
+        by_id = topics is not None and any(n is None for n in topics)
+        unknown_ids = []
+        if by_id:       # v10+ may name topics by id (librdkafka does for a KIP-848 assignment); never created
+            topics = []
+            for t in req.topics:
+                name = t.name or self.s.metadata.topic_name(topic_id_text(t.topic_id))
+                if name:
+                    topics.append(name)
+                else:
+                    unknown_ids.append(t.topic_id)
         if topics is None:
             resp = self.s.metadata.metadata([])   # the lab's empty list: every topic
         elif not topics:
             resp = broker_pb2.MetadataResponse(brokers=list(self.s.metadata.metadata([]).brokers))
         else:
             resp = self.s.metadata.metadata(topics)
-            allow = bool(getattr(req, "allow_auto_topic_creation", True))   # v0-v3: always allowed
+            allow = bool(getattr(req, "allow_auto_topic_creation", True)) and not by_id   # v0-v3: always allowed
             self._unknown_topics(resp, allow and getattr(self.s, "auto_create_topics_enable", True))
-        return apis.metadata_values(resp, self.endpoints, self.s.broker_id)
+        out = apis.metadata_values(resp, self.endpoints, self.s.broker_id)
+        out["topics"] += [{"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": u, "is_internal": False,
+                           "partitions": []} for u in unknown_ids]
+        return out
 
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
         unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None),

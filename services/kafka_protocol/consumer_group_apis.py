@@ -6,8 +6,8 @@ Guarantees: a request for a group this broker does not coordinate is answered wi
 error (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) and changes nothing; every other answer is the
 ConsumerGroupManager's, with Kafka's fields: the member id (the coordinator's on a v0 join without
 one), the member epoch, the heartbeat interval and, when given, the assignment as topic ids and
-partitions. Registered on the releases that serve the APIs (4.0): limit_to_release drops them
-elsewhere, so a client of an older release is told by ApiVersions they are not there.
+partitions. Registered only on a release with KafkaVersion.consumer_group_protocol (4.0), so a client
+of an older release is told by ApiVersions they are not there.
 """
 from __future__ import annotations
 
@@ -82,7 +82,11 @@ class ConsumerGroupApis:
                         members=members)
 
 
-def register_consumer_group_apis(apis) -> None:
+def register_consumer_group_apis(apis, release: str | None = None) -> None:
+    """Serve the APIs where the release has the protocol (KafkaVersion.consumer_group_protocol)."""
+    from eoslab import kafka_version
+    if not kafka_version.get(release).consumer_group_protocol:
+        return
     c = ConsumerGroupApis(apis)
     for key, fn in ((CONSUMER_GROUP_HEARTBEAT, c.heartbeat), (CONSUMER_GROUP_DESCRIBE, c.describe)):
         apis.register(key, *VERSIONS[key], fn)

@@ -47,16 +47,20 @@ def test_the_table_was_read_from_kafka_s_schemas_for_every_older_release():
 def test_the_consumer_group_protocol_is_served_on_4_0_only():
     """KIP-848's ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) on 4.0; 3.6 had ConsumerGroupHeartbeat
     v0 and OffsetCommit v9 only as unstable versions, which a broker does not advertise."""
-    from services.kafka_protocol.consumer_group_apis import VERSIONS as CONSUMER
+    from services.kafka_protocol.consumer_group_apis import register_consumer_group_apis
     from services.kafka_protocol.group_apis import VERSIONS as CLASSIC
+    from types import SimpleNamespace
 
     def release(name):
         h = ApiHandlers()
-        for key, (lo, hi) in {**CLASSIC, **CONSUMER}.items():
+        h.s = SimpleNamespace(group_coordinator=None)
+        for key, (lo, hi) in CLASSIC.items():
             h.register(key, lo, hi, None)
+        register_consumer_group_apis(h, name)
         h.limit_to_release(name)
         return h.served
     assert release("4.0")[68] == (0, 1) and release("4.0")[69] == (0, 0) and release("4.0")[8] == (2, 9)
     for older in ("3.6", "3.0", "2.5", "0.11"):
         assert 68 not in release(older) and 69 not in release(older)
     assert release("3.6")[8] == (2, 8)
+    assert [v for v in kafka_version.names() if kafka_version.get(v).consumer_group_protocol] == ["4.0"]

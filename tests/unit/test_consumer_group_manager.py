@@ -165,3 +165,15 @@ def test_offset_commits_are_checked_by_member_epoch():
     assert e.value.code == E.UNKNOWN_MEMBER_ID
     m.heartbeat(Heartbeat("g", member_id=mid, member_epoch=-1))
     g.validate_offset_commit("", -1, False, 9)              # an empty group takes a standalone commit
+
+
+def test_list_groups_shows_a_consumer_protocol_group_with_its_state():
+    from types import SimpleNamespace
+    from services.broker import group_listing
+    from services.broker.membership import GroupMembership
+    m = manager()
+    join(m)
+    gc = SimpleNamespace(led_partition_states=lambda: {0: SimpleNamespace(offsets={}, groups={})},
+                         membership=GroupMembership(time=MockTime()), consumer_groups=m, partition_for=lambda g: 0)
+    assert group_listing.list_groups(gc) == [("g", "consumer", "Stable")]
+    assert group_listing.list_groups(gc, ["Empty"]) == []

@@ -14,8 +14,8 @@ Guarantees:
   lazily with `-uz` when busy), which ends its process.
 - `unmount()` unmounts the same way and waits for the process it started to exit.
 - Faults (`lose_unsynced`, `torn_write`, `corrupt`, `sync_all`, `status`) go to the mount
-  process over its Unix control socket and return its JSON result; an error there raises
-  `LazyFsError`.
+  process over its Unix control socket and return its JSON result; an error there, or a
+  process that dies while it is asked, raises `LazyFsError`.
 """
 from __future__ import annotations
 
@@ -97,13 +97,16 @@ def request(sock_path: str, req: dict, timeout: float = 60.0):
             s.connect(sock_path)
         except OSError as e:
             raise LazyFsError(f"lazyfs control socket {sock_path}: {e}") from None
-        s.sendall(json.dumps(req).encode() + b"\n")
         buf = b""
-        while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                raise LazyFsError(f"lazyfs control socket {sock_path} closed before answering")
-            buf += chunk
+        try:
+            s.sendall(json.dumps(req).encode() + b"\n")
+            while not buf.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise LazyFsError(f"lazyfs control socket {sock_path} closed before answering")
+                buf += chunk
+        except OSError as e:            # the filesystem's process died while it was asked (reset, timeout)
+            raise LazyFsError(f"lazyfs control socket {sock_path}: {e}") from None
     resp = json.loads(buf)
     if not resp.get("ok"):
         raise LazyFsError(f"lazyfs {req.get('op')}: {resp.get('error')}")

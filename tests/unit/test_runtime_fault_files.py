@@ -163,3 +163,29 @@ def test_docker_lazy_disks_outlive_the_process_that_mounted_them_and_go_with_for
         gone = docker_disks.forget(rt)
     assert sorted(gone) == [f"{folder}/broker-1", f"{folder}/broker-2", f"{folder}/zookeeper"]
     assert not [m for m in lazyfs_mounts() if m.startswith(folder)] and not os.path.exists(folder)
+
+
+@pytest.mark.fast
+def test_a_filesystem_process_dying_while_asked_is_a_lazyfs_error_not_a_reset(tmp_path):
+    """Its peer gone with the request unread: recv raises ECONNRESET, which `live` must read as dead."""
+    import socket
+
+    from cluster.lazyfs.control import LazyFsError, request
+    path = str(tmp_path / "ctl.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(path)
+        server.listen(1)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(path)
+            client.sendall(b'{"op": "status"}\n')
+            server.accept()[0].close()          # closed with the request unread: the client sees a reset
+            with pytest.raises(ConnectionResetError):
+                client.recv(10)
+        import threading
+        t = threading.Thread(target=lambda: server.accept()[0].close())
+        t.start()
+        try:
+            with pytest.raises(LazyFsError, match="lazyfs control socket"):
+                request(path, {"op": "status"}, timeout=10)
+        finally:
+            t.join()

@@ -96,6 +96,20 @@ class ConsumerGroupManager:
     def group(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)
 
+    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> int:
+        """An OffsetFetch's member check (v9), as Kafka's ConsumerGroup.validateOffsetFetch: a consumer group
+        checks the member and its epoch (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH);
+        a fetch from another group is not checked."""
+        with self.lock:
+            g = self.groups.get(group_id)
+            if g is None:
+                return E.NONE
+            try:
+                g.validate_offset_fetch(member_id, member_epoch)
+            except GroupError as e:
+                return e.code
+            return E.NONE
+
     def remove_group(self, group_id: str) -> None:
         """Forget a group (an empty one a classic join takes over, or one of a partition no longer led)."""
         with self.lock:

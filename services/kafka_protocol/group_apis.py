@@ -139,9 +139,24 @@ class GroupApis:
         return out
 
     def offset_fetch(self, header, req) -> dict:
-        pb = broker_pb2.OffsetFetchRequest(group_id=req.group_id,
-                                           require_stable=bool(getattr(req, "require_stable", False)))
-        for t in req.topics or ():
+        if header.api_version >= 8:        # KIP-709: groups batched; v9 (KIP-848) with member id and epoch
+            stable = bool(req.require_stable)
+            return {"groups": [self._fetch_group(header, g, stable) for g in req.groups]}
+        err, topics = self._fetch(header, req.group_id, req.topics, bool(getattr(req, "require_stable", False)))
+        return {"error_code": err, "topics": topics}
+
+    def _fetch_group(self, header, g, require_stable: bool) -> dict:
+        err = self.gc.consumer_groups.validate_offset_fetch(g.group_id, getattr(g, "member_id", None),
+                                                            int(getattr(g, "member_epoch", -1)))
+        if err != E.NONE:
+            return {"group_id": g.group_id, "error_code": err, "topics": []}
+        err, topics = self._fetch(header, g.group_id, g.topics, require_stable)
+        return {"group_id": g.group_id, "error_code": E.NONE if err == E.UNSTABLE_OFFSET_COMMIT else err,
+                "topics": topics}
+
+    def _fetch(self, header, group_id: str, topics, require_stable: bool) -> tuple[int, list]:
+        pb = broker_pb2.OffsetFetchRequest(group_id=group_id, require_stable=require_stable)
+        for t in topics or ():
             pb.partitions.extend(common_pb2.TopicPartition(topic=t.name, partition=int(p))
                                  for p in t.partition_indexes)
         epochs: dict = {}
@@ -153,7 +168,7 @@ class GroupApis:
                 "committed_leader_epoch": epochs.get((p.topic, p.partition), -1),
                 "metadata": p.metadata, "error_code": p.error if header.api_version >= 2 or r.error == E.NONE
                 else r.error})
-        return {"error_code": r.error, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        return r.error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
     def list_groups(self, header, req) -> dict:
         groups = group_listing.list_groups(self.gc, getattr(req, "states_filter", None) or ())
@@ -170,7 +185,7 @@ class GroupApis:
 
 
 VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
-            OFFSET_FETCH: (1, 7), TXN_OFFSET_COMMIT: (0, 3)}
+            OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 3)}
 
 
 def register_group_apis(apis) -> None:

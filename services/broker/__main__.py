@@ -5,6 +5,7 @@ from eoslab import kafka_version
 
 from eoslab.v1 import common_pb2
 from eoslab.common.config import ConfigError
+from services.broker import consumer_group_assignors as consumer_assignors
 from services.broker.config import BrokerConfig
 from services.broker.kafka_server import KafkaServer
 from services.broker.log_config import LogConfig
@@ -34,6 +35,13 @@ def main(argv: list[str] | None = None) -> None:
     except ConfigError as e:
         sys.exit(f"python -m services.broker: {e}")
     v = kafka_version.get(a.kafka_version)
+    names = tuple(n.strip() for n in a.group_consumer_assignors.split(",") if n.strip())
+    try:
+        consumer_assignors.assignors(names)
+    except ValueError as e:
+        sys.exit(f"python -m services.broker: --group-consumer-assignors: {e}")
+    consumer_groups = {"session_timeout_ms": a.group_consumer_session_timeout_ms,
+                       "heartbeat_interval_ms": a.group_consumer_heartbeat_interval_ms, "assignors": names}
     rpc.setup_logging(f"broker-{a.broker_id}")
     cfg = log_config(a, v)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
@@ -42,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
                           auto_create_topics_enable=a.auto_create_topics_enable,
                           num_partitions=a.num_partitions, kafka_version=a.kafka_version,
                           txn_offset_commit_verification=v.txn_offset_commit_verification,
-                          transactional_produce_needs_id=v.transactional_produce_needs_id)
+                          transactional_produce_needs_id=v.transactional_produce_needs_id,
+                          consumer_groups=consumer_groups)
     server.config = a           # DescribeConfigs of this broker lists these settings
     server.start()
     rpc.wait_for_termination()

@@ -62,6 +62,14 @@ class BrokerConfig(ServiceConfig):
                    "controller's default replication factor)")
            .define("num.partitions", int, 1, "partitions of a topic created without a count: auto-created, or "
                    "by CreateTopics with -1", min=1)
+           .define("group.consumer.session.timeout.ms", int, 10000,
+                   "a consumer-protocol (KIP-848) member not heard from for this long is fenced (Kafka: 45000)",
+                   min=1)
+           .define("group.consumer.heartbeat.interval.ms", int, 1000,
+                   "the heartbeat interval told to consumer-protocol members (Kafka: 5000)", min=1)
+           .define("group.consumer.assignors", str, "uniform,range",
+                   "the server-side assignors of consumer-protocol groups, comma-separated (uniform, range); the "
+                   "first is used when members ask for none")
            .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (lost ACKs)", kafka_name="")
            .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
                    "unset", kafka_name="listeners", process=True)

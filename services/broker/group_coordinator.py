@@ -136,7 +136,8 @@ class OffsetsPartitionState:
 
 class GroupCoordinator:
     def __init__(self, replica_manager, metadata, txn_offset_commit_member_check: bool = True,
-                 time: Time = SYSTEM, txn_offset_commit_verification: bool = False):
+                 time: Time = SYSTEM, txn_offset_commit_verification: bool = False,
+                 consumer_groups: dict | None = None):
         self.time = time
         self.rm = replica_manager
         self.txn_offset_commit_member_check = txn_offset_commit_member_check
@@ -145,7 +146,8 @@ class GroupCoordinator:
         self.lock = threading.RLock()
         self.states: dict[int, OffsetsPartitionState] = {}
         self.membership = GroupMembership(time=time)
-        self.consumer_groups = consumer_group_manager.beside(self.membership, metadata, time)
+        # KIP-848 groups; `consumer_groups`: the broker's group.consumer.* settings (session_timeout_ms, ...)
+        self.consumer_groups = consumer_group_manager.beside(self.membership, metadata, time, **(consumer_groups or {}))
         # group -> [partitions fetched without require_stable while pending, last such fetch's client id]
         self.unstable_fetches: dict[str, list] = {}
         replica_manager.on_marker = self._on_marker

@@ -44,7 +44,7 @@ class KafkaServer:
                  kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM,
                  auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False,
                  transactional_produce_needs_id: bool = True, num_partitions: int = 1,
-                 kafka_version: str | None = None):
+                 kafka_version: str | None = None, consumer_groups: dict | None = None):
         self.time = time
         # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
         self.transactional_produce_needs_id = transactional_produce_needs_id
@@ -74,7 +74,8 @@ class KafkaServer:
         # KAFKA-15449 (3.7): TxnOffsetCommit verified, under transaction.partition.verification.enable
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, self.metadata, log_config.txn_offset_commit_member_check, time=time,
-            txn_offset_commit_verification=txn_offset_commit_verification and log_config.transaction_verification)
+            txn_offset_commit_verification=txn_offset_commit_verification and log_config.transaction_verification,
+            consumer_groups=consumer_groups)
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False

@@ -57,3 +57,26 @@ def test_the_expiry_loop_fences_a_silent_member_on_the_brokers_clock(gc):
     assert "m" in gc.consumer_groups.group("g").members
     gc.time.sleep(1.0)
     h.wait_for(lambda: "m" not in gc.consumer_groups.group("g").members, timeout=10, what="the member fenced")
+
+
+def test_the_broker_s_group_consumer_settings_reach_the_groups():
+    c = GroupCoordinator(SimpleNamespace(), MetadataCache(), time=MockTime(),
+                         consumer_groups={"session_timeout_ms": 3000, "heartbeat_interval_ms": 250,
+                                          "assignors": ("range",)})
+    c.owns = lambda group: E.NONE
+    try:
+        assert join(c, "m")["heartbeat_interval_ms"] == 250
+        assert c.consumer_groups.session_timeout_ms == 3000 and list(c.consumer_groups.assignors) == ["range"]
+    finally:
+        c.shutdown()
+
+
+def test_a_broker_refuses_an_unknown_assignor_in_one_line():
+    import subprocess
+    import sys
+    from tests.unit.test_config import BROKER, REPO
+    r = subprocess.run([sys.executable, "-m", "services.broker", *BROKER, "--group-consumer-assignors=uniform,sticky"],
+                       capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode != 0
+    assert r.stderr.strip().startswith("python -m services.broker: --group-consumer-assignors: unknown consumer group "
+                                       "assignors ['sticky']"), r.stderr

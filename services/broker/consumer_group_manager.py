@@ -30,11 +30,12 @@ from collections import Counter
 
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
-from services.broker.consumer_group import ConsumerGroup
+from services.broker.consumer_group import ConsumerGroup, IllegalStateError
 from services.broker.consumer_group_assignors import DEFAULT_ASSIGNORS, assignors as make_assignors
 from services.broker.consumer_group_member import (
     FENCED_MEMBER_EPOCH, INVALID_REGULAR_EXPRESSION, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, ConsumerGroupMember, GroupError, MemberState, new_member_id)
+    UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, ConsumerGroupMember, GroupError, IllegalMemberTransition, MemberState,
+    new_member_id)
 from services.broker.current_assignment_builder import CurrentAssignmentBuilder
 from services.broker.target_assignment_builder import TargetAssignmentBuilder
 
@@ -90,8 +91,15 @@ class ConsumerGroupManager:
         except GroupError as e:
             log.info("group %s: heartbeat of %s at epoch %d refused: %s", r.group_id, r.member_id, r.member_epoch,
                      e.message)
-            return {"error_code": e.code, "error_message": e.message or None, "member_id": None,
-                    "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
+            return self._error(e.code, e.message)
+        except (IllegalStateError, IllegalMemberTransition) as e:   # a broken guarantee: Kafka's answer to one
+            log.error("group %s: heartbeat of %s failed: %s", r.group_id, r.member_id, e)
+            return self._error(E.UNKNOWN_SERVER_ERROR, str(e))
+
+    @staticmethod
+    def _error(code: int, message: str) -> dict:
+        return {"error_code": code, "error_message": message or None, "member_id": None, "member_epoch": 0,
+                "heartbeat_interval_ms": 0, "assignment": None}
 
     def group(self, group_id: str) -> ConsumerGroup | None:
         return self.groups.get(group_id)

@@ -177,3 +177,12 @@ def test_list_groups_shows_a_consumer_protocol_group_with_its_state():
                          membership=GroupMembership(time=MockTime()), consumer_groups=m, partition_for=lambda g: 0)
     assert group_listing.list_groups(gc) == [("g", "consumer", "Stable")]
     assert group_listing.list_groups(gc, ["Empty"]) == []
+
+
+def test_a_broken_guarantee_is_answered_unknown_server_error_not_raised():
+    m = manager()
+    a = join(m)
+    g = m.group("g")
+    g.partition_epochs[(TID, 0)] = ("someone-else", 9)      # as if another member held a partition a holds
+    r = beat(m, a, owned=[0, 1, 2, 3], subscribed_topic_names=["orders", "other"])
+    assert r["error_code"] == E.UNKNOWN_SERVER_ERROR

@@ -52,6 +52,9 @@ def register(sub) -> None:
     dn = csub.add_parser("down", help="stop a cluster and remove its data")
     dn.add_argument("--name", default="default")
     dn.add_argument("--runtime", choices=["local", "docker", "auto"], default="auto")
+    dn.add_argument("--orphans", action="store_true",
+                    help="instead: stop every local cluster whose owner (a run, a test, a benchmark) died "
+                         "without stopping it; clusters made by `cluster up` are never orphans")
     dn.set_defaults(func=cmd_down)
     register_run(sub)
     from cluster import transactions_cli
@@ -179,7 +182,7 @@ def cmd_up(args) -> int:
         kind, why = choose(args.runtime)
         if args.runtime == "auto":
             print(f"runtime: {kind} ({why})", file=sys.stderr)
-        extra = {"disk": disk}
+        extra = {"disk": disk, **({"standing": True} if kind == "local" else {})}
         rt = open_runtime(kind, args.name, brokers=args.brokers, controllers=args.controllers,
                           txn_coordinators=args.txn_coordinators, broker_args=args.broker_arg,
                           session_timeout_ms=args.session_timeout_ms, kafka_version=version, **extra)
@@ -220,6 +223,10 @@ def cmd_status(args) -> int:
 
 
 def cmd_down(args) -> int:
+    if args.orphans:
+        from cluster import orphans
+        print(json.dumps({"orphans_stopped": orphans.reap()}))
+        return 0
     for rt in _load(args.name, args.runtime):
         try:
             rt.down()

@@ -18,6 +18,8 @@ every broker's data directory and ZooKeeper's are lazy filesystems
 its kills and restarts; `up` refuses in one line, before anything starts,
 where FUSE is unusable; `down` unmounts every lazyfs mount under the
 cluster's directory, whoever mounted it, before it removes the data.
+A cluster belongs to the process that made it unless it is `standing` (`eoslab cluster up`);
+`up` first stops every cluster whose owner died without stopping it (cluster.orphans).
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from cluster import faketime, lazy_disks, netfilter, slots, zookeeper
+from cluster import faketime, lazy_disks, netfilter, orphans, slots, zookeeper
 from cluster.local_nodes import KAFKA_PORT, node_specs, zk_address
 from cluster.local_processes import REPO, LocalProcesses  # noqa: F401 - REPO re-exported
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
@@ -68,7 +70,7 @@ class LocalRuntime(LocalProcesses, Runtime):
                  controllers: int = 2, broker_args: list[str] | None = None,
                  controller_args: list[str] | None = None, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
                  txn_coordinators: int = 2, txn_coordinator_args: list[str] | None = None,
-                 disk: str | None = None):
+                 disk: str | None = None, standing: bool = False):
         self.cluster_name = cluster_name
         self.dir = os.path.join(home or default_home(), "clusters", cluster_name)
         self.state_path = os.path.join(self.dir, "state.json")
@@ -87,7 +89,10 @@ class LocalRuntime(LocalProcesses, Runtime):
                           "broker_args": broker_args or [], "controller_args": controller_args or [],
                           "session_timeout_ms": session_timeout_ms, "slot": None, "nodes": {},
                           "txn_coordinators": txn_coordinators,
-                          "txn_coordinator_args": txn_coordinator_args or [], "disk": disk}
+                          "txn_coordinator_args": txn_coordinator_args or [], "disk": disk,
+                          # who the cluster is for: a standing one (`cluster up`) outlives its maker,
+                          # any other is stopped as an orphan once this process is gone (cluster.orphans)
+                          "owner": None if standing else orphans.owner_record()}
         self._register_secret()
 
     # -- state ----------------------------------------------------------------------------------
@@ -140,6 +145,7 @@ class LocalRuntime(LocalProcesses, Runtime):
         why = lazy_disks.refusal(self.state.get("disk"))
         if why:
             raise ClusterError(why)
+        orphans.reap()                  # clusters of processes that died without stopping them
         zookeeper.find_zookeeper_classpath()
         zookeeper.java_binary()
         from cluster import service_args

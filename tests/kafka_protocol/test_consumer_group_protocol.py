@@ -55,6 +55,31 @@ def test_two_members_split_the_partitions_and_one_that_leaves_hands_them_over(kc
         a.close()
 
 
+def test_range_asked_for_by_the_members_is_used_and_an_admin_describes_the_group(kcluster):
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+    boot = kcluster.info().kafka_bootstrap
+    topic, group = _topic(boot, "kip848range", partitions=4), f"g-{uuid.uuid4().hex[:6]}"
+    a, b = (consumer(boot, group, **{"client.id": n, "group.remote.assignor": "range"}) for n in ("a", "b"))
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic])
+        got = h.wait_for(lambda: split(a, b), timeout=60, what="two members splitting four partitions")
+        assert sorted(got) == [[0, 1], [2, 3]]                  # range: contiguous halves
+        admin = AdminClient({"bootstrap.servers": boot})
+
+        def described():
+            d = admin.describe_consumer_groups([group], request_timeout=20)[group].result(30)
+            return d if d.state == ConsumerGroupState.STABLE and len(d.members) == 2 else None
+        d = h.wait_for(described, timeout=30, what="the group described Stable with two members")
+        assert d.partition_assignor == "range"
+        assert sorted(sorted(tp.partition for tp in m.assignment.topic_partitions) for m in d.members) == \
+            [[0, 1], [2, 3]]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_crashed_member_is_fenced_at_its_session_timeout_and_the_other_gets_its_partitions(kcluster):
     boot = kcluster.info().kafka_bootstrap
     topic, group = _topic(boot, "kip848crash", partitions=4), f"g-{uuid.uuid4().hex[:6]}"

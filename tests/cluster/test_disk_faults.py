@@ -84,7 +84,8 @@ def test_a_brokers_data_dir_is_a_lazy_mount_that_outlives_its_restarts_and_goes_
 _HARNESS = textwrap.dedent("""
     import sys
     from cluster.local import LocalRuntime
-    rt = LocalRuntime(sys.argv[1], home=sys.argv[2], brokers=1, controllers=1, txn_coordinators=0, disk="lazy")
+    rt = LocalRuntime(sys.argv[1], home=sys.argv[2], brokers=1, controllers=1, txn_coordinators=0, disk="lazy",
+                      standing=True)      # as `cluster up` made it: no other cluster's up stops it meanwhile
     rt.up()
     print(rt.dir, flush=True)
     sys.stdin.read()

@@ -189,3 +189,20 @@ def test_a_filesystem_process_dying_while_asked_is_a_lazyfs_error_not_a_reset(tm
                 request(path, {"op": "status"}, timeout=10)
         finally:
             t.join()
+
+
+@pytest.mark.fast
+def test_a_run_with_disk_faults_is_taken_on_docker_and_refused_on_kubernetes(tmp_path, monkeypatch):
+    from cluster import lazy_disks
+    from cluster.nemesis_packages import PACKAGES         # first: nemesis_disk first is a circular import
+    from cluster.nemesis_disk import DISK_PACKAGES, refusal, run_disk
+    from cluster.run import RunConfig
+    monkeypatch.setattr(lazy_disks.LazyFs, "available", staticmethod(lambda: None))     # FUSE usable
+
+    def cfg(runtime: str, **kw) -> RunConfig:
+        return RunConfig(workload="queue", nemesis=["lose-unsynced"], time_limit=5, seed=1,
+                         out=str(tmp_path / "run"), runtime=runtime, **kw)
+    assert refusal(cfg("docker")) is None and run_disk(cfg("docker")) == "lazy"
+    assert all("docker" in PACKAGES[name].runtimes for name in DISK_PACKAGES)
+    assert refusal(cfg("k8s", cluster="eoslab")) == ("lose-unsynced: the disk faults need the local or the docker "
+                                                     "runtime (brokers on the lazy filesystem)")

@@ -80,6 +80,36 @@ def test_range_asked_for_by_the_members_is_used_and_an_admin_describes_the_group
         b.close()
 
 
+def test_a_static_member_that_restarts_comes_back_to_its_partitions(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    topic, group = _topic(boot, "kip848static", partitions=4), f"g-{uuid.uuid4().hex[:6]}"
+    a = consumer(boot, group, **{"group.instance.id": "pod-a"})
+    b = consumer(boot, group, **{"group.instance.id": "pod-b"})
+    b2 = None
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic])
+        before_a, before_b = h.wait_for(lambda: split(a, b), timeout=60, what="two static members splitting four")
+        b.close()                                          # a static member leaves with epoch -2
+        first = boot.split(",")[0]
+        at = h.wait_for(lambda: (lambda c: f"{c.host}:{c.port}" if c.error_code.value == 0 else None)(
+            send(first, 10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]), timeout=30, what="coordinator")
+
+        def epochs():
+            [d] = send(at, 69, 0, group_ids=[group], include_authorized_operations=False).groups
+            return sorted((m.instance_id, m.member_epoch) for m in d.members)
+        h.wait_for(lambda: epochs()[1] == ("pod-b", -2), timeout=30, what="pod-b's place kept at epoch -2")
+        assert owned(a) == [before_a]
+        b2 = consumer(boot, group, **{"group.instance.id": "pod-b"})
+        b2.subscribe([topic])
+        h.wait_for(lambda: split(a, b2) == [before_a, before_b], timeout=60,
+                   what="the restarted member back on its own partitions")
+    finally:
+        a.close()
+        if b2 is not None:
+            b2.close()
+
+
 def test_a_crashed_member_is_fenced_at_its_session_timeout_and_the_other_gets_its_partitions(kcluster):
     boot = kcluster.info().kafka_bootstrap
     topic, group = _topic(boot, "kip848crash", partitions=4), f"g-{uuid.uuid4().hex[:6]}"

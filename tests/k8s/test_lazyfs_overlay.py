@@ -2,7 +2,9 @@
 
 The overlay's patch is applied here as kustomize's strategic merge does
 (containers and volumes by name, volume mounts by mount path) and the result
-validated strictly, offline (kubernetes-validate). What it checks is the
+validated strictly, offline (kubernetes-validate); where kubectl is installed,
+its own `kubectl kustomize` (no API server involved) must build the same
+StatefulSet. What it checks is the
 wiring the disk faults need: a privileged native sidecar mounts the lazy
 filesystem, with Bidirectional propagation, over the volume the broker
 container mounts at its --data-dir (HostToContainer), on the broker's
@@ -15,6 +17,8 @@ from __future__ import annotations
 import copy
 import pathlib
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -50,7 +54,8 @@ def _merge(base, patch, key: str | None = None):
 
 def _patched() -> dict:
     k = yaml.safe_load((OVERLAY / "kustomization.yaml").read_text())
-    assert k["resources"] == ["../"], "the overlay is the whole deployment plus its patch"
+    base = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert k["resources"] == [f"../{r}" for r in base["resources"]], "the whole deployment, plus its patch"
     [patch] = [yaml.safe_load((OVERLAY / p["path"]).read_text()) for p in k["patches"]]
     assert (patch["kind"], patch["metadata"]["name"]) == ("StatefulSet", "broker")
     return _merge(find("StatefulSet", "broker"), patch)
@@ -96,3 +101,17 @@ def test_the_base_deployment_is_untouched_without_the_overlay():
     broker = containers(find("StatefulSet", "broker"))["broker"]
     assert _mounts(broker)["data"]["mountPath"] == "/var/lib/eoslab"
     assert "initContainers" not in find("StatefulSet", "broker")["spec"]["template"]["spec"]
+
+
+def test_kubectl_kustomize_builds_the_same_broker_statefulset():
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    r = subprocess.run([kubectl, "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(OVERLAY)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    built = [d for d in yaml.safe_load_all(r.stdout) if d]
+    [sts] = [d for d in built if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "broker"]
+    assert sts == _patched()
+    assert len(built) == sum(1 for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml"
+                             for d in yaml.safe_load_all(p.read_text()) if d)

@@ -1,8 +1,10 @@
 """KafkaListener and ApiHandlers over real sockets: framing, ordering, Kafka's answer to what is not
 served, and bad frames closing one connection only."""
 import io
+import select
 import socket
 import struct
+import threading
 import time
 
 import pytest
@@ -149,24 +151,64 @@ def test_inter_broker_apis_without_a_client_schema_close_that_connection_only(li
         assert _response(_read_frame(s), HEARTBEAT, 1)[0] == 22
 
 
+def _closed_by_peer(sock, wait_s) -> bool:
+    """True once the listener has closed `sock` (waits up to `wait_s` for it to become readable)."""
+    return bool(select.select([sock], [], [], wait_s)[0]) and sock.recv(1) == b""
+
+
+def _wait_for(cond, timeout_s=10):
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
 def test_a_connection_idle_past_connections_max_idle_is_closed_and_a_busy_one_is_not():
+    """The busy connection always has its next request sent before it reads the previous answer, so
+    the listener never waits on this client, however late a loaded machine schedules it."""
     h = ApiHandlers()
     h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
     lst = KafkaListener("127.0.0.1:0", h, idle_timeout_s=0.5)
     lst.start()
     try:
         with _connect(lst) as idle, _connect(lst) as busy:
-            idle.settimeout(0.1)
-            deadline, corr, closed = time.monotonic() + 10, 0, False
-            while not closed and time.monotonic() < deadline:
-                corr += 1                                   # a connection in use stays open
-                busy.sendall(_heartbeat(corr))
+            corr, deadline = 1, time.monotonic() + 30
+            busy.sendall(_heartbeat(corr))
+            while not _closed_by_peer(idle, 0.05):
+                assert time.monotonic() < deadline, "the idle connection was not closed"
+                busy.sendall(_heartbeat(corr + 1))          # one request always ahead
                 assert _response(_read_frame(busy), HEARTBEAT, 1)[0] == corr
-                try:
-                    closed = idle.recv(1) == b""            # closed by the listener, not by us
-                except socket.timeout:
-                    pass
-            assert closed and corr > 3                      # busy through the idle one's 0.5 s and after
+                corr += 1
+            assert _response(_read_frame(busy), HEARTBEAT, 1)[0] == corr    # still served after the idle one
+    finally:
+        lst.stop()
+
+
+def test_a_request_already_here_when_the_idle_deadline_passes_is_answered():
+    """A loop that wakes late (a loaded machine) finds a request and the connection's idle deadline due
+    at once: the request is answered, as Kafka's Selector reads what is ready before it expires idle
+    connections, and the connection is not closed with the request unread (a reset for the client)."""
+    h = ApiHandlers()
+    h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
+    lst = KafkaListener("127.0.0.1:0", h, idle_timeout_s=2.0)
+    lst.start()
+    try:
+        with _connect(lst) as s:
+            s.settimeout(10)
+            _wait_for(lambda: lst._writers)                 # the connection's idle clock has started
+            clock_start = time.monotonic()
+            due = clock_start + lst.idle_timeout_s + 0.5
+            held = threading.Event()
+
+            def hold_the_loop():                           # the listener's thread, not scheduled until `due`
+                held.set()
+                while time.monotonic() < due:
+                    time.sleep(0.05)
+            lst.loop.call_soon_threadsafe(hold_the_loop)
+            assert held.wait(10) and time.monotonic() < clock_start + lst.idle_timeout_s, \
+                "the loop took the hold after the idle deadline"
+            s.sendall(_heartbeat(31))                      # arrives while the loop is held, before `due`
+            assert _response(_read_frame(s), HEARTBEAT, 1)[0] == 31
     finally:
         lst.stop()
 
@@ -175,7 +217,6 @@ def test_requests_waiting_for_a_rebalance_never_hold_the_threads_other_requests_
     """40 JoinGroups parked in a rebalance (more than the 32 request threads) and a Heartbeat on another
     connection is still answered at once: waiting requests have a pool of their own, as Kafka parks
     them in purgatory."""
-    import threading
     release = threading.Event()
     h = ApiHandlers()
     h.register(11, 0, 5, lambda header, req: release.wait(30) and {"error_code": 27, "generation_id": -1,

@@ -209,8 +209,6 @@ def _write(path: str, text: str) -> None:
 
 
 def clock_packages(names) -> list[str]:
-    import importlib
-    importlib.import_module("cluster.nemesis_packages")   # first: nemesis_clock first is a circular import
     from cluster.nemesis_clock import CLOCK_PACKAGES
     return sorted({n for n in names if n in CLOCK_PACKAGES})
 

@@ -36,7 +36,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from cluster import faketime
-from cluster.nemesis_packages import FaultPackage
+from cluster.fault_package import FaultPackage
 
 if TYPE_CHECKING:
     from cluster.nemesis import Context

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from cluster.nemesis_packages import FaultPackage
+from cluster.fault_package import FaultPackage
 
 if TYPE_CHECKING:
     from cluster.nemesis import Context

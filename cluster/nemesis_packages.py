@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+from cluster.fault_package import FaultPackage
 from eoslab.v1 import faults_pb2, faults_pb2_grpc
 from eoslab.common import rpc
 
@@ -37,19 +38,6 @@ if TYPE_CHECKING:
     from cluster.nemesis import Context
 
 PARTITION_SHAPES = ("one", "minority-third", "halves", "ring", "bridge")
-
-
-class FaultPackage:
-    name = ""
-    process_fault = False       # start kills or pauses the node it returns (stop brings it back)
-    zookeeper_fault = False     # while in force, services may lose ZooKeeper (or their session)
-    runtimes = ("local", "docker")  # the runtimes whose nodes it can reach
-
-    def start(self, ctx: Context):
-        raise NotImplementedError
-
-    def stop(self, ctx: Context, started):
-        raise NotImplementedError
 
 
 class Kill(FaultPackage):

@@ -48,3 +48,14 @@ def test_bridge_node_sees_both_sides_and_the_sides_do_not_see_each_other():
 def test_unknown_shape_is_refused():
     with pytest.raises(ValueError):
         nem.cut_pairs("triangle", NODES)
+
+
+@pytest.mark.parametrize("first", ["cluster.nemesis_clock", "cluster.nemesis_disk", "cluster.nemesis_packages"])
+def test_each_family_of_fault_packages_can_be_imported_first_and_all_end_up_in_packages(first):
+    import subprocess
+    import sys
+    code = (f"import {first}\nfrom cluster.nemesis_packages import PACKAGES\n"
+            "assert {'lose-unsynced', 'clock-jump', 'kill'} <= set(PACKAGES), sorted(PACKAGES)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=__file__.rsplit("/tests/", 1)[0])
+    assert r.returncode == 0, r.stderr.strip().splitlines()[-1:]

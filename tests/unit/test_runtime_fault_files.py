@@ -194,7 +194,7 @@ def test_a_filesystem_process_dying_while_asked_is_a_lazyfs_error_not_a_reset(tm
 @pytest.mark.fast
 def test_a_run_with_disk_faults_is_taken_on_docker_and_refused_on_kubernetes(tmp_path, monkeypatch):
     from cluster import lazy_disks
-    from cluster.nemesis_packages import PACKAGES         # first: nemesis_disk first is a circular import
+    from cluster.nemesis_packages import PACKAGES
     from cluster.nemesis_disk import DISK_PACKAGES, refusal, run_disk
     from cluster.run import RunConfig
     monkeypatch.setattr(lazy_disks.LazyFs, "available", staticmethod(lambda: None))     # FUSE usable

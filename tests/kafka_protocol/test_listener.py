@@ -236,3 +236,24 @@ def test_requests_waiting_for_a_rebalance_never_hold_the_threads_other_requests_
         for c in joins:
             c.close()
         lst.stop()
+
+
+def test_stop_ends_every_connection_task_and_closes_the_connections(listener):
+    import asyncio
+    socks = [_connect(listener) for _ in range(3)]
+    try:
+        listener.delays["slow"] = 0.5
+        socks[0].sendall(_heartbeat(1, member="slow"))          # one in a handler as stop comes
+        deadline = time.monotonic() + 10
+        while len(listener._writers) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(listener._writers) == 3
+        listener.stop()
+        assert not [t for t in asyncio.all_tasks(listener.loop) if not t.done()]
+        for s in socks:
+            s.settimeout(5)
+            while s.recv(4096):                              # whatever came, then the close
+                pass
+    finally:
+        for s in socks:
+            s.close()

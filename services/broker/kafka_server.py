@@ -15,7 +15,6 @@ import threading
 
 import grpc
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
 from services.common.faults import FaultInjectorService, FaultRegistry
@@ -125,28 +124,15 @@ class KafkaServer:
             host, port = rpc.split_address(self.kafka_advertise)
             reg.update(registration_entry(host, port or self.kafka_listener.port))
         data = zk_paths.encode(reg)
-        while not self._stopping:
-            try:
-                self.zk.create(path, data, ephemeral=True)
-                _, stat = self.zk.get(path)
-                self.broker_epoch = stat.czxid
-                self._registered_once = True
-                log.info("registered as broker %d (broker epoch %d%s)", self.broker_id, self.broker_epoch,
-                         ", after an unclean shutdown" if zk_paths.UNCLEAN_SHUTDOWN_KEY in reg else "")
-                return
-            except NodeExistsError:
-                try:
-                    _, stat = self.zk.get(path)
-                    if stat.ephemeralOwner == self.zk.client_id[0]:
-                        self.broker_epoch = stat.czxid
-                        return
-                except NoNodeError:
-                    continue
-                log.info("broker %d is still registered by an earlier session; waiting", self.broker_id)
-                self.time.sleep(REGISTRATION_RETRY_BACKOFF_S)
-            except Exception as e:  # noqa: BLE001 - connection trouble: retry
-                log.info("registration failed (%r); retrying", e)
-                self.time.sleep(REGISTRATION_RETRY_BACKOFF_S)
+        stat = zk_paths.register_ephemeral(
+            self.zk, path, data, lambda: self._stopping, lambda: self.time.sleep(REGISTRATION_RETRY_BACKOFF_S),
+            lambda: log.info("broker %d is still registered by an earlier session; waiting", self.broker_id))
+        if stat is None:
+            return
+        self.broker_epoch = stat.czxid
+        self._registered_once = True
+        log.info("registered as broker %d (broker epoch %d%s)", self.broker_id, self.broker_epoch,
+                 ", after an unclean shutdown" if zk_paths.UNCLEAN_SHUTDOWN_KEY in reg else "")
 
     def _on_controller(self, data, stat) -> None:
         d = zk_paths.decode(data) if data else None

@@ -3,7 +3,8 @@
 Guarantees: one place names every znode and its JSON shape, so the controller
 and brokers cannot disagree about where state lives; `connect` is every
 service's start on ZooKeeper, retried through ConnectionLoss and
-OperationTimeout (a starved machine) instead of a service that exits.
+OperationTimeout (a starved machine) instead of a service that exits; `register_ephemeral` is every
+service's registration, retried through any ZooKeeper trouble instead of a thread that dies.
 """
 import json
 
@@ -42,6 +43,34 @@ def connect(zk, paths=(), timeout_s: float = 60.0) -> None:
     retry(auth.lock_zk_root, zk)
     for p in paths:
         retry(zk.ensure_path, p)
+
+
+def register_ephemeral(zk, path: str, data: bytes, stopped, wait, waiting_log=None):
+    """Make `path` this session's ephemeral znode (a broker's or a coordinator's registration) and return
+    its Stat, or None once `stopped()`. A znode of an earlier session is waited out (`waiting_log()`,
+    then `wait()`); one of this session (a create whose answer was lost) is taken as made; any other
+    ZooKeeper trouble on the way (ConnectionLoss, a session lost meanwhile) is retried after `wait()`,
+    never raised: the caller is a thread that must not die of a flaky connection."""
+    import logging
+
+    from kazoo.exceptions import NodeExistsError, NoNodeError
+    while not stopped():
+        try:
+            try:
+                zk.create(path, data, ephemeral=True)
+            except NodeExistsError:
+                pass
+            _, stat = zk.get(path)
+            if stat.ephemeralOwner == zk.client_id[0]:
+                return stat
+            if waiting_log is not None:
+                waiting_log()
+        except NoNodeError:
+            continue                                    # the earlier session's znode just went
+        except Exception as e:  # noqa: BLE001 - connection trouble: retry
+            logging.getLogger(__name__).info("registration at %s failed (%r); retrying", path, e)
+        wait()
+    return None
 
 
 def delete_topic_path(topic: str) -> str:

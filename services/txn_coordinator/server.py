@@ -23,7 +23,6 @@ import logging
 import threading
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
 
 from clients.admin import create_topic
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
@@ -140,28 +139,15 @@ class TransactionCoordinatorServer:
             host, port = rpc.split_address(self.kafka_advertise)
             reg.update(registration_entry(host, port or self.kafka_listener.port))
         data = zk_paths.encode(reg)
-        while not self._stopping.is_set():
-            try:
-                self.zk.create(path, data, ephemeral=True)
-            except NodeExistsError:
-                try:
-                    _, stat = self.zk.get(path)
-                except NoNodeError:
-                    continue
-                if stat.ephemeralOwner != self.zk.client_id[0]:
-                    log.info("coordinator %d is still registered by an earlier session; waiting",
-                             self.coordinator_id)
-                    self.time.wait_event(self._stopping, 0.2)
-                    continue
-            except Exception as e:  # noqa: BLE001 - connection trouble: retry
-                log.info("registration failed (%r); retrying", e)
-                self.time.wait_event(self._stopping, 0.2)
-                continue
-            _, stat = self.zk.get(path)
-            self.session = stat.czxid
-            log.info("registered as transaction coordinator %d (session %d)", self.coordinator_id, self.session)
-            self._apply_assignment()
+        stat = zk_paths.register_ephemeral(
+            self.zk, path, data, self._stopping.is_set, lambda: self.time.wait_event(self._stopping, 0.2),
+            lambda: log.info("coordinator %d is still registered by an earlier session; waiting",
+                             self.coordinator_id))
+        if stat is None:
             return
+        self.session = stat.czxid
+        log.info("registered as transaction coordinator %d (session %d)", self.coordinator_id, self.session)
+        self._apply_assignment()
 
     def _on_controller(self, data, stat) -> None:
         d = zk_paths.decode(data) if data else None

@@ -24,17 +24,8 @@ import sys
 from cluster import procfs, slots
 
 
-def _start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks after boot (/proc/PID/stat field 22), None if gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def owner_record() -> dict:
-    return {"pid": os.getpid(), "start": _start_time(os.getpid())}
+    return {"pid": os.getpid(), "start": procfs.start_time(os.getpid())}
 
 
 def owner_alive(rec: dict | None) -> bool:
@@ -43,7 +34,7 @@ def owner_alive(rec: dict | None) -> bool:
     pid = rec.get("pid")
     if not isinstance(pid, int) or procfs.gone(pid):
         return False
-    return rec.get("start") is None or _start_time(pid) == rec.get("start")
+    return rec.get("start") is None or procfs.start_time(pid) == rec.get("start")
 
 
 def _node_alive(pid, cluster_dir: str, zk_marker: str) -> bool:

@@ -34,3 +34,13 @@ def cmdline(pid: int) -> str | None:
             return f.read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return None
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks after boot (field 22 of /proc/PID/stat): with the pid,
+    it names one process even after the pid is reused. None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None

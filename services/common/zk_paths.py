@@ -7,7 +7,9 @@ OperationTimeout (a starved machine) instead of a service that exits; `register_
 service's registration, retried through any ZooKeeper trouble instead of a thread that dies.
 """
 import json
+import logging
 
+log = logging.getLogger(__name__)
 CONTROLLER = "/controller"                      # ephemeral: the active controller
 CONTROLLER_EPOCH = "/controller_epoch"          # persistent: int, bumped at every election
 CONTROLLERS = "/eoslab/controllers"             # ephemeral children: every controller process
@@ -51,8 +53,6 @@ def register_ephemeral(zk, path: str, data: bytes, stopped, wait, waiting_log=No
     then `wait()`); one of this session (a create whose answer was lost) is taken as made; any other
     ZooKeeper trouble on the way (ConnectionLoss, a session lost meanwhile) is retried after `wait()`,
     never raised: the caller is a thread that must not die of a flaky connection."""
-    import logging
-
     from kazoo.exceptions import NodeExistsError, NoNodeError
     while not stopped():
         try:
@@ -68,7 +68,7 @@ def register_ephemeral(zk, path: str, data: bytes, stopped, wait, waiting_log=No
         except NoNodeError:
             continue                                    # the earlier session's znode just went
         except Exception as e:  # noqa: BLE001 - connection trouble: retry
-            logging.getLogger(__name__).info("registration at %s failed (%r); retrying", path, e)
+            log.info("registration at %s failed (%r); retrying", path, e)
         wait()
     return None
 

@@ -74,8 +74,10 @@ def init_pid(address: str, attempts: int = 20) -> tuple[int, int]:
     raise AssertionError("InitProducerId kept failing")
 
 
-def produce_raw(address: str, topic: str, batch, partition: int = 0, acks: int = -1):
-    r = broker_stub(address).Produce(broker_pb2.ProduceRequest(acks=acks, partitions=[
+def produce_raw(address: str, topic: str, batch, partition: int = 0, acks: int = -1, timeout_ms: int = 0):
+    """One Produce; `timeout_ms` is the request's own wait for acks (0: the broker's 30 s, past this call's
+    10 s deadline, so a test whose append may wait on an ISR that cannot catch up passes a shorter one)."""
+    r = broker_stub(address).Produce(broker_pb2.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=[
         broker_pb2.PartitionProduceData(topic=topic, partition=partition, batch=batch)]), timeout=10)
     return r.partitions[0]
 

@@ -6,11 +6,14 @@ controller is taken only with a newer partition epoch (zk version) than the
 one held; `isr_change_wanted` proposes, never applies: a follower not caught
 up (Replica.is_caught_up) leaves, one outside the ISR joins once its log end
 reached the high watermark and this epoch's start and it fetched within
-replica.lag.time.max.ms, and nothing is proposed while a change is in flight
+replica.lag.time.max.ms and since the ISR that left it out was taken (a
+follower that died caught up is not added back), and nothing is proposed while a change is in flight
 or when not the leader. Every rule reads the partition's `Time`. Mixed into
 Partition, whose lock guards all of it.
 """
 from __future__ import annotations
+
+from services.broker.replica import NEVER
 
 
 class IsrMaintenance:
@@ -20,6 +23,9 @@ class IsrMaintenance:
         with self.lock:
             if partition_epoch <= self.partition_epoch:
                 return
+            for r, st in self.followers.items():
+                if r in self.isr and r not in isr:
+                    st.last_fetch_time = NEVER   # out from now: it rejoins only by a fetch made after this
             self.isr = list(isr)
             self.partition_epoch = partition_epoch
             if self.is_leader:
@@ -43,7 +49,8 @@ class IsrMaintenance:
         (never one just found out of sync: an ISR member holds the high watermark down, so it is always at
         it, as Kafka's canAddReplicaToIsr) whose log end reached the high watermark and this epoch's start
         joins; Kafka checks that on each fetch, so here the follower must have fetched within the lag time
-        (a dead one that once caught up does not rejoin)."""
+        (a dead one that once caught up does not rejoin, nor one the controller just took out of the ISR: its
+        last fetch was before that, so it must fetch again)."""
         with self.lock:
             if not self.is_leader or self.isr_change_in_flight:
                 return None

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+NEVER = float("-inf")                   # a time longer ago than any lag, whatever the clock's origin
+
 
 @dataclass(slots=True)
 class Replica:

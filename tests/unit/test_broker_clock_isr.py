@@ -121,6 +121,20 @@ def test_an_out_of_sync_follower_rejoins_only_with_a_fetch_within_the_lag(tmp_pa
         p.close()
 
 
+def test_a_follower_the_controller_took_out_rejoins_only_by_fetching_again(leader, clock):
+    """A follower dies caught up; the controller drops it from the ISR (a newer partition epoch, same leader
+    epoch). Its last fetch was recent but came before that: the leader must not ask to add it back, or a
+    dead replica is in the ISR the leader counts for acks=all and min.insync.replicas."""
+    append(leader)
+    leader.record_follower_fetch(2, leader.log_end_offset)       # caught up, then killed
+    clock.advance(MS)
+    leader.update_isr([1], 1)
+    assert leader.isr_change_wanted() is None
+    clock.advance(MS)
+    leader.record_follower_fetch(2, leader.log_end_offset)       # back, and fetching
+    assert leader.isr_change_wanted() == [1, 2]
+
+
 @pytest.fixture
 def manager(tmp_path):
     """A ReplicaManager on a WatchedClock leading t-0 (replicas 1, 2; ISR both); ISR changes it asks for

@@ -236,7 +236,7 @@ def windows(faults: list[dict], zookeeper: bool, now: float | None = None) -> li
     out = []
     for f in faults:
         pkg = PACKAGES.get(f.get("package"))
-        if zookeeper and pkg is not None and not pkg.zookeeper_fault:
+        if zookeeper and pkg is not None and not pkg.zookeeper_fault and "zookeeper" not in _nodes(f):
             continue
         end = f.get("end")
         out.append((f["start"] - 1.0, (now if end is None else end) + GRACE_S))
@@ -249,14 +249,20 @@ def killed_nodes(faults: list[dict]) -> set[str]:
     from cluster.nemesis_packages import PACKAGES
     out: set[str] = set()
     for f in faults:
-        if not getattr(PACKAGES.get(f.get("package")), "process_fault", False):
-            continue
-        target = f.get("target")
-        if isinstance(target, str):
-            out.add(target)
-        elif isinstance(target, dict) and isinstance(target.get("nodes"), list):
-            out.update(n for n in target["nodes"] if isinstance(n, str))
+        if getattr(PACKAGES.get(f.get("package")), "process_fault", False):
+            out.update(_nodes(f))
     return out
+
+
+def _nodes(fault: dict) -> list[str]:
+    """The nodes a fault names: its target, or its target's "nodes" (a disk fault's power loss, which may
+    take ZooKeeper down with the brokers)."""
+    target = fault.get("target")
+    if isinstance(target, str):
+        return [target]
+    if isinstance(target, dict) and isinstance(target.get("nodes"), list):
+        return [n for n in target["nodes"] if isinstance(n, str)]
+    return []
 
 
 def _kafka_retriable(exc: str) -> bool:

@@ -13,8 +13,11 @@ starts them again, on the same filesystems. Targets are drawn from the run's
 seeded RNG, with the running brokers as they are when the fault starts:
 
 - `lose-unsynced`: one broker, a partition's leader with its in-sync
-  followers (a correlated power loss), or every broker; every write since
-  each file's last fsync is dropped.
+  followers (a correlated power loss), or the whole cluster (every broker,
+  and ZooKeeper where its dataDir is a lazy filesystem too: its transaction
+  log is fsynced before it answers, forceSync, so it must come back with
+  every acknowledged change); every write since each file's last fsync is
+  dropped. ZooKeeper is killed after the brokers and started before them.
 - `torn-write`: the same targets; each file also keeps a seeded prefix of its
   last unsynced write (ordered or not, drawn from the seed).
 - `corrupt`: one broker, killed; what it wrote is made durable (a process
@@ -77,7 +80,7 @@ def _brokers(ctx: Context, spread: str) -> tuple[str, list[str]]:
     if not running:
         return spread, []
     if spread == "all":
-        return spread, running
+        return spread, running + _zookeeper(ctx)
     if spread == "leader-isr":
         p = ctx.rng.randrange(ctx.partitions)
         try:
@@ -91,6 +94,18 @@ def _brokers(ctx: Context, spread: str) -> tuple[str, list[str]]:
             if out:
                 return spread, sorted(out)
     return "one", [ctx.rng.choice(running)]
+
+
+def _zookeeper(ctx: Context) -> list[str]:
+    """["zookeeper"] when a whole-cluster power loss reaches its disk too: running, on a lazy filesystem."""
+    zks = ctx.nodes("zookeeper")
+    if len(zks) != 1:                  # none running (or an ensemble, which this power loss does not model)
+        return []
+    try:
+        ctx.runtime.disk(zks[0])
+    except Exception:  # noqa: BLE001 - no ZooKeeper node here, or not on a lazy filesystem: brokers only
+        return []
+    return zks
 
 
 def _summary(result: dict, key: str = "lost_bytes") -> dict:
@@ -131,14 +146,14 @@ class _DiskFault(FaultPackage):
                     raise RuntimeError(f"{n} outlived SIGKILL: its disk is left as it is")
             hit = {n: self.hit(ctx, disks[n], params) for n in nodes}
         except BaseException:
-            for n in killed:
+            for n in sorted(killed, key=lambda n: not n.startswith("zookeeper")):
                 rt.start(n)
             raise
         return {"nodes": nodes, "spread": spread, **params, "hit": hit}
 
     def stop(self, ctx, started):
-        if started:
-            for n in started["nodes"]:
+        if started:                                    # ZooKeeper first: the brokers register in it
+            for n in sorted(started["nodes"], key=lambda n: not n.startswith("zookeeper")):
                 ctx.runtime.start(n)
         return started
 

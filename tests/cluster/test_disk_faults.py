@@ -168,6 +168,46 @@ def test_lose_unsynced_drops_what_a_broker_only_had_in_page_cache_and_replicatio
     md.close()
 
 
+class _All(random.Random):
+    """The seeded RNG, except that a fault's spread is "all": a power loss of the whole cluster."""
+
+    def choice(self, seq):
+        return "all" if tuple(seq) == SPREADS else super().choice(seq)
+
+
+@pytest.mark.integration
+def test_a_whole_cluster_power_loss_takes_zookeepers_disk_too_and_fsynced_state_survives(make_cluster):
+    """Spread "all": every broker and ZooKeeper are killed, then their unsynced writes dropped. ZooKeeper
+    fsyncs its transaction log before it answers (forceSync) and the topic fsyncs every append: the
+    cluster comes back with its topic, its registrations and every acknowledged record."""
+    _need_fuse()
+    rt = make_cluster(brokers=2, controllers=1, txn_coordinators=0, disk="lazy")
+    boot = rt.bootstrap_all()
+    topic = "power-t"
+    md = new_topic(boot, topic, 1, configs={"min.insync.replicas": "1", "flush.messages": "1"})
+    leader = leader_address(md, topic)
+    for i in range(20):
+        assert produce_raw(leader, topic, rb.build_batch(values(5, start=i * 5)), acks=-1).error == 0
+    wait_for(lambda: _isr(md, topic) == [1, 2], 30, "both replicas in sync")
+    ctx = nem.Context(rt, None, topic, 1, md, _All(0))
+    pkg = DISK_PACKAGES["lose-unsynced"]
+    started = pkg.start(ctx)
+    assert started["spread"] == "all" and started["nodes"] == ["broker-1", "broker-2", "zookeeper"], started
+    assert all(rt.info().node(n).state == "dead" for n in started["nodes"])
+    assert "zookeeper" in started["hit"] and json.loads(json.dumps(started)) == started
+    pkg.stop(ctx, started)
+    rt.wait_ready(90)
+    assert {n.name: n.state for n in rt.info().nodes} == {n.name: "running" for n in rt.info().nodes}
+    wait_for(lambda: _isr(md, topic) == [1, 2], 90, "the topic back, both replicas in sync")
+    got = [r.value for r in read_partition(boot, topic)]
+    assert got == [f"v{i}".encode() for i in range(100)], "every acknowledged record"
+    # ZooKeeper never fsyncs its snapshots: its first one was gone, and it replayed its fsynced log instead
+    zk_snapshot = started["hit"]["zookeeper"]["by_file"]
+    assert any("snapshot" in path and f.get("removed") for path, f in zk_snapshot.items()), zk_snapshot
+    assert "No snapshot found, but there are log entries" in rt.logs("zookeeper", 100_000)
+    md.close()
+
+
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()

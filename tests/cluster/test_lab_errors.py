@@ -130,6 +130,18 @@ def test_zookeeper_out_of_reach_counts_only_outside_a_zookeeper_fault():
     assert [e["kind"] for e in errs] == ["zookeeper-unreachable"]
 
 
+def test_a_power_loss_of_the_whole_cluster_takes_zookeeper_down_and_one_of_brokers_does_not():
+    """lose-unsynced with spread "all" kills ZooKeeper with the brokers (its disk too): the services that
+    lose it meanwhile are not a lab error; the same package on brokers only does not excuse that."""
+    trace = lab.scan(logged(7, "controller-1", CONNECTION_LOSS, msg="controller event elect failed"))
+    whole = {"nodes": ["broker-1", "broker-2", "zookeeper"], "spread": "all"}
+    assert lab.classify("controller-1", trace, [fault("lose-unsynced", 5, 9, whole)]) == []
+    assert "zookeeper" in lab.killed_nodes([fault("torn-write", 5, 9, whole)])
+    brokers = {"nodes": ["broker-1", "broker-2"], "spread": "leader-isr"}
+    errs = lab.classify("controller-1", trace, [fault("lose-unsynced", 5, 9, brokers)])
+    assert [e["kind"] for e in errs] == ["zookeeper-unreachable"]
+
+
 def test_an_unhandled_exception_is_a_crash_even_during_a_fault_and_fatal_lines_count():
     crash = ["Exception in thread zk-watcher:", "Traceback (most recent call last):", '  File "z.py", line 9',
              *UNAVAILABLE]

@@ -47,9 +47,7 @@ Guarantees:
 - time: membership and its session-expiry loop (every EXPIRY_CHECK_S) run
   on the `Time` the coordinator was given.
 
-Offset records: key = JSON {"g", "t", "p"}, value = JSON {"o", "m"} and "e", the
-committed leader epoch, when the commit carried one (Kafka's wire does); group
-metadata: key = JSON {"g", "meta": 1}, value = JSON of membership.snapshot.
+Records in __consumer_offsets: their encoding and their replay are offsets_partition_state.py's.
 """
 from __future__ import annotations
 
@@ -58,10 +56,10 @@ import logging
 import threading
 
 from eoslab.v1 import broker_pb2
-from eoslab.common import record_batch as rb
 from services.broker import consumer_group_manager
 from services.broker.consumer_group_member import STALE_MEMBER_EPOCH, GroupError
 from services.broker.membership import GroupMembership
+from services.broker.offsets_partition_state import OffsetsPartitionState, _key, _meta_key, _value
 from services.common.internal_topics import CONSUMER_OFFSETS_TOPIC, partition_for
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
@@ -74,64 +72,6 @@ VERIFICATION_ERRORS = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
                        E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
                        E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
                        E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR}
-
-
-def _key(group: str, topic: str, partition: int) -> bytes:
-    return json.dumps({"g": group, "t": topic, "p": partition}, separators=(",", ":")).encode()
-
-
-def _meta_key(group: str) -> bytes:
-    return json.dumps({"g": group, "meta": 1}, separators=(",", ":")).encode()
-
-
-def _value(offset: int, metadata: str, leader_epoch: int = -1) -> bytes:
-    v = {"o": offset, "m": metadata}
-    if leader_epoch >= 0:
-        v["e"] = leader_epoch
-    return json.dumps(v, separators=(",", ":")).encode()
-
-
-class OffsetsPartitionState:
-    """Offsets of the groups of one __consumer_offsets partition, as of its log."""
-
-    def __init__(self, leader_epoch: int):
-        self.leader_epoch = leader_epoch
-        # group -> (topic, partition) -> (offset, metadata, committed leader epoch or -1)
-        self.offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
-        self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[int, str, int]]]] = {}   # pid -> group -> ...
-        self.groups: dict[str, dict | None] = {}   # group -> its stored metadata (membership.snapshot)
-
-    def apply_batch(self, b) -> None:
-        if b.is_control:
-            try:
-                key, _, _ = next(rb.iter_records(b.records))
-                committed = key is not None and len(key) >= 4 and key[3] == 1
-            except (StopIteration, ValueError):
-                committed = False
-            self.complete(b.producer_id, committed)
-            return
-        for key, value, _ in rb.iter_records(b.records):
-            k = json.loads(key)
-            v = json.loads(value) if value else None
-            if k.get("meta"):
-                self.groups[k["g"]] = v
-                continue
-            tp, entry = (k["t"], k["p"]), (v["o"], v.get("m", ""), v.get("e", -1)) if v else None
-            if b.is_transactional:
-                self.pending.setdefault(b.producer_id, {}).setdefault(k["g"], {})[tp] = entry
-            elif entry is not None:
-                self.offsets.setdefault(k["g"], {})[tp] = entry
-
-    def complete(self, producer_id: int, committed: bool) -> None:
-        groups = self.pending.pop(producer_id, {})
-        if committed:
-            for g, offs in groups.items():
-                for tp, entry in offs.items():
-                    if entry is not None:
-                        self.offsets.setdefault(g, {})[tp] = entry
-
-    def has_pending(self, group: str, tp: tuple[str, int]) -> bool:
-        return any(tp in groups.get(group, {}) for groups in self.pending.values())
 
 
 class GroupCoordinator:

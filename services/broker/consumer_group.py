@@ -11,7 +11,10 @@ Guarantees:
   Kafka's maybeUpdateGroupState;
 - offset commits and fetches are checked as Kafka's ConsumerGroup.validateOffsetCommit /
   validateOffsetFetch (GroupError with UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH, FENCED_MEMBER_EPOCH or
-  UNSUPPORTED_VERSION for a non-transactional commit below OffsetCommit v9).
+  UNSUPPORTED_VERSION for a non-transactional commit below OffsetCommit v9);
+- `to_record()` is the group as stored in __consumer_offsets (Kafka's ConsumerGroupMetadata,
+  subscription metadata, target assignment and members' records in one value); `from_record` gives
+  back a group whose epochs, members, target, subscription and partition epochs equal the stored.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import enum
 from eoslab.common.errors import E
 from services.broker.consumer_group_member import (
     FENCED_MEMBER_EPOCH, STALE_MEMBER_EPOCH, UNSUPPORTED_VERSION, ConsumerGroupMember, GroupError, MemberState,
-    copy_assignment)
+    _topic_id, copy_assignment, decode_assignment, encode_assignment)
 
 
 class ConsumerGroupState(str, enum.Enum):
@@ -148,6 +151,30 @@ class ConsumerGroup:
         self.group_epoch += 1
         self.refresh_state()
         return self.group_epoch
+
+    # -- stored form ---------------------------------------------------------------------------
+    def to_record(self) -> dict:
+        return {"state": self.state.value, "epoch": self.group_epoch, "assignment_epoch": self.assignment_epoch,
+                "subscription": [[t, str(tid), n] for t, (tid, n) in sorted(self.subscription.items())],
+                "target": [[m, encode_assignment(a)] for m, a in sorted(self.target.items())],
+                "members": [m.to_record() for m in self.members.values()]}
+
+    @classmethod
+    def from_record(cls, group_id: str, d: dict) -> "ConsumerGroup":
+        """The stored group, as it was: loaded, not a transition (its state is the stored one)."""
+        g = cls(group_id)
+        g.group_epoch, g.assignment_epoch = int(d["epoch"]), int(d["assignment_epoch"])
+        g.subscription = {t: (_topic_id(tid), n) for t, tid, n in d.get("subscription", [])}
+        g.target = {m: decode_assignment(a) for m, a in d.get("target", [])}
+        for md in d.get("members", []):
+            m = ConsumerGroupMember.from_record(md)
+            g.members[m.member_id] = m
+            if m.instance_id:
+                g.static_members[m.instance_id] = m.member_id
+            for tp in g._held(m):
+                g.partition_epochs[tp] = (m.member_id, m.member_epoch)
+        g.state = ConsumerGroupState(d.get("state", ConsumerGroupState.EMPTY.value))
+        return g
 
     # -- offsets -------------------------------------------------------------------------------
     @staticmethod

@@ -17,6 +17,14 @@ Guarantees:
   two members; the answer carries the member's assignment on a full heartbeat or when it changed;
 - time (Kafka's timer): a member not heard from for the session timeout, or still holding partitions
   to revoke a rebalance timeout after it was asked, is fenced by `expire()`, which reads `time`;
+- stored (Kafka's records in __consumer_offsets): a change a heartbeat or `expire()` makes to a group
+  (group epoch, subscription, target assignment, a member's join, leave, epoch or assignment) is
+  handed to `store(group id, ConsumerGroup.to_record())` before the answer; a store that fails undoes
+  the change (as Kafka's timeline reverts what it could not write) and the heartbeat answers the
+  store's error, so no client is told of a change the log lacks; `delete_group` stores the tombstone
+  (None) first; `load(group id, stored)` installs a stored group in a new coordinator, each member with
+  a fresh session (and a rebalance timeout when it has partitions to revoke); a fencing `expire()`
+  cannot store because this broker is no longer the coordinator (NOT_COORDINATOR) forgets the group;
 - a group id held by a classic group with members is not a consumer group (GROUP_ID_NOT_FOUND); an
   empty classic group is replaced by the consumer group, as Kafka's maybeDeleteEmptyClassicGroup.
 """
@@ -32,6 +40,7 @@ from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 from services.broker.consumer_group import ConsumerGroup, IllegalStateError
 from services.broker.consumer_group_assignors import DEFAULT_ASSIGNORS, assignors as make_assignors
+from services.broker.consumer_group_store import StoredGroups
 from services.broker.consumer_group_member import (
     FENCED_MEMBER_EPOCH, INVALID_REGULAR_EXPRESSION, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, ConsumerGroupMember, GroupError, IllegalMemberTransition, MemberState,
@@ -65,16 +74,18 @@ class Heartbeat:
     api_version: int = 0
 
 
-class ConsumerGroupManager:
+class ConsumerGroupManager(StoredGroups):
     def __init__(self, topics, time: Time = SYSTEM, session_timeout_ms: int = SESSION_TIMEOUT_MS,
                  heartbeat_interval_ms: int = HEARTBEAT_INTERVAL_MS, assignors=DEFAULT_ASSIGNORS,
-                 classic_members=lambda group: None, drop_classic=lambda group: None):
+                 classic_members=lambda group: None, drop_classic=lambda group: None,
+                 store=lambda group, stored: E.NONE):
         """`topics()`: topic name -> (topic id, partition count) of the cluster now;
-        `classic_members(group)`: the members of a classic group of that id (None: there is none)."""
+        `classic_members(group)`: the members of a classic group of that id (None: there is none);
+        `store(group, stored or None)`: write the group's record (None: its tombstone), its error."""
         self.topics, self.time = topics, time
         self.session_timeout_ms, self.heartbeat_interval_ms = session_timeout_ms, heartbeat_interval_ms
         self.assignors = make_assignors(assignors)
-        self.classic_members, self.drop_classic = classic_members, drop_classic
+        self.classic_members, self.drop_classic, self.store = classic_members, drop_classic, store
         self.lock = threading.RLock()
         self.groups: dict[str, ConsumerGroup] = {}
         self.sessions: dict[tuple[str, str], float] = {}               # (group, member) -> deadline
@@ -86,8 +97,8 @@ class ConsumerGroupManager:
             self._validate(r)
             with self.lock:
                 if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-                    return self._leave(r)
-                return self._heartbeat(r)
+                    return self._persisted(r.group_id, lambda: self._leave(r))
+                return self._persisted(r.group_id, lambda: self._heartbeat(r))
         except GroupError as e:
             log.info("group %s: heartbeat of %s at epoch %d refused: %s", r.group_id, r.member_id, r.member_epoch,
                      e.message)
@@ -144,7 +155,13 @@ class ConsumerGroupManager:
                 g = self.groups.get(gid)
                 if g is not None and mid in g.members:
                     log.info("group %s: member %s fenced (session or rebalance timeout)", gid, mid)
-                    self._fence(g, mid)
+                    try:
+                        self._persisted(gid, lambda: self._fence(g, mid))
+                    except GroupError as e:      # not stored: the member stays, fenced at a later check
+                        log.warning("group %s: fencing %s not stored: %s", gid, mid, e.message)
+                        if e.code == E.NOT_COORDINATOR:      # no longer ours: the log has it for the next leader
+                            self.remove_group(gid)
+                        continue
                 self._cancel(gid, mid)
         return fenced
 
@@ -354,7 +371,8 @@ class ConsumerGroupManager:
         self.rebalances.pop((group_id, member_id), None)
 
 
-def beside(membership, metadata, time: Time = SYSTEM, **config) -> ConsumerGroupManager:
+def beside(membership, metadata, time: Time = SYSTEM, store=lambda group, stored: E.NONE,
+           **config) -> ConsumerGroupManager:
     """The manager of a GroupCoordinator: topics from its broker's MetadataCache, classic groups from its
     GroupMembership (an empty one of the same id is dropped when a consumer group takes the id)."""
     from eoslab.common.topics import topic_id_uuid
@@ -375,4 +393,4 @@ def beside(membership, metadata, time: Time = SYSTEM, **config) -> ConsumerGroup
             if g is not None and not g.members:
                 del membership.groups[group]
     return ConsumerGroupManager(topics, time=time, classic_members=classic_members, drop_classic=drop_classic,
-                                **config)
+                                store=store, **config)

@@ -7,6 +7,9 @@ Guarantees: a member's state is a MemberState and changes only through `transiti
 `previous_member_epoch` is the epoch before the last change of `member_epoch` (Kafka accepts a
 heartbeat at that epoch when the owned partitions are a subset of the assignment: the answer that
 bumped the epoch may have been lost). Kafka's error codes the consumer protocol adds are named here.
+`to_record` / `from_record` are the member as stored in __consumer_offsets (Kafka's
+ConsumerGroupMemberMetadata and ConsumerGroupCurrentMemberAssignment values in one): a member read back
+equals the one stored (epochs, state, assignment, pending revocation, subscription, client).
 """
 from __future__ import annotations
 
@@ -66,6 +69,22 @@ def copy_assignment(a: Assignment) -> Assignment:
     return {t: set(ps) for t, ps in a.items() if ps}
 
 
+def encode_assignment(a: Assignment) -> list:
+    """An assignment as stored: [[topic id as text, sorted partitions], ...] sorted by topic id."""
+    return sorted([str(t), sorted(ps)] for t, ps in a.items() if ps)
+
+
+def _topic_id(text: str):
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return text              # a topic id that is not a UUID (the unit tests' names)
+
+
+def decode_assignment(stored: list) -> Assignment:
+    return {_topic_id(t): set(ps) for t, ps in stored if ps}
+
+
 def new_member_id() -> str:
     """A member id as Kafka makes one (Uuid.randomUuid().toString(): 22 URL-safe base64 characters)."""
     import base64
@@ -120,3 +139,21 @@ class ConsumerGroupMember:
         c = dataclasses.replace(self)
         c.assigned, c.pending_revocation = copy_assignment(self.assigned), copy_assignment(self.pending_revocation)
         return c
+
+    def to_record(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["subscribed_topic_names"] = list(self.subscribed_topic_names)
+        d["state"] = self.state.value
+        d["assigned"], d["pending_revocation"] = encode_assignment(self.assigned), \
+            encode_assignment(self.pending_revocation)
+        return d
+
+    @classmethod
+    def from_record(cls, d: dict) -> "ConsumerGroupMember":
+        names = {f.name for f in dataclasses.fields(cls)}
+        m = cls(**{k: v for k, v in d.items() if k in names})
+        m.subscribed_topic_names = tuple(d.get("subscribed_topic_names", ()))
+        m.state = MemberState(d.get("state", MemberState.STABLE.value))
+        m.assigned = decode_assignment(d.get("assigned", []))
+        m.pending_revocation = decode_assignment(d.get("pending_revocation", []))
+        return m

@@ -42,8 +42,11 @@ Guarantees:
   (consumer_group_manager.py): its commits are checked by member epoch (ConsumerGroup.
   validate_offset_commit; a TxnOffsetCommit's stale epoch is ILLEGAL_GENERATION as in Kafka's
   OffsetMetadataManager), a classic JoinGroup to one with members is INCONSISTENT_GROUP_PROTOCOL and
-  to an empty one replaces it; it is kept in memory only: a coordinator that takes the group's offsets
-  partition over starts without it and its members rejoin;
+  to an empty one replaces it (its tombstone written first); every change of it is stored in its
+  offsets partition (acks=all) before the heartbeat is answered, and one not stored is undone and
+  answered NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE (Kafka's CoordinatorRuntime); a broker that
+  becomes leader of the partition loads it, so its members keep their epochs and assignments, the group
+  its epoch and target assignment (their next heartbeats and commits at their epochs pass);
 - time: membership and its session-expiry loop (every EXPIRY_CHECK_S) run
   on the `Time` the coordinator was given.
 
@@ -59,7 +62,8 @@ from eoslab.v1 import broker_pb2
 from services.broker import consumer_group_manager
 from services.broker.consumer_group_member import STALE_MEMBER_EPOCH, GroupError
 from services.broker.membership import GroupMembership
-from services.broker.offsets_partition_state import OffsetsPartitionState, _key, _meta_key, _value
+from services.broker.offsets_partition_state import (
+    OffsetsPartitionState, _consumer_group_key, _key, _meta_key, _value)
 from services.common.internal_topics import CONSUMER_OFFSETS_TOPIC, partition_for
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
@@ -72,6 +76,9 @@ VERIFICATION_ERRORS = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
                        E.NOT_ENOUGH_REPLICAS: E.COORDINATOR_NOT_AVAILABLE,
                        E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: E.COORDINATOR_NOT_AVAILABLE,
                        E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR}
+# GroupCoordinatorService.handleOperationException: a failed write of a group's records as its request answers it
+STORE_ERRORS = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
+                E.NOT_COORDINATOR: E.NOT_COORDINATOR}
 
 
 class GroupCoordinator:
@@ -87,7 +94,9 @@ class GroupCoordinator:
         self.states: dict[int, OffsetsPartitionState] = {}
         self.membership = GroupMembership(time=time)
         # KIP-848 groups; `consumer_groups`: the broker's group.consumer.* settings (session_timeout_ms, ...)
-        self.consumer_groups = consumer_group_manager.beside(self.membership, metadata, time, **(consumer_groups or {}))
+        self.consumer_groups = consumer_group_manager.beside(self.membership, metadata, time,
+                                                             store=self._store_consumer_group,
+                                                             **(consumer_groups or {}))
         # group -> [partitions fetched without require_stable while pending, last such fetch's client id]
         self.unstable_fetches: dict[str, list] = {}
         replica_manager.on_marker = self._on_marker
@@ -158,8 +167,10 @@ class GroupCoordinator:
             known = [g for g in self.membership.groups if self.partition_for(g) == n]
         for g in set(known) | set(st.groups):
             self.membership.load(g, st.groups.get(g))
-        for g in [g for g in list(self.consumer_groups.groups) if self.partition_for(g) == n]:
-            self.consumer_groups.remove_group(g)
+        with self.consumer_groups.lock:
+            known = [g for g in self.consumer_groups.groups if self.partition_for(g) == n]
+            for g in set(known) | set(st.consumer_groups):
+                self.consumer_groups.load(g, st.consumer_groups.get(g))
 
     def _store_group(self, group: str) -> None:
         """Write the group's metadata to its offsets partition (acks=all), as Kafka's storeGroup."""
@@ -170,9 +181,29 @@ class GroupCoordinator:
         err = self._append(p, [(_meta_key(group), json.dumps(meta, separators=(",", ":")).encode(), 0)])
         if err == E.NONE:
             with self.lock:
-                st.groups[group] = meta
+                st.stored_group(group, meta, consumer=False)
         else:
             log.warning("group %s: metadata not stored (%s)", group, E.Name(err))
+
+    def _store_consumer_group(self, group: str, stored: dict | None) -> int:
+        """Write a consumer group's record (None: its tombstone) to its offsets partition (acks=all), as
+        Kafka's GroupMetadataManager records; the error its heartbeat answers when that fails. Called
+        holding the manager's lock: the partition state is read without self.lock (taken before the
+        manager's lock when a partition is loaded), and one not loaded at this leader epoch is NOT_COORDINATOR."""
+        n = self.partition_for(group)
+        if n < 0:
+            return E.NONE      # no __consumer_offsets at all (a coordinator without a cluster: unit tests)
+        p = self.rm.get_partition(CONSUMER_OFFSETS_TOPIC, n)
+        st = self.states.get(n)
+        if p is None or not p.is_leader or st is None or st.leader_epoch != p.leader_epoch:
+            return E.NOT_COORDINATOR
+        value = None if stored is None else json.dumps(stored, separators=(",", ":")).encode()
+        err = self._append(p, [(_consumer_group_key(group), value, 0)])
+        if err != E.NONE:
+            log.warning("consumer group %s: not stored (%s)", group, E.Name(err))
+            return STORE_ERRORS.get(err, E.COORDINATOR_NOT_AVAILABLE)
+        st.stored_group(group, stored, consumer=True)
+        return E.NONE
 
     # -- membership, stored ---------------------------------------------------------------------
     def join(self, req, client_id: str | None = None) -> broker_pb2.JoinGroupResponse:
@@ -180,11 +211,13 @@ class GroupCoordinator:
         err = self.owns(req.group_id)
         if err != E.NONE:
             return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
-        modern = self.consumer_groups.group(req.group_id)
-        if modern is not None and not modern.is_empty():     # Kafka: no common protocol with a consumer group
-            return broker_pb2.JoinGroupResponse(error=E.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1)
-        if modern is not None:
-            self.consumer_groups.remove_group(req.group_id)
+        with self.consumer_groups.lock:
+            modern = self.consumer_groups.group(req.group_id)
+            if modern is not None and not modern.is_empty():     # Kafka: no common protocol with a consumer group
+                return broker_pb2.JoinGroupResponse(error=E.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1)
+            err = self.consumer_groups.delete_group(req.group_id) if modern is not None else E.NONE
+            if err != E.NONE:
+                return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
         r = self.membership.join(req, client_id)
         if r.error == E.NONE and req.group_instance_id:   # a static member's new id is stored at once
             self._store_group(req.group_id)

@@ -7,7 +7,11 @@ Guarantees:
   (a tombstone, value None, removes it);
 - the encoding is the lab's JSON, one record per key: offsets key = {"g", "t", "p"}, value =
   {"o", "m"} and "e", the committed leader epoch, when the commit carried one; classic group
-  metadata key = {"g", "meta": 1}, value = membership.snapshot.
+  metadata key = {"g", "meta": 1}, value = membership.snapshot; a consumer-protocol (KIP-848) group's
+  key = {"g", "cg": 1}, value = ConsumerGroup.to_record (its epochs, subscription, target assignment
+  and members), a null value its tombstone;
+- a group id is one kind of group: of a classic and a consumer group record of the same id, the later
+  one in the log wins (a consumer group taking an empty classic group's id, or the reverse).
 """
 from __future__ import annotations
 
@@ -22,6 +26,10 @@ def _key(group: str, topic: str, partition: int) -> bytes:
 
 def _meta_key(group: str) -> bytes:
     return json.dumps({"g": group, "meta": 1}, separators=(",", ":")).encode()
+
+
+def _consumer_group_key(group: str) -> bytes:
+    return json.dumps({"g": group, "cg": 1}, separators=(",", ":")).encode()
 
 
 def _value(offset: int, metadata: str, leader_epoch: int = -1) -> bytes:
@@ -40,6 +48,7 @@ class OffsetsPartitionState:
         self.offsets: dict[str, dict[tuple[str, int], tuple[int, str, int]]] = {}
         self.pending: dict[int, dict[str, dict[tuple[str, int], tuple[int, str, int]]]] = {}   # pid -> group -> ...
         self.groups: dict[str, dict | None] = {}   # group -> its stored metadata (membership.snapshot)
+        self.consumer_groups: dict[str, dict | None] = {}   # KIP-848 group -> ConsumerGroup.to_record
 
     def apply_batch(self, b) -> None:
         if b.is_control:
@@ -53,14 +62,21 @@ class OffsetsPartitionState:
         for key, value, _ in rb.iter_records(b.records):
             k = json.loads(key)
             v = json.loads(value) if value else None
-            if k.get("meta"):
-                self.groups[k["g"]] = v
+            if k.get("meta") or k.get("cg"):
+                self.stored_group(k["g"], v, bool(k.get("cg")))
                 continue
             tp, entry = (k["t"], k["p"]), (v["o"], v.get("m", ""), v.get("e", -1)) if v else None
             if b.is_transactional:
                 self.pending.setdefault(b.producer_id, {}).setdefault(k["g"], {})[tp] = entry
             elif entry is not None:
                 self.offsets.setdefault(k["g"], {})[tp] = entry
+
+    def stored_group(self, group: str, stored: dict | None, consumer: bool) -> None:
+        """A group's record is in the log: it is the group now (of either kind)."""
+        mine, other = (self.consumer_groups, self.groups) if consumer else (self.groups, self.consumer_groups)
+        mine[group] = stored
+        if stored is not None and other.get(group) is not None:
+            other[group] = None
 
     def complete(self, producer_id: int, committed: bool) -> None:
         groups = self.pending.pop(producer_id, {})

@@ -1,8 +1,9 @@
 """The consumer group protocol (KIP-848) with librdkafka's `group.protocol=consumer` on a 4.0 cluster:
 members split a topic's partitions by the coordinator's assignment, a member that leaves or crashes
 hands its partitions to the others, a read-process-write copier commits its offsets in its
-transactions, a zombie member's transactional commit is refused, and a 3.6 cluster does not offer the
-protocol at all."""
+transactions, a zombie member's transactional commit is refused, a member consumes on through its
+group coordinator's failover (the group loaded from __consumer_offsets), and a 3.6 cluster does not offer
+the protocol at all."""
 import json
 import logging
 import os
@@ -212,3 +213,69 @@ def test_a_3_6_cluster_does_not_offer_consumer_group_heartbeat(make_cluster):
         assert not c.assignment()
     finally:
         c.close()
+
+
+def test_a_coordinator_failover_keeps_the_group_so_its_member_consumes_on_without_rejoining(make_cluster):
+    """The group's coordinator broker is killed: the broker that takes its __consumer_offsets partition over
+    loads the group from it (Kafka's GroupMetadataManager replay), so the member's heartbeats at its epoch
+    are accepted there: it keeps its partitions and its position (no rejoin at epoch 1, no records read again
+    from the last commit) and its commits at its epoch pass."""
+    rt = make_cluster(brokers=3, controllers=1)
+    boot = rt.info().kafka_bootstrap
+    brokers = {n.node_id: n for n in rt.info().nodes if n.role == "broker"}
+    topic, group = _topic(boot, "kip848move", partitions=4), f"g-{uuid.uuid4().hex[:6]}"
+
+    def coordinator(ask):
+        c = send(ask, 10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]
+        return (c.node_id, f"{c.host}:{c.port}") if c.error_code.value == 0 else None
+
+    def described(ask):
+        at = coordinator(ask)
+        if at is None:
+            return None
+        [d] = send(at[1], 69, 0, group_ids=[group], include_authorized_operations=False).groups
+        return (d.group_epoch, sorted((m.member_id, m.member_epoch) for m in d.members)) if d.error_code.value == 0 \
+            else None
+
+    a, b = consumer(boot, group, **{"client.id": "a"}), consumer(boot, group, **{"client.id": "b"})
+    producer = Producer({"bootstrap.servers": boot, "acks": "all"})
+    seen = []
+
+    def take():
+        m = a.poll(0.1)
+        if m is not None and m.error() is None:
+            seen.append(m.value().decode())
+        return m
+
+    def produce(values):
+        for v in values:
+            producer.produce(topic, value=v.encode(), partition=int(v) % 4)
+        producer.flush(30)
+    try:
+        a.subscribe([topic])
+        h.wait_for(lambda: owned(a) == [[0, 1, 2, 3]], timeout=60, what="the first member holding all four")
+        b.subscribe([topic])
+        h.wait_for(lambda: split(a, b), timeout=60, what="two members splitting four partitions")
+        b.close()                                                 # the group epoch moves on to 3
+        h.wait_for(lambda: owned(a) == [[0, 1, 2, 3]], timeout=30, what="the remaining member holding all four")
+        first = boot.split(",")[0]
+        before = h.wait_for(lambda: described(first), timeout=30, what="the group described")
+        assert before[0] >= 3 and len(before[1]) == 1
+        produce([str(i) for i in range(40)])
+        h.wait_for(lambda: take() is None and len(seen) == 40, timeout=60, what="the first 40 records read")
+        # commit each partition two records short of its position: a member that rejoined would read those again
+        a.commit(offsets=[TopicPartition(topic, p.partition, p.offset - 2) for p in a.position(a.assignment())],
+                 asynchronous=False)
+        node, _ = coordinator(first)
+        rt.kill(brokers[node].name)                               # the coordinator dies; another leads the partition
+        alive = next(addr for addr in boot.split(",") if addr.rsplit(":", 1)[0] != brokers[node].host)
+        produce([str(i) for i in range(40, 80)])
+        h.wait_for(lambda: take() is None and len(seen) >= 80, timeout=90, what="the next 40 records read")
+        after = h.wait_for(lambda: (lambda d: d if d and coordinator(alive)[0] != node else None)(described(alive)),
+                           timeout=30, what="the group described by its new coordinator")
+        assert after == before, "the new coordinator lost the group: its member rejoined"
+        assert sorted(seen, key=int) == [str(i) for i in range(80)], "records read again after the failover"
+        a.commit(asynchronous=False)                              # a commit at the member's epoch passes there
+    finally:
+        a.close()
+        producer.flush(10)

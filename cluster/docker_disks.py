@@ -20,6 +20,12 @@ up --runtime docker --disk lazy` and a run playing a disk package ask for):
 - A container kill leaves its filesystem as it was (the disk outlives the
   process): the disk faults kill the container, drop or tear the unsynced
   writes through the control socket, and start it through the runtime.
+- ZooKeeper fsyncs its transaction log there: the image's zoo.cfg turns
+  forceSync off (a killed process loses nothing, and fsync stalls on a
+  shared disk cost sessions), which a power loss of its disk would turn into
+  a ZooKeeper without its data; the override binds the same config with
+  forceSync=yes (PROJECT.zoo.cfg beside it) over the image's, as ZooKeeper
+  runs by default and on the local runtime.
 - `forget(rt)` (after compose down, and by `up` before it starts a project)
   unmounts every lazyfs mount under the project's folder, whoever mounted it,
   then removes the folder and the override: a harness killed with SIGKILL
@@ -45,6 +51,29 @@ def host_dir(project: str) -> str:
 
 def override_file(project: str) -> str:
     return os.path.join(STATE_DIR, f"{project}.lazyfs.yml")
+
+
+def zookeeper_config_file(project: str) -> str:
+    return os.path.join(STATE_DIR, f"{project}.zoo.cfg")
+
+
+IMAGE_ZOOKEEPER_CONFIG = "/etc/zookeeper/eoslab/zoo.cfg"      # docker/Dockerfile.zookeeper copies it there
+_REPO_ZOOKEEPER_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                      "docker", "zookeeper", "zoo.cfg")
+
+
+def _write_zookeeper_config(project: str) -> str:
+    """The image's zoo.cfg with every forceSync line replaced by forceSync=yes; its path."""
+    with open(_REPO_ZOOKEEPER_CONFIG) as f:
+        lines = [ln for ln in f.read().splitlines() if not ln.strip().startswith("forceSync")]
+    lines += ["# on a lazy disk, whose power loss drops what was not fsynced: ZooKeeper's default",
+              "forceSync=yes"]
+    path = zookeeper_config_file(project)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 class DockerDisks(lazy_disks.LazyDisks):
@@ -85,6 +114,9 @@ def _write_override(rt) -> None:
                 for n in lazy_nodes(rt)}
     path = override_file(rt.project)
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    if "zookeeper" in services:
+        services["zookeeper"]["volumes"].append({"type": "bind", "source": _write_zookeeper_config(rt.project),
+                                                 "target": IMAGE_ZOOKEEPER_CONFIG, "read_only": True})
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump({"services": services}, f, indent=1)      # JSON is YAML: compose reads it as an override
@@ -120,10 +152,11 @@ def forget(rt) -> list[str]:
     except LazyFsError as e:
         raise DockerRuntimeError(str(e)) from None
     shutil.rmtree(host_dir(rt.project), ignore_errors=True)
-    try:
-        os.remove(override_file(rt.project))
-    except FileNotFoundError:
-        pass
+    for path in (override_file(rt.project), zookeeper_config_file(rt.project)):
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
     return gone
 
 

@@ -115,10 +115,20 @@ def test_the_docker_override_binds_each_lazy_nodes_mount_point_over_its_data_vol
     with open(path) as f:
         services = json.load(f)["services"]
     folder = str(state_dir / "lazyfs" / "p1")
+    zoo_cfg = str(state_dir / "p1.zoo.cfg")
     assert services == {
-        "zookeeper": {"volumes": [{"type": "bind", "source": f"{folder}/zookeeper", "target": "/var/lib/zookeeper"}]},
+        "zookeeper": {"volumes": [{"type": "bind", "source": f"{folder}/zookeeper", "target": "/var/lib/zookeeper"},
+                                  {"type": "bind", "source": zoo_cfg, "target": "/etc/zookeeper/eoslab/zoo.cfg",
+                                   "read_only": True}]},
         "broker-1": {"volumes": [{"type": "bind", "source": f"{folder}/broker-1", "target": "/var/lib/eoslab"}]},
         "broker-2": {"volumes": [{"type": "bind", "source": f"{folder}/broker-2", "target": "/var/lib/eoslab"}]}}
+    # ZooKeeper on a lazy disk fsyncs its log (the image's config does not): the rest of its config is the image's
+    with open(zoo_cfg) as f:
+        cfg = [ln for ln in f.read().splitlines() if ln and not ln.startswith("#")]
+    with open(os.path.join(REPO, "docker", "zookeeper", "zoo.cfg")) as f:
+        image_cfg = [ln for ln in f.read().splitlines() if ln and not ln.startswith("#")]
+    assert "forceSync=no" in image_cfg and [ln for ln in cfg if ln.startswith("forceSync")] == ["forceSync=yes"]
+    assert [ln for ln in cfg if not ln.startswith("forceSync")] == [ln for ln in image_cfg if not ln.startswith("forceSync")]
     other = _Compose("p1")              # another process reopening the project: the override says lazy
     assert other.lazy_disks() and other.disk("broker-1").mountpoint == f"{folder}/broker-1"
     with pytest.raises(DockerRuntimeError, match="controller-1's data directory is not on a lazy filesystem"):
@@ -126,7 +136,7 @@ def test_the_docker_override_binds_each_lazy_nodes_mount_point_over_its_data_vol
     with pytest.raises(DockerRuntimeError, match="no node 'broker-3'"):
         other.disk("broker-3")
     docker_disks.forget(other)
-    assert not os.path.exists(path) and not other.lazy_disks()
+    assert not os.path.exists(path) and not os.path.exists(zoo_cfg) and not other.lazy_disks()
     with pytest.raises(DockerRuntimeError, match="not on a lazy filesystem"):
         other.disk("broker-1")
 

@@ -11,7 +11,9 @@
 # fix, libfaketime), taken from Debian's mirror; CLOCK_FAULTS=0 leaves them
 # out (an image without clock faults, built with no network at all).
 # The image has the `k8s` extra (the kubernetes client): the zombie-fencing
-# Job in k8s/ runs `eoslab run --runtime k8s` from this image.
+# Job in k8s/ runs `eoslab run --runtime k8s` from this image. It has the
+# `lazyfs` extra (mfusepy) and Debian's fuse3 too: the broker pod's lazyfs
+# sidecar (k8s/lazyfs) mounts the lazy filesystem from this image.
 ARG BASE_IMAGE=python:3.11-slim
 ARG CLOCK_FAULTS=1
 
@@ -30,7 +32,7 @@ RUN set -eu; \
     if [ "$PIP_OFFLINE" = 1 ]; then export PIP_NO_INDEX=1; fi; \
     python -m venv /opt/eoslab; \
     PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 \
-      /opt/eoslab/bin/pip install -q --find-links /wheelhouse "/src[k8s]"; \
+      /opt/eoslab/bin/pip install -q --find-links /wheelhouse "/src[k8s,lazyfs]"; \
     /opt/eoslab/bin/pip uninstall -q -y pip setuptools 2>/dev/null || true; \
     # Bytecode compiled now: healthchecks start Python every second, and
     # compiling grpc/protobuf at each start would take most of the CPU.
@@ -57,7 +59,7 @@ RUN mkdir -p /usr/lib/eoslab/faketime; \
 
 FROM ${BASE_IMAGE}
 ARG CLOCK_FAULTS
-# The fault sidecar needs iptables and tc; the clock faults need Debian's libfaketime (preloaded into
+# The fault sidecar needs iptables and tc; the lazyfs sidecar Debian's fuse3; the clock faults need Debian's libfaketime (preloaded into
 # the services only when a cluster is started for clock faults). A base made by
 # docker/build-base-image.sh has them all; what a base lacks is installed from Debian's mirror
 # (libfaketime only with CLOCK_FAULTS=1). /usr/lib/eoslab/faketime/libfaketimeMT.so.1 names the
@@ -65,6 +67,7 @@ ARG CLOCK_FAULTS
 RUN set -eu; missing=""; \
     command -v iptables >/dev/null || missing="$missing iptables"; \
     command -v tc >/dev/null || missing="$missing iproute2"; \
+    command -v fusermount3 >/dev/null || missing="$missing fuse3"; \
     if [ "$CLOCK_FAULTS" = 1 ] && ! ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1; then \
       missing="$missing libfaketime"; fi; \
     if [ -n "$missing" ]; then \

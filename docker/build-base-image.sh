@@ -6,11 +6,13 @@
 # Guarantees: the image has python3 (3.11) reachable as `python` and
 # `python3`, `python -m venv` with pip (so the Dockerfile's build stage works
 # as on python:3.11-slim), iptables and iproute2 (tc) for the fault sidecar,
-# Debian's libfaketime for the clock faults, and working apt/dpkg (the
-# ZooKeeper image adds Debian's `zookeeper` on top; the eoslab image installs
-# libfaketime itself when an older base lacks it).
+# Debian's libfaketime for the clock faults, fuse3 (libfuse3 and fusermount3)
+# for the lazy filesystem's sidecar, and working apt/dpkg (the ZooKeeper
+# image adds Debian's `zookeeper` on top; the eoslab image installs
+# libfaketime and fuse3 itself when an older base lacks them).
 # Nothing is pulled from an image registry. Skips the work when the image
-# already exists unless FORCE=1. Needs root and debootstrap.
+# already exists, made of these packages (its comment says), unless FORCE=1.
+# Needs root and debootstrap.
 #
 # Usage: docker/build-base-image.sh [IMAGE]   (env: MIRROR, SUITE, FORCE, DOCKER)
 set -euo pipefail
@@ -19,14 +21,19 @@ IMAGE=${1:-eoslab/base:bookworm}
 SUITE=${SUITE:-bookworm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 DOCKER=${DOCKER:-/usr/bin/docker}
-PACKAGES=python3,python3-venv,iptables,iproute2,netbase,tzdata,libfaketime
+PACKAGES=python3,python3-venv,iptables,iproute2,netbase,tzdata,libfaketime,fuse3
 
 die() { echo "base-image: $*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "needs root (debootstrap and chroot)"
 "$DOCKER" info >/dev/null 2>&1 || die "no Docker engine answers (run .ci/docker-engine.sh)"
+MADE="debootstrap --variant=minbase $SUITE + $PACKAGES"     # the image's comment: what it was made of
 if [ "${FORCE:-0}" != 1 ] && "$DOCKER" image inspect "$IMAGE" >/dev/null 2>&1; then
-  echo "base-image: $IMAGE exists (FORCE=1 to rebuild)"; exit 0
+  have=$("$DOCKER" image inspect -f '{{.Comment}}' "$IMAGE" 2>/dev/null || true)
+  if [ "$have" = "$MADE" ]; then
+    echo "base-image: $IMAGE exists (FORCE=1 to rebuild)"; exit 0
+  fi
+  echo "base-image: $IMAGE was made of other packages (${have:-unknown}): rebuilding it"
 fi
 if ! command -v debootstrap >/dev/null 2>&1; then
   echo "base-image: installing debootstrap"
@@ -73,7 +80,7 @@ echo "base-image: docker import -> $IMAGE"
 tar -C "$ROOT" -c . | "$DOCKER" import \
   -c 'ENV LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
   -c 'CMD ["python3"]' \
-  -m "debootstrap --variant=minbase $SUITE + $PACKAGES" - "$IMAGE" >/dev/null
+  -m "$MADE" - "$IMAGE" >/dev/null
 "$DOCKER" run --rm "$IMAGE" python -c 'import sys, venv; assert sys.version_info[:2] == (3, 11), sys.version' \
   || die "$IMAGE has no working python 3.11"
 echo "base-image: $IMAGE ($("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}'))"

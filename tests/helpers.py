@@ -1,6 +1,8 @@
 """Small helpers for tests that talk to a real cluster over the wire."""
 from __future__ import annotations
 
+import importlib.util
+import os
 import time
 
 from clients.admin import create_topic
@@ -129,3 +131,13 @@ def broker_epoch(rt, broker_id: int) -> int:
     finally:
         zk.stop()
         zk.close()
+
+
+def script_module(*path: str):
+    """A script of the repository that is not a package module (bench/NAME.py, tools/NAME.py), loaded
+    by path, e.g. script_module("bench", "false_alarms.py")."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("_".join(path).removesuffix(".py"), os.path.join(root, *path))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -2,7 +2,6 @@
 exec'ing java in the same pid) counts for what it became, not for what it was first seen as."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,15 +9,14 @@ import time
 
 import pytest
 
+from tests.helpers import script_module
+
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_analyze", os.path.join(ROOT, "bench", "analyze.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("bench", "analyze.py")
 
 
 class _Pids:

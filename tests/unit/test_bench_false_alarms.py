@@ -2,23 +2,17 @@
 power loss with an fsync per append, unless Kafka's default flush is asked for."""
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import pytest
 
 from cluster.nemesis import PACKAGES
 from cluster.nemesis_disk import DISK_PACKAGES
+from tests.helpers import script_module
 
 pytestmark = pytest.mark.fast
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_false_alarms", os.path.join(ROOT, "bench", "false_alarms.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return script_module("bench", "false_alarms.py")
 
 
 def _settings(cmd: list[str]) -> list[str]:

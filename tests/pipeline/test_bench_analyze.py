@@ -2,7 +2,6 @@
 exec'ing java in the same pid) counts for what it became, not for what it was first seen as."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -12,7 +11,6 @@ import pytest
 from tests.helpers import script_module
 
 pytestmark = pytest.mark.integration
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _bench():

@@ -108,6 +108,11 @@ def _zookeeper(ctx: Context) -> list[str]:
     return zks
 
 
+def _start_order(nodes: list[str]) -> list[str]:
+    """ZooKeeper first: the brokers register in it."""
+    return sorted(nodes, key=lambda n: not n.startswith("zookeeper"))
+
+
 def _summary(result: dict, key: str = "lost_bytes") -> dict:
     """What a lazyfs fault did to one node's files: totals, and the files that lost the most."""
     files = sorted(result.items(), key=lambda kv: (-kv[1].get(key, 0), kv[0]))
@@ -146,14 +151,14 @@ class _DiskFault(FaultPackage):
                     raise RuntimeError(f"{n} outlived SIGKILL: its disk is left as it is")
             hit = {n: self.hit(ctx, disks[n], params) for n in nodes}
         except BaseException:
-            for n in sorted(killed, key=lambda n: not n.startswith("zookeeper")):
+            for n in _start_order(killed):
                 rt.start(n)
             raise
         return {"nodes": nodes, "spread": spread, **params, "hit": hit}
 
     def stop(self, ctx, started):
-        if started:                                    # ZooKeeper first: the brokers register in it
-            for n in sorted(started["nodes"], key=lambda n: not n.startswith("zookeeper")):
+        if started:
+            for n in _start_order(started["nodes"]):
                 ctx.runtime.start(n)
         return started
 

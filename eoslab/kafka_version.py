@@ -175,6 +175,22 @@ def request_versions(name: str | None) -> dict[int, tuple[int, int]] | None:
     return {int(k): (v[0], v[1]) for k, v in entry["requests"].items()}
 
 
+def features(name: str | None) -> dict[str, tuple[int, int, int]]:
+    """Kafka's feature flags as this release's ApiVersions (v3+) reports them: feature name ->
+    (lowest supported, highest supported, finalized level). A release without feature flags in the
+    lab (before 4.0: the lab's ZooKeeper-mode cluster finalizes none) gets none. On 4.0,
+    transaction.version 2 (KIP-890 part 2: clients use EndTxn v5 and Produce v12 and the epoch goes up
+    at every end) follows `epoch_bump_per_transaction`, group.version 1 (KIP-848's
+    ConsumerGroupHeartbeat) `consumer_group_protocol`, as a new 4.0 cluster finalizes them."""
+    v = get(name)
+    out: dict[str, tuple[int, int, int]] = {}
+    if v.epoch_bump_per_transaction:
+        out["transaction.version"] = (0, 2, 2)
+    if v.consumer_group_protocol:
+        out["group.version"] = (0, 1, 1)
+    return out
+
+
 def markdown_table() -> str:
     """Every behaviour that differs, per version, as a Markdown table (docs and README)."""
     vs = list(VERSIONS.values())

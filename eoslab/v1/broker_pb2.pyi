@@ -164,18 +164,20 @@ class PartitionProduceData(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., batch: _Optional[_Union[_common_pb2.RecordBatch, _Mapping]] = ...) -> None: ...
 
 class ProduceRequest(_message.Message):
-    __slots__ = ("correlation_id", "transactional_id", "acks", "timeout_ms", "partitions")
+    __slots__ = ("correlation_id", "transactional_id", "acks", "timeout_ms", "partitions", "add_partitions_to_txn")
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     ACKS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    ADD_PARTITIONS_TO_TXN_FIELD_NUMBER: _ClassVar[int]
     correlation_id: int
     transactional_id: str
     acks: int
     timeout_ms: int
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionProduceData]
-    def __init__(self, correlation_id: _Optional[int] = ..., transactional_id: _Optional[str] = ..., acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceData, _Mapping]]] = ...) -> None: ...
+    add_partitions_to_txn: bool
+    def __init__(self, correlation_id: _Optional[int] = ..., transactional_id: _Optional[str] = ..., acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceData, _Mapping]]] = ..., add_partitions_to_txn: _Optional[bool] = ...) -> None: ...
 
 class PartitionProduceResponse(_message.Message):
     __slots__ = ("topic", "partition", "error", "error_message", "base_offset", "log_start_offset", "leader_epoch", "record_errors")
@@ -754,7 +756,7 @@ class OffsetCommitResponse(_message.Message):
     def __init__(self, error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartitionResult, _Mapping]]] = ...) -> None: ...
 
 class TxnOffsetCommitRequest(_message.Message):
-    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "partitions", "group_instance_id")
+    __slots__ = ("transactional_id", "group_id", "producer_id", "producer_epoch", "generation_id", "member_id", "partitions", "group_instance_id", "add_partition_to_txn")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -763,6 +765,7 @@ class TxnOffsetCommitRequest(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    ADD_PARTITION_TO_TXN_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     group_id: str
     producer_id: int
@@ -771,7 +774,8 @@ class TxnOffsetCommitRequest(_message.Message):
     member_id: str
     partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitPartition]
     group_instance_id: str
-    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ..., group_instance_id: _Optional[str] = ...) -> None: ...
+    add_partition_to_txn: bool
+    def __init__(self, transactional_id: _Optional[str] = ..., group_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitPartition, _Mapping]]] = ..., group_instance_id: _Optional[str] = ..., add_partition_to_txn: _Optional[bool] = ...) -> None: ...
 
 class TxnOffsetCommitResponse(_message.Message):
     __slots__ = ("error", "partitions")

@@ -30,7 +30,9 @@ Guarantees:
   be in the producer's ongoing transaction (else INVALID_TXN_STATE, and
   nothing is written), and a marker that lands between the verification and
   the append voids it (the verification guard), so a late commit of a
-  finished transaction can never move the group's offset back;
+  finished transaction can never move the group's offset back; at
+  TxnOffsetCommit v5 (KIP-890 part 2, transaction.version 2) the coordinator
+  is asked to add the offsets partition instead, whatever that setting;
 
 - group metadata (generation, leader, members, assignments) is stored in the
   group's __consumer_offsets partition when the leader's SyncGroup makes a
@@ -275,7 +277,8 @@ class GroupCoordinator:
     def _verify_txn_commit(self, p, req) -> tuple[int, object | None]:
         """KAFKA-15449: (error, verification guard) for a TxnOffsetCommit. A producer with an open
         transaction of this epoch on the offsets partition needs none (UnifiedLog.hasOngoingTransaction);
-        otherwise the coordinator must have the partition in the producer's ongoing transaction."""
+        otherwise the coordinator must have the partition in the producer's ongoing transaction, or, at
+        TxnOffsetCommit v5 (KIP-890 part 2), add it there."""
         with p.lock:
             entry = p.producer_state.last_entry(req.producer_id)
             if entry is not None and entry.current_txn_first_offset is not None and \
@@ -283,7 +286,7 @@ class GroupCoordinator:
                 return E.NONE, None
             guard = p.producer_state.verification_guard(req.producer_id)
         err = p.verify_txn(req.transactional_id, req.producer_id, req.producer_epoch, CONSUMER_OFFSETS_TOPIC,
-                           p.partition)
+                           p.partition, add=req.add_partition_to_txn)
         return VERIFICATION_ERRORS.get(err, err), guard
 
     def _append(self, p, records, pid=-1, epoch=-1, transactional=False, guard=None) -> int:
@@ -324,7 +327,8 @@ class GroupCoordinator:
         epochs = leader_epochs or {}
         err, p, st = self._state(req.group_id)
         guard = None      # Kafka's order: the verification first, then the group's member checks
-        if err == E.NONE and req.partitions and self.txn_offset_commit_verification and p.verify_txn is not None:
+        if err == E.NONE and req.partitions and p.verify_txn is not None and \
+                (req.add_partition_to_txn or self.txn_offset_commit_verification):
             err, guard = self._verify_txn_commit(p, req)
         if err == E.NONE:
             err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True,

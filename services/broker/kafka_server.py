@@ -192,8 +192,11 @@ class KafkaServer:
                 self._creating_offsets_topic = False
         threading.Thread(target=run, daemon=True).start()
 
-    def verify_txn(self, transactional_id: str, pid: int, epoch: int, topic: str, partition: int) -> int:
-        """KIP-890 part 1: ask the transaction coordinator whether the partition is in the transaction."""
+    def verify_txn(self, transactional_id: str, pid: int, epoch: int, topic: str, partition: int,
+                   add: bool = False) -> int:
+        """KIP-890 part 1: ask the transaction coordinator whether the partition is in the transaction;
+        with `add` (part 2, Produce v12 / TxnOffsetCommit v5) ask it to add the partition instead, as
+        Kafka's AddPartitionsToTxnManager sets verifyOnly to !supportsEpochBump."""
         from eoslab.v1 import txn_pb2, txn_pb2_grpc
         if not transactional_id:
             return E.INVALID_TXN_STATE
@@ -204,7 +207,7 @@ class KafkaServer:
         try:
             r = self.channels.stub(f"{fc.host}:{fc.port}", txn_pb2_grpc.TransactionCoordinatorStub).AddPartitionsToTxn(
                 txn_pb2.AddPartitionsToTxnRequest(transactional_id=transactional_id, producer_id=pid,
-                                                  producer_epoch=epoch, verify_only=True,
+                                                  producer_epoch=epoch, verify_only=not add,
                                                   partitions=[common_pb2.TopicPartition(topic=topic,
                                                                                         partition=partition)]),
                 timeout=5)

@@ -168,14 +168,16 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
 
     # -- leader appends ------------------------------------------------------------------------------
     def append_records_to_leader(self, batch: common_pb2.RecordBatch, acks: int = -1,
-                                 transactional_id: str = "") -> AppendResult:
+                                 transactional_id: str = "", add_to_txn: bool = False) -> AppendResult:
+        """`add_to_txn` (KIP-890 part 2, Produce v12): a batch that starts the producer's transaction on
+        this partition has the coordinator add the partition, whether or not verification is enabled."""
         bad = rb.validate_batch(batch, self.config.max_message_bytes, self.config.compacted)
         if bad is not None:
             return AppendResult(bad.code, message=bad.message, record_errors=bad.record_errors)
         pid = batch.producer_id
         transactional = bool(batch.attributes & rb.TRANSACTIONAL_FLAG)
         guard = None
-        if transactional and self.config.transaction_verification and self.verify_txn is not None:
+        if transactional and (add_to_txn or self.config.transaction_verification) and self.verify_txn is not None:
             with self.lock:
                 entry = self.producer_state.last_entry(pid)
                 needed = entry is None or entry.current_txn_first_offset is None or \
@@ -183,10 +185,13 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
                 if needed:
                     guard = self.producer_state.verification_guard(pid)
             if guard is not None:
-                err = self.verify_txn(transactional_id, pid, batch.producer_epoch, self.topic, self.partition)
+                err = self.verify_txn(transactional_id, pid, batch.producer_epoch, self.topic, self.partition,
+                                      add=add_to_txn)
                 if err != E.NONE:
-                    return AppendResult(err, message="the transaction coordinator does not know this partition "
-                                                     "in the producer's ongoing transaction (KIP-890)")
+                    what = "could not add this partition to" if add_to_txn else \
+                        "does not know this partition in"
+                    return AppendResult(err, message=f"the transaction coordinator {what} the producer's "
+                                                     "ongoing transaction (KIP-890)")
         with self.lock:
             if guard is not None and not self.producer_state.verification_still_valid(pid, guard):
                 entry = self.producer_state.last_entry(pid)

@@ -56,7 +56,7 @@ class ReplicaManager(DelayedFetchPurgatory):
                  producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM):
         self.time = time
         self.broker_id = broker_id
-        self.verify_txn = verify_txn   # KIP-890 part 1: (txn id, pid, epoch, topic, partition) -> error code
+        self.verify_txn = verify_txn   # KIP-890: (txn id, pid, epoch, topic, partition, add=False) -> error code
         self.alter_partition = alter_partition   # (partition, new_isr) -> None; asks the controller
         self.fetchers = ReplicaFetcherManager(broker_id, metadata.broker_address, time=time)
         self._stopping = threading.Event()
@@ -192,7 +192,8 @@ class ReplicaManager(DelayedFetchPurgatory):
                 out.error, out.error_message = E.INVALID_REQUEST, "no record batch"
                 continue
             try:
-                r = p.append_records_to_leader(pd.batch, req.acks, req.transactional_id)
+                r = p.append_records_to_leader(pd.batch, req.acks, req.transactional_id,
+                                               add_to_txn=req.add_partitions_to_txn)
             except OSError as e:  # disk trouble: Kafka's storage error, the broker keeps serving
                 log.error("%s-%d: append failed: %s", pd.topic, pd.partition, e)
                 out.error, out.error_message = E.KAFKA_STORAGE_ERROR, str(e)

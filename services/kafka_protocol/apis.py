@@ -42,6 +42,7 @@ API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 # KIP-664's APIs (WriteTxnMarkers from an admin, DescribeProducers, DescribeTransactions,
 # ListTransactions; in Kafka from 2.8 / 3.0) keep the lab's ranges whatever --kafka-version says.
 RELEASE_EXEMPT = frozenset({27, 61, 65, 66})
+FINALIZED_FEATURES_EPOCH = 1    # the features are finalized once, when the cluster is made, and never change
 
 
 class Dropped:
@@ -68,7 +69,8 @@ def int_error(code) -> int:
 
 class ApiHandlers:
     def __init__(self):
-        self.handlers: dict[int, tuple[int, int, object]] = {API_VERSIONS: (0, 3, self.api_versions)}
+        self.handlers: dict[int, tuple[int, int, object]] = {API_VERSIONS: (0, 4, self.api_versions)}
+        self.features: dict[str, tuple[int, int, int]] = {}     # limit_to_release: name -> (min, max, level)
         # API key -> frame -> the whole response frame, or None to fall back on the handler (forwarding.py)
         self.raw: dict[int, object] = {}
 
@@ -80,6 +82,7 @@ class ApiHandlers:
         (eoslab.kafka_version.request_versions), an API it did not have dropped. KIP-664's operator
         APIs keep the lab's ranges on every release (RELEASE_EXEMPT)."""
         from eoslab import kafka_version
+        self.features = kafka_version.features(release)
         caps = kafka_version.request_versions(release)
         if caps is None:
             return
@@ -121,8 +124,17 @@ class ApiHandlers:
         return DROP_RESPONSE if dropped else out
 
     def api_versions(self, header, req) -> dict:
-        return {"error_code": E.NONE, "api_keys": [
+        out = {"error_code": E.NONE, "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in sorted(self.served.items())]}
+        version = header.api_version if header is not None else 0
+        if version >= 3 and self.features:    # KIP-584's feature flags, tagged fields from v3
+            # KAFKA-17011: up to v3 a supported feature whose lowest version is 0 is left out
+            out["supported_features"] = [{"name": n, "min_version": lo, "max_version": hi}
+                                         for n, (lo, hi, _) in sorted(self.features.items()) if version >= 4 or lo > 0]
+            out["finalized_features_epoch"] = FINALIZED_FEATURES_EPOCH
+            out["finalized_features"] = [{"name": n, "max_version_level": lvl, "min_version_level": lvl}
+                                         for n, (_, _, lvl) in sorted(self.features.items()) if lvl > 0]
+        return out
 
     def unsupported(self, u: UnsupportedVersion):
         if u.api_key in INTER_BROKER_APIS:

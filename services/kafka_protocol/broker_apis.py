@@ -13,7 +13,10 @@ the aborted transactions of the range. Fetch sessions are not created
 WriteTxnMarkers from an admin client, DescribeTransactions and
 ListTransactions are txn_admin_apis' (KIP-664's toolkit).
 Produce answers a KIP-890 verification's PRODUCER_FENCED as
-INVALID_PRODUCER_EPOCH, as Kafka's produce path does. Metadata naming an
+INVALID_PRODUCER_EPOCH, as Kafka's produce path does; at Produce v12
+(transaction.version 2) the leader has the transaction coordinator add a
+partition that starts the producer's transaction, as the client sends no
+AddPartitionsToTxn. Metadata naming an
 unknown topic is answered by services.broker.auto_topic_creation (the
 request's v4+ flag allows creation; before v4 it is always allowed), as is
 the defaulting and refusal of CreateTopics' partition and replica counts.
@@ -38,8 +41,8 @@ log = logging.getLogger(__name__)
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
 CREATE_PARTITIONS, DELETE_TOPICS, DELETE_RECORDS = 37, 20, 21
 FETCH_MAX_BYTES = 57671680   # Kafka's broker fetch.max.bytes default: no Fetch answer is larger (but one batch)
-VERSIONS = {DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 9), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
-            OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4)}
+VERSIONS = {DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 12), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+            OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 5)}
 
 
 class BrokerApis(ApiHandlers):
@@ -186,7 +189,10 @@ class BrokerApis(ApiHandlers):
     def produce(self, header, req):
         pb = broker_pb2.ProduceRequest(correlation_id=header.correlation_id,
                                        transactional_id=req.transactional_id or "", acks=int(req.acks),
-                                       timeout_ms=ms(req.timeout))
+                                       timeout_ms=ms(req.timeout),
+                                       # KIP-890 part 2: a v12 producer (transaction.version 2) sends no
+                                       # AddPartitionsToTxn; the leader has the coordinator add the partition
+                                       add_partitions_to_txn=header.api_version >= 12)
         failed: dict[tuple[str, int], tuple[int, str]] = {}
         order: list[tuple[str, int]] = []
         for td in req.topic_data:

@@ -2,9 +2,11 @@
 AddOffsetsToTxn, EndTxn), each translated to the call its gRPC servicer makes.
 
 Guarantees: a transactional request is answered by the coordinator's own
-state machine with Kafka's error codes; EndTxn is served up to v3, the
-versions of transaction.version 1 clients, so it never bumps the epoch
-(KIP-890 part 2 needs EndTxn v5, which carries the new epoch back);
+state machine with Kafka's error codes; EndTxn below v5 is a
+transaction.version 1 client's and never bumps the epoch, EndTxn v5 (a
+transaction.version 2 client, KIP-890 part 2) bumps it at every end and
+carries the producer id and epoch to use next back, with Kafka's TV2 rules
+for retries and for an abort with no partitions;
 PRODUCER_FENCED reaches a client below the version that introduced it
 (KIP-588) as INVALID_PRODUCER_EPOCH, as Kafka answers it (NOT_COORDINATOR when it does not own
 the id's __transaction_state partition, as Kafka's coordinator answers).
@@ -34,8 +36,9 @@ from services.kafka_protocol.endpoints import KafkaEndpoints
 E = apis.E
 log = logging.getLogger(__name__)
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, LIST_GROUPS = 22, 24, 25, 26, 16
-VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 4),
-            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 3), LIST_GROUPS: (0, 4)}
+VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 5),
+            ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 5), LIST_GROUPS: (0, 4)}
+TV2_END_TXN = 5      # EndTxn v5: transaction.version 2 (KafkaApis: version > 4 is TV_2)
 METADATA_TRIES = 2      # brokers asked in turn for one Metadata request before the last answers are used
 
 
@@ -158,9 +161,14 @@ class CoordinatorApis(ApiHandlers):
             return {"error_code": E.INVALID_REQUEST}
         pb = txn_pb2.EndTxnRequest(transactional_id=req.transactional_id, producer_id=int(req.producer_id),
                                    producer_epoch=int(req.producer_epoch), committed=bool(req.committed))
-        try:   # EndTxn below v5: a transaction.version 1 client, which expects no KIP-890 epoch bump
-            err = self.s.coordinator.end_txn(pb, epoch_bump=False).error
-            return {"error_code": fenced_error(err, header.api_version, 2)}
+        tv2 = header.api_version >= TV2_END_TXN    # below v5: a TV1 client, which expects no epoch bump
+        try:
+            r = self.s.coordinator.end_txn(pb, epoch_bump=tv2)
         except Exception:  # noqa: BLE001 - a bug must not take the coordinator down
             log.exception("EndTxn failed")
-            return {"error_code": E.UNKNOWN_SERVER_ERROR}
+            r = txn_pb2.EndTxnResponse(error=E.UNKNOWN_SERVER_ERROR, producer_id=-1, producer_epoch=-1)
+        out = {"error_code": fenced_error(r.error, header.api_version, 2)}
+        if tv2:
+            ok = r.error == E.NONE
+            out.update(producer_id=r.producer_id if ok else -1, producer_epoch=r.producer_epoch if ok else -1)
+        return out

@@ -130,7 +130,8 @@ class GroupApis:
         r = self.gc.txn_offset_commit(broker_pb2.TxnOffsetCommitRequest(
             transactional_id=req.transactional_id, group_id=req.group_id, producer_id=int(req.producer_id),
             producer_epoch=int(req.producer_epoch), generation_id=int(getattr(req, "generation_id", -1)),
-            member_id=getattr(req, "member_id", "") or "", group_instance_id=_instance(req), partitions=known),
+            member_id=getattr(req, "member_id", "") or "", group_instance_id=_instance(req), partitions=known,
+            add_partition_to_txn=header.api_version >= 5),     # KIP-890 part 2: no AddOffsetsToTxn before it
             self._commit_epochs(req)) if known or not unknown else None
         out = self._commit_answer(req, r, unknown)
         for t in out["topics"]:              # KIP-588: PRODUCER_FENCED from v3 on
@@ -185,7 +186,7 @@ class GroupApis:
 
 
 VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
-            OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 3)}
+            OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 5)}
 
 
 def register_group_apis(apis) -> None:

@@ -250,16 +250,16 @@ class TransactionCoordinator(TransactionTimeouts):
         md = op.cache.get(tid)
         if md is None or req.producer_id not in (md.producer_id, md.last_producer_id):
             return answer(E.INVALID_PRODUCER_ID_MAPPING)
-        with md.lock:
+        if bump:
+            with md.lock:
+                err = self._check_end_txn_v2(md, req)
+            if err is not None:
+                return answer(err, md)
+            err = self._end_transaction(op, md, req.committed, fence=False, bump=True)
+            return answer(err, md)
+        with md.lock:        # transaction.version 1: the epoch stays, so a retry comes at the current one
             done = S.COMPLETE_COMMIT if req.committed else S.COMPLETE_ABORT
             prepared = S.PREPARE_COMMIT if req.committed else S.PREPARE_ABORT
-            retry_of_last = bump and (
-                (req.producer_id, req.producer_epoch) in ((md.producer_id, md.last_producer_epoch),
-                                                          (md.last_producer_id, md.last_producer_epoch))
-                or (req.producer_id == md.last_producer_id and req.producer_epoch == MAX_PRODUCER_EPOCH - 1
-                    and md.producer_epoch == 0))      # a retry across the id rotation
-            if retry_of_last and md.state in (done, prepared):
-                return answer(E.NONE if md.state == done else E.CONCURRENT_TRANSACTIONS, md)
             if req.producer_id != md.producer_id or req.producer_epoch != md.producer_epoch:
                 return answer(E.PRODUCER_FENCED)
             if md.pending_state is not None or md.state == S.PREPARE_EPOCH_FENCE:
@@ -272,8 +272,37 @@ class TransactionCoordinator(TransactionTimeouts):
                 return answer(E.CONCURRENT_TRANSACTIONS)
             else:
                 return answer(E.INVALID_TXN_STATE)
-        err = self._end_transaction(op, md, req.committed, fence=False, bump=bump)
+        err = self._end_transaction(op, md, req.committed, fence=False, bump=False)
         return answer(err, md)
+
+    @staticmethod
+    def _check_end_txn_v2(md: TransactionMetadata, req) -> int | None:
+        """Kafka's endTransaction for transaction.version 2 (under md.lock): the answer, or None to
+        prepare the end. Each end bumps the epoch, so a request at the epoch below the current one is a
+        retry of an end that took effect (or, at the exhausted epoch, of one that moved to a new producer
+        id); a Prepare* state answers CONCURRENT_TRANSACTIONS to that or the current epoch, whichever
+        end was asked, and an abort from Empty or Complete* ends a transaction with no partitions (to
+        bump the epoch). (Kafka's TransactionCoordinator.endTransaction and its TV_2 tests.)"""
+        retry_on_overflow = req.producer_id == md.last_producer_id and md.producer_epoch == 0 and \
+            req.producer_epoch == MAX_PRODUCER_EPOCH - 1
+        retry_on_bump = req.producer_id == md.producer_id and md.producer_epoch == req.producer_epoch + 1
+        if req.producer_id != md.producer_id and not retry_on_overflow:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        retry = retry_on_bump or retry_on_overflow
+        current = req.producer_epoch == md.producer_epoch
+        ending = md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT)
+        if not (current or (retry and ending)):
+            return E.PRODUCER_FENCED
+        if md.pending_state is not None or md.state in (S.PREPARE_EPOCH_FENCE, S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS
+        done = S.COMPLETE_COMMIT if req.committed else S.COMPLETE_ABORT
+        if md.state == S.ONGOING:
+            return None
+        if md.state == done and retry:
+            return E.NONE
+        if not req.committed and not retry and md.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            return None
+        return E.INVALID_TXN_STATE
 
     def _end_transaction(self, op, md: TransactionMetadata, committed: bool, fence: bool,
                          bump: bool | None = None) -> int:

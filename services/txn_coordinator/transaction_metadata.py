@@ -51,7 +51,9 @@ VALID_PREVIOUS_STATES: dict[TransactionState, frozenset[TransactionState]] = {
     S.EMPTY: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.ONGOING: frozenset({S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.PREPARE_COMMIT: frozenset({S.ONGOING}),
-    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE}),
+    # transaction.version 2 also aborts from Empty and Complete*: a transaction with no partitions, to
+    # bump the epoch (Kafka's TransactionState.PrepareAbort)
+    S.PREPARE_ABORT: frozenset({S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
     S.COMPLETE_COMMIT: frozenset({S.PREPARE_COMMIT}),
     S.COMPLETE_ABORT: frozenset({S.PREPARE_ABORT}),
     S.DEAD: frozenset({S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}),
@@ -186,7 +188,8 @@ class TransactionMetadata:
         fence: the abort of an epoch fence (timeout, or an init during the transaction): the epoch
         goes up by one and no last epoch is kept, as Kafka's endTransaction does for a fence.
         bump_epoch: KIP-890 part 2, the epoch goes up by one more and the old one is the last;
-        with `next_producer_id` (an exhausted epoch) that id takes over at Complete*.
+        with `next_producer_id` (an exhausted epoch) that id takes over at Complete*. An abort from
+        Empty or Complete* (transaction.version 2) has no partitions and starts now.
         """
         epoch, last = self.producer_epoch, self.last_producer_epoch
         if fence:
@@ -197,6 +200,8 @@ class TransactionMetadata:
         if bump_epoch and epoch < MAX_PRODUCER_EPOCH:
             epoch, last = epoch + 1, epoch
         kw = dict(producer_epoch=epoch, last_producer_epoch=last)
+        if self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            kw.update(partitions=frozenset(), txn_start_ms=now_ms)
         if next_producer_id is not None:
             kw["next_producer_id"] = next_producer_id
         return self._transit(state, now_ms, **kw)

@@ -15,7 +15,7 @@ RELEASES = ["0.11", "2.5", "3.0", "3.6", "4.0"]
 def advertised(release):
     h = ApiHandlers()
     for key, (lo, hi) in {**broker_apis.VERSIONS, **group_apis.VERSIONS, **coordinator_apis.VERSIONS,
-                          API_VERSIONS: (0, 3)}.items():
+                          API_VERSIONS: (0, 4)}.items():
         h.register(key, lo, hi, None)
     h.limit_to_release(release)
     return h.served

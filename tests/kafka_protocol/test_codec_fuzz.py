@@ -10,7 +10,8 @@ from eoslab.common import record_batch as rb
 from services.kafka_protocol import codec
 
 pytestmark = pytest.mark.fast
-SERVED = {0: (3, 9), 1: (4, 12), 3: (0, 12), 11: (0, 7), 14: (0, 5), 18: (0, 3), 22: (0, 4), 24: (0, 3)}
+SERVED = {0: (3, 12), 1: (4, 12), 3: (0, 12), 11: (0, 7), 14: (0, 5), 18: (0, 4), 22: (0, 5), 24: (0, 3), 26: (0, 5),
+          28: (0, 5)}
 
 
 @settings(max_examples=300, deadline=None)

@@ -52,6 +52,18 @@ def offsets(address, topic) -> tuple[int, int]:
     return out[0], out[1]
 
 
+def initialized(address, tid, version=4):
+    """(coordinator address, producer id, epoch) of an InitProducerId for `tid`, or None to ask again: as
+    Kafka's client, on an error (the id's coordinator still loading or just moved) it finds the
+    coordinator again and retries; an answer without a producer id would start no transaction."""
+    fc = send(address, 10, 4, key_type=1, coordinator_keys=[tid]).coordinators[0]
+    if fc.error_code.value != 0:
+        return None
+    at = f"{fc.host}:{fc.port}"
+    r = send(at, 22, version, transactional_id=tid, transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
+    return (at, r.producer_id, r.producer_epoch) if r.error_code.value == 0 else None
+
+
 def eoslab(home, *args, check=True):
     env = dict(os.environ, EOSLAB_HOME=home)
     p = subprocess.run([sys.executable, "-m", "eoslab", *args], env=env, capture_output=True, text=True, timeout=120)
@@ -96,16 +108,8 @@ def test_a_late_produce_after_the_abort_hangs_and_the_toolkit_finds_and_aborts_i
                                                     coordinator_keys=keys).coordinators if c.error_code.value == 0})
                == len(info.by_role("txn-coordinator")), timeout=60, what="every transaction coordinator assigned")
 
-    def initialized():
-        # as Kafka's client: on an error (the id's coordinator still loading or just moved) ask for the
-        # coordinator again and retry; an answer without a producer id would start no transaction
-        fc = send(leader_address, 10, 4, key_type=1, coordinator_keys=[tid]).coordinators[0]
-        if fc.error_code.value != 0:
-            return None
-        at = f"{fc.host}:{fc.port}"
-        r = send(at, 22, 4, transactional_id=tid, transaction_timeout=60000, producer_id=-1, producer_epoch=-1)
-        return (at, r.producer_id, r.producer_epoch) if r.error_code.value == 0 else None
-    coordinator, pid, epoch = h.wait_for(initialized, timeout=60, what="InitProducerId")
+    coordinator, pid, epoch = h.wait_for(lambda: initialized(leader_address, tid), timeout=60,
+                                         what="InitProducerId")
     add = send(coordinator, 24, 3, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
                v3_and_below_producer_epoch=epoch, v3_and_below_topics=[{"name": topic, "partitions": [0]}])
     assert add.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code.value == 0

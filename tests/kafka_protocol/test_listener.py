@@ -80,12 +80,14 @@ def test_api_versions_lists_exactly_what_is_served(listener):
         s.sendall(_request(18, 3, 1, client_software_name="t", client_software_version="1"))
         corr, r = _response(_read_frame(s), 18, 3)
     assert corr == 1 and r.error_code.value == 0
-    assert {(k.api_key, k.min_version, k.max_version) for k in r.api_keys} == {(18, 0, 3), (HEARTBEAT, 0, 2)}
+    assert {(k.api_key, k.min_version, k.max_version) for k in r.api_keys} == {(18, 0, 4), (HEARTBEAT, 0, 2)}
 
 
 def test_api_versions_at_an_unserved_version_gets_a_v0_answer_with_the_list(listener):
     with _connect(listener) as s:
-        s.sendall(_request(18, 4, 7, client_software_name="t", client_software_version="1"))
+        frame = bytearray(_request(18, 4, 7, client_software_name="t", client_software_version="1"))
+        frame[6:8] = struct.pack(">h", 5)          # a version newer than any served (and than kio knows)
+        s.sendall(bytes(frame))
         corr, r = _response(_read_frame(s), 18, 0)
     assert corr == 7 and r.error_code.value == UNSUPPORTED_VERSION
     assert (HEARTBEAT, 0, 2) in {(k.api_key, k.min_version, k.max_version) for k in r.api_keys}

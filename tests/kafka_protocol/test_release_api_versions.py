@@ -6,7 +6,7 @@ from eoslab import kafka_version
 from services.kafka_protocol.apis import ApiHandlers
 
 pytestmark = pytest.mark.fast
-LAB = {0: (3, 9), 1: (4, 12), 3: (0, 12), 10: (0, 4), 22: (0, 4), 23: (2, 4), 26: (0, 3), 37: (0, 3), 61: (0, 0),
+LAB = {0: (3, 12), 1: (4, 12), 3: (0, 12), 10: (0, 4), 22: (0, 5), 23: (2, 4), 26: (0, 5), 37: (0, 3), 61: (0, 0),
        66: (0, 1)}
 
 
@@ -30,7 +30,30 @@ def test_0_11_serves_its_own_versions_and_not_what_came_later():
 def test_later_releases_cap_at_their_tags_and_4_0_is_the_lab_s_own():
     assert served("2.5")[0] == (3, 8) and served("2.5")[3] == (0, 9) and served("2.5")[37] == (0, 2)
     assert served("3.0")[3] == (0, 11) and served("3.6")[1] == (4, 12)      # the lab's Fetch tops at 12
-    assert served("4.0") == {**{k: v for k, v in LAB.items()}, 18: (0, 3)}
+    assert served("4.0") == {**{k: v for k, v in LAB.items()}, 18: (0, 4)}
+    assert served("3.6")[0] == (3, 9) and served("3.6")[26] == (0, 3)   # no Produce v12 / EndTxn v5 before 4.0
+
+
+def api_versions(release, version):
+    h = ApiHandlers()
+    h.limit_to_release(release)
+    from types import SimpleNamespace
+    return h.api_versions(SimpleNamespace(api_version=version), None)
+
+
+def test_4_0_finalizes_transaction_version_2_and_older_releases_report_no_features():
+    v4 = api_versions("4.0", 4)
+    assert {f["name"]: f["max_version_level"] for f in v4["finalized_features"]} == \
+        {"transaction.version": 2, "group.version": 1}
+    assert {f["name"]: (f["min_version"], f["max_version"]) for f in v4["supported_features"]} == \
+        {"transaction.version": (0, 2), "group.version": (0, 1)}
+    assert v4["finalized_features_epoch"] >= 0
+    # KAFKA-17011: up to v3 a supported feature whose lowest version is 0 is left out; finalized ones stay
+    v3 = api_versions("4.0", 3)
+    assert v3["supported_features"] == [] and len(v3["finalized_features"]) == 2
+    assert "finalized_features" not in api_versions("4.0", 2)
+    for old in ("0.11", "2.5", "3.0", "3.6"):
+        assert "finalized_features" not in api_versions(old, 3), old
 
 
 def test_the_table_was_read_from_kafka_s_schemas_for_every_older_release():

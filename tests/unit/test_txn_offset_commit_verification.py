@@ -27,10 +27,14 @@ class Coordinator:
     def __init__(self):
         self.in_txn = False
         self.calls = 0
+        self.adds: list[bool] = []     # per call: was the partition to be added (KIP-890 part 2)?
         self.during = None      # called inside the verification (a marker racing with it)
 
-    def verify(self, tid, pid, epoch, topic, partition):
+    def verify(self, tid, pid, epoch, topic, partition, add=False):
         self.calls += 1
+        self.adds.append(add)
+        if add:
+            self.in_txn = True
         if self.during is not None:
             self.during()
         return E.NONE if self.in_txn else E.INVALID_TXN_STATE
@@ -123,5 +127,27 @@ def test_a_marker_between_verification_and_append_voids_the_commit(broker):
 def test_a_coordinator_that_cannot_answer_is_retriable_for_the_client(broker):
     rm, md, _ = broker
     gc = group_coordinator(rm, md, verification=True)
-    rm.get_partition(OFFSETS, 0).verify_txn = lambda *a: E.NOT_ENOUGH_REPLICAS
+    rm.get_partition(OFFSETS, 0).verify_txn = lambda *a, **kw: E.NOT_ENOUGH_REPLICAS
     assert commit_offset(gc, 5) == E.COORDINATOR_NOT_AVAILABLE   # maybeConvertOffsetCommitError
+
+
+def test_transaction_version_2_adds_the_partition_even_with_verification_off(broker):
+    """Kafka's ReplicaManager skips the coordinator only when neither verification is on nor the request
+    is transaction.version 2 (TxnOffsetCommit v5, Produce v12): those ask it to add the partition."""
+    from eoslab.common import record_batch as rb
+    rm, md, coordinator = broker
+    gc = group_coordinator(rm, md, verification=False)
+    assert commit_offset(gc, 3) == E.NONE and coordinator.adds == []      # TV1 before 3.7: not asked
+    r = gc.txn_offset_commit(broker_pb2.TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="g", producer_id=PID + 1, producer_epoch=EPOCH, generation_id=-1,
+        add_partition_to_txn=True, partitions=[broker_pb2.OffsetCommitPartition(topic="in", partition=0, offset=4)]))
+    assert r.error == E.NONE and coordinator.adds == [True]
+    p = rm.get_partition(OFFSETS, 0)
+    batch = rb.build_batch([(b"k", b"v", 1)], producer_id=PID + 2, producer_epoch=EPOCH, base_sequence=0,
+                           transactional=True)
+    assert p.append_records_to_leader(batch, transactional_id="tx2", add_to_txn=True).error == E.NONE
+    assert coordinator.adds == [True, True]
+    again = rb.build_batch([(b"k", b"v", 1)], producer_id=PID + 2, producer_epoch=EPOCH, base_sequence=1,
+                           transactional=True)
+    assert p.append_records_to_leader(again, transactional_id="tx2", add_to_txn=True).error == E.NONE
+    assert coordinator.adds == [True, True]          # its transaction is open there: not asked again

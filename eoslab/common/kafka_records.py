@@ -21,7 +21,10 @@ Guarantees:
 - Compression: all of Kafka's codecs are read (gzip, snappy, lz4, zstd:
   eoslab.common.compression); a codec id beyond them is refused with
   UNSUPPORTED_COMPRESSION_TYPE, a body that does not decompress is
-  CORRUPT_MESSAGE; batches are always written uncompressed.
+  CORRUPT_MESSAGE; batches are always written uncompressed, and the size
+  the batch had as sent rides along (`size_in_bytes`) so that
+  max.message.bytes is checked on it, as Kafka checks it, not on the
+  decompressed re-encoding.
 """
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ class KafkaBatch:
     producer_epoch: int
     base_sequence: int
     records: list[tuple]    # (key, value, timestamp ms, headers: ((key, value), ...))
+    size_in_bytes: int = 0  # the whole batch as sent (Kafka's sizeInBytes), compressed or not
 
 
 # -- varints (zigzag, as Kafka's ByteUtils) -------------------------------------------------------
@@ -141,7 +145,7 @@ def decode_batches(data: bytes) -> list[KafkaBatch]:
                 raise BatchFormatError(E.CORRUPT_MESSAGE, str(e)) from None
         records = _decode_records(body, count, base_ts)
         out.append(KafkaBatch(base_offset, leader_epoch, attributes, base_ts, max_ts, pid, epoch, base_seq,
-                              records))
+                              records, batch_end - pos))
         pos = batch_end
     return out
 
@@ -191,6 +195,7 @@ def to_lab(kb: KafkaBatch) -> common_pb2.RecordBatch:
                               base_sequence=rb.NO_SEQUENCE if anonymous else kb.base_sequence,
                               transactional=bool(kb.attributes & rb.TRANSACTIONAL_FLAG),
                               control=bool(kb.attributes & rb.CONTROL_FLAG), headers=headers)
+    b.size_in_bytes = kb.size_in_bytes        # max.message.bytes applies to the batch as sent
     return b
 
 

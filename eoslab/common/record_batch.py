@@ -235,7 +235,9 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
                    compacted: bool = False) -> BatchError | None:
     """Check a produced batch before anything is appended. None means valid. A compacted topic's batch
     with a record without a key is INVALID_RECORD (Kafka's LogValidator)."""
-    size = len(batch.records) + 61  # Kafka's v2 batch header is 61 bytes
+    # the batch as the producer sent it on Kafka's wire (a compressed one is checked compressed, as
+    # UnifiedLog.analyzeAndValidateRecords does); a gRPC batch by its records and Kafka's 61-byte header
+    size = batch.size_in_bytes or len(batch.records) + 61
     if size > max_message_bytes:
         return BatchError(E.MESSAGE_TOO_LARGE,
                           f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")

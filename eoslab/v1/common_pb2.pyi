@@ -147,7 +147,7 @@ class BrokerEndpoint(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
-    __slots__ = ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "record_count", "attributes", "max_timestamp", "crc", "records")
+    __slots__ = ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "record_count", "attributes", "max_timestamp", "crc", "records", "size_in_bytes")
     BASE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     PARTITION_LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -158,6 +158,7 @@ class RecordBatch(_message.Message):
     MAX_TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     CRC_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_IN_BYTES_FIELD_NUMBER: _ClassVar[int]
     base_offset: int
     partition_leader_epoch: int
     producer_id: int
@@ -168,4 +169,5 @@ class RecordBatch(_message.Message):
     max_timestamp: int
     crc: int
     records: bytes
-    def __init__(self, base_offset: _Optional[int] = ..., partition_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., record_count: _Optional[int] = ..., attributes: _Optional[int] = ..., max_timestamp: _Optional[int] = ..., crc: _Optional[int] = ..., records: _Optional[bytes] = ...) -> None: ...
+    size_in_bytes: int
+    def __init__(self, base_offset: _Optional[int] = ..., partition_leader_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., base_sequence: _Optional[int] = ..., record_count: _Optional[int] = ..., attributes: _Optional[int] = ..., max_timestamp: _Optional[int] = ..., crc: _Optional[int] = ..., records: _Optional[bytes] = ..., size_in_bytes: _Optional[int] = ...) -> None: ...

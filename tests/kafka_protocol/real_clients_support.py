@@ -22,10 +22,11 @@ def start_kcluster(eoslab_home):
     rt.down()
 
 
-def _topic(boot: str, name: str, partitions: int = 1) -> str:
+def _topic(boot: str, name: str, partitions: int = 1, config: dict | None = None) -> str:
     name = f"{name}-{uuid.uuid4().hex[:6]}"
     admin = AdminClient({"bootstrap.servers": boot})    # kept until the result: its handle serves the future
-    for f in admin.create_topics([NewTopic(name, partitions, 3)], operation_timeout=30).values():
+    for f in admin.create_topics([NewTopic(name, partitions, 3, config=config or {})],
+                                 operation_timeout=30).values():
         f.result(30)
     return name
 

@@ -182,6 +182,19 @@ def test_every_kafka_codec_is_read(codec):
     assert lab.attributes & kr.COMPRESSION_MASK == 0
 
 
+def test_max_message_bytes_is_checked_on_the_batch_as_sent():
+    records = [(b"k", b"a" * 1000, i) for i in range(40)]
+    wire = _recompress(_kio_batch(records), "gzip")
+    [kb] = kr.decode_batches(wire)
+    lab = kr.to_lab(kb)
+    assert lab.size_in_bytes == len(wire) < 2000 < len(lab.records)
+    assert rb.validate_batch(lab, 2000) is None             # taken compressed, as Kafka takes it
+    [plain] = kr.decode_batches(_kio_batch(records))
+    assert rb.validate_batch(kr.to_lab(plain), 2000).code == E.MESSAGE_TOO_LARGE
+    lab.ClearField("size_in_bytes")                           # a gRPC batch: its records and header
+    assert rb.validate_batch(lab, 2000).code == E.MESSAGE_TOO_LARGE
+
+
 def test_a_codec_id_beyond_kafkas_is_unsupported_and_a_body_that_does_not_decompress_is_corrupt():
     data = _kio_batch([(b"k", b"v" * 100, 1)])
     with pytest.raises(kr.BatchFormatError) as e:

@@ -10,7 +10,7 @@ from tests import helpers as h
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
 
 from tests.kafka_protocol.real_clients_support import _read_all, _topic  # noqa: E402
@@ -44,6 +44,27 @@ def test_confluent_kafka_writes_every_codec_and_reads_it_back(kcluster, codec):
     assert p.flush(30) == 0 and errors == []
     got = _read_all(boot, topic, 1, "read_uncommitted", 200)
     assert got == [f"v{i}-" + "x" * 200 for i in range(200)]
+
+
+def test_max_message_bytes_applies_to_the_batch_as_sent_not_to_its_decompressed_records(kcluster):
+    """A gzip batch of 4 KB under a topic's max.message.bytes of 4096 is taken, though its records take
+    ~40 KB once decompressed (the broker used to check the uncompressed re-encoding and answer
+    MESSAGE_TOO_LARGE, as Kafka never does); an uncompressed batch of that size is still refused."""
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ck-max-bytes", config={"max.message.bytes": "4096"})
+    sent, errors = [f"r{i:03d}-".encode() + b"a" * 1000 for i in range(40)], []
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "compression.type": "gzip",
+                  "linger.ms": 50, "batch.size": 65536, "message.max.bytes": 100000})
+    for v in sent:
+        p.produce(topic, value=v, on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0 and errors == []
+    assert _read_all(boot, topic, 1, "read_uncommitted", 40) == [v.decode() for v in sent]
+    plain = Producer({"bootstrap.servers": boot, "compression.type": "none", "linger.ms": 50,
+                      "batch.size": 65536, "message.max.bytes": 100000, "retries": 0})
+    for v in sent:
+        plain.produce(topic, value=v, on_delivery=lambda err, msg: errors.append(err) if err else None)
+    plain.flush(30)
+    assert errors and all(e.code() == KafkaError.MSG_SIZE_TOO_LARGE for e in errors)
 
 
 def test_record_headers_come_back_as_sent_to_librdkafka_and_kafka_python_in_a_transaction(kcluster):

@@ -11,7 +11,10 @@ transaction with the client's send_offsets_to_transaction (TxnOffsetCommit).
 A step is `ok` only when commit_transaction returned; `fail` when it
 certainly did not commit (it failed before the commit was asked for, or
 abort_transaction returned after the commit failed); `info` otherwise, and
-the instance's process is retired. After `fail` or `info` the consumer goes
+the instance's process is retired. send_offsets_to_transaction is bounded
+from outside (client_calls.bounded_call: its op timeout plus HANG_GRACE_S);
+a call that outlives that bound fails the step (no commit was asked for)
+and its producer is left behind for a new one. After `fail` or `info` the consumer goes
 back to the group's committed offsets (a new consumer when that fails) and,
 unless the abort returned, a new producer for the same transactional.id
 finishes the open transaction (InitProducerId). These clients expose no
@@ -27,11 +30,13 @@ from __future__ import annotations
 import time
 
 from cluster.workloads.base import outcome, producer_field
+from cluster.workloads.client_calls import ClientCallHung, bounded_call
 from cluster.workloads.copier_instance import CopierInstance, Crash
 from cluster.workloads.real_clients import Record, _Loop
 from cluster.workloads.real_txn import make_txn_producer, send_error
 
 SESSION_TIMEOUT_MS, HEARTBEAT_MS, MAX_RECORDS = 6000, 500, 100
+HANG_GRACE_S = 20.0      # past the op timeout, a client call that has not returned is taken as hung
 
 
 # -- group consumers ----------------------------------------------------------------------------------
@@ -231,7 +236,9 @@ class RealCopierInstance(CopierInstance):
                 sends.append((r.partition, int(r.value), prod.send(wl.out_topic, r.value, partition=r.partition)))
             self.checkpoint("after-send")
             if wl.options["offsets"] == "transaction":
-                prod.send_offsets(positions, self.consumer, wl.op_timeout)
+                # bounded from outside: librdkafka's call can outlive its timeout for good (client_calls.py)
+                bounded_call(lambda: prod.send_offsets(positions, self.consumer, wl.op_timeout),
+                             wl.op_timeout + HANG_GRACE_S, "send_offsets_to_transaction")
             self.checkpoint("before-commit")
             committing = True
             prod.commit(wl.op_timeout)
@@ -239,10 +246,12 @@ class RealCopierInstance(CopierInstance):
             self._complete("fail", reads, sends, error=f"crashed {c}")
             raise
         except Exception as e:  # noqa: BLE001 - classified below
-            err = _name(e)
+            err = f"client-hung: {e}" if isinstance(e, ClientCallHung) else _name(e)
+            aborted = False
             try:
-                prod.abort(wl.op_timeout)
-                aborted = True
+                if not isinstance(e, ClientCallHung):     # a hung client is never called again
+                    prod.abort(wl.op_timeout)
+                    aborted = True
             except Exception:  # noqa: BLE001 - the client cannot abort: a new producer finishes it
                 aborted = False
             if committing and not aborted:          # the commit may have taken effect

@@ -74,10 +74,12 @@ def test_an_aiokafka_copier_without_rebalances_is_valid(shared, tmp_path):
 
 # Both runs are in the long set (`make chaos`), not `make test`. kafka-python's copier under these faults
 # sometimes does not drain its input within the workload's 60 s (its consumer group recovers slowly after
-# a leader kill). confluent-kafka's, about one run in two on a loaded 2-core machine (also on the code of
-# 2026-11-25), never drains: py-spy shows both copier threads inside librdkafka's
-# send_offsets_to_transaction for over a minute (its timeout is 10 s) while the group's coordinator holds a
-# rebalance open waiting for them to rejoin; why the call outlives its timeout is not found yet.
+# a leader kill). confluent-kafka's used to never drain in about one run in two: librdkafka's
+# send_offsets_to_transaction blocked for good (py-spy: the copier thread inside it for minutes, its timeout
+# 10 s) after a leader kill left the group's __consumer_offsets partition without a live leader for a
+# moment, because librdkafka drops its coordinator lookup after three COORDINATOR_NOT_AVAILABLE answers and
+# waits for the call without a bound (cluster/workloads/client_calls.py). The copier now bounds the call
+# from outside and replaces the hung producer, as Jepsen retires a process whose operation timed out.
 @pytest.mark.parametrize("client", [pytest.param("confluent-kafka", marks=pytest.mark.slow),
                                     pytest.param("kafka-python", marks=pytest.mark.slow)])
 def test_a_copier_run_under_kill_leader_and_lost_acks_is_valid(shared, tmp_path, client):

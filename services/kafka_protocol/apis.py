@@ -6,9 +6,9 @@ have a handler, cut to what the emulated release served (`limit_to_release`),
 and every request outside them is answered as Kafka does:
 ApiVersions at a version not served gets a v0 response with
 UNSUPPORTED_VERSION and the served list (the client then retries with a
-version it finds there); another API at a version kio knows gets that
-version's response with UNSUPPORTED_VERSION in its top-level error code
-and nothing else; a request kio cannot describe closes the connection.
+version it finds there); any other API or version not served closes the
+connection, as Kafka's SocketServer closes it (a request header whose API
+and version are not enabled is an InvalidRequestException there).
 Addresses in Metadata and FindCoordinator answers are Kafka listeners, never
 gRPC ports; a node without a known Kafka listener is left out (Metadata) or
 answered COORDINATOR_NOT_AVAILABLE (FindCoordinator).
@@ -145,13 +145,9 @@ class ApiHandlers:
             values["error_code"] = UNSUPPORTED_VERSION
             resp = codec.make(codec.response_class(API_VERSIONS, 0), values)
             return codec.encode_response(API_VERSIONS, 0, u.correlation_id, resp)
-        try:
-            cls = codec.response_class(u.api_key, u.api_version)
-        except Exception:  # noqa: BLE001 - an API or version nobody can describe: Kafka closes too
-            raise MalformedRequest(f"unknown API {u.api_key} version {u.api_version}") from None
-        names = {f.name for f in dataclasses.fields(cls)}
-        resp = codec.make(cls, {"error_code": UNSUPPORTED_VERSION} if "error_code" in names else {})
-        return codec.encode_response(u.api_key, u.api_version, u.correlation_id, resp)
+        # SocketServer.parseRequestHeader: an API or version the listener does not enable is an
+        # InvalidRequestException, and the connection is closed (only ApiVersions is answered, at v0)
+        raise MalformedRequest(f"API {u.api_key} version {u.api_version} is not enabled on this listener")
 
     def cluster_action_refused(self, u: UnsupportedVersion):
         """An inter-broker API from a client: CLUSTER_AUTHORIZATION_FAILED at the version it asked for

@@ -2,7 +2,8 @@
 
 Guarantees: `parse_request` reads a request whose (API key, version) is served
 into kio's entity for exactly that version (flexible versions with tagged
-fields and compact types included) or raises `MalformedRequest` (bytes that do
+fields and compact types included; a tagged field the schema does not know is
+skipped, as Kafka skips it) or raises `MalformedRequest` (bytes that do
 not parse) or `UnsupportedVersion` (an API or version not
 served: the header was read, so the caller can answer it). `encode_response`
 writes the response header Kafka uses for that API and version (v1 with
@@ -25,6 +26,8 @@ import uuid
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
+
+from services.kafka_protocol.tagged_fields import strip_unknown_tags
 
 API_VERSIONS = 18
 _HEAD = struct.Struct(">hhi")
@@ -65,7 +68,13 @@ def parse_request(frame: bytes, served: dict[int, tuple[int, int]]):
     cls = load_request_schema(api_key, version)
     try:
         header, hsize = entity_reader(cls.__header_schema__)(frame, 0)
-        body, bsize = entity_reader(cls)(frame, hsize)
+        try:
+            body, bsize = entity_reader(cls)(frame, hsize)
+        except KeyError as e:
+            if not (cls.__flexible__ and "tagged field" in str(e)):
+                raise
+            # kio refuses a tag it does not know; Kafka skips it (KIP-482): parse the body without them
+            body, bsize = entity_reader(cls)(strip_unknown_tags(cls, frame, hsize), 0)
     except Exception as e:  # noqa: BLE001 - kio raises several kinds on bad bytes
         raise MalformedRequest(f"API {api_key} v{version}: {type(e).__name__}: {e}") from None
     # Bytes after the request are ignored, as Kafka's broker ignores them (librdkafka's Metadata v12

@@ -31,6 +31,15 @@ def produce(address, topic, tid, pid, epoch, seq, value: bytes, version=12) -> t
     return part.error_code.value, part.base_offset
 
 
+def produce_retrying(*args, **kw) -> tuple[int, int]:
+    """As a producer does: a retriable answer (the coordinator still completing the last transaction:
+    NOT_ENOUGH_REPLICAS from the leader, nothing appended) is sent again."""
+    def attempt():
+        r = produce(*args, **kw)
+        return None if r[0] == E.NOT_ENOUGH_REPLICAS else r
+    return h.wait_for(attempt, timeout=30, what="a produce past NOT_ENOUGH_REPLICAS")
+
+
 def test_a_transaction_version_2_producer_on_4_0_needs_no_add_calls_and_is_fenced_by_each_end(make_cluster):
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
@@ -66,8 +75,8 @@ def test_a_transaction_version_2_producer_on_4_0_needs_no_add_calls_and_is_fence
     assert coordinator_versions[26] == 5
 
     # Produce v12: no AddPartitionsToTxn, the leader adds the partition; v11 (a TV1 producer's) does not
-    assert produce(leader, topic, tid, pid, epoch, 0, b"one") == (E.NONE, 0)
-    assert produce(other_leader, other, tid, pid, epoch, 0, b"tv1", version=11)[0] == E.INVALID_TXN_STATE
+    assert produce_retrying(leader, topic, tid, pid, epoch, 0, b"one") == (E.NONE, 0)
+    assert produce_retrying(other_leader, other, tid, pid, epoch, 0, b"tv1", version=11)[0] == E.INVALID_TXN_STATE
     def group_coordinator_found():
         c = send(leader, 10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]
         return c if c.error_code.value == 0 else None
@@ -90,19 +99,19 @@ def test_a_transaction_version_2_producer_on_4_0_needs_no_add_calls_and_is_fence
     assert fetched.topics[0].partitions[0].committed_offset == 1
 
     # the late write of the finished transaction: refused, and the partition is not left hanging
-    assert produce(leader, topic, tid, pid, epoch, 1, b"late")[0] == E.INVALID_PRODUCER_EPOCH
+    assert produce_retrying(leader, topic, tid, pid, epoch, 1, b"late")[0] == E.INVALID_PRODUCER_EPOCH
     assert offsets(leader, topic) == (2, 2)
 
     # the next transaction goes on at the epoch EndTxn returned; an abort bumps it again
-    assert produce(leader, topic, tid, pid, epoch + 1, 0, b"two") == (E.NONE, 2)
+    assert produce_retrying(leader, topic, tid, pid, epoch + 1, 0, b"two") == (E.NONE, 2)
     aborted = send(coordinator, 26, 5, transactional_id=tid, producer_id=pid, producer_epoch=epoch + 1,
                    committed=False)
     assert (aborted.error_code.value, aborted.producer_epoch) == (E.NONE, epoch + 2)
     h.wait_for(lambda: offsets(leader, topic) == (4, 4), timeout=30, what="the ABORT marker")
 
     # EndTxn v4 is a TV1 client's: the epoch stays (it needs an AddPartitionsToTxn of its own, too)
-    assert produce(leader, topic, tid, pid, epoch + 2, 0, b"three") == (E.NONE, 4)
+    assert produce_retrying(leader, topic, tid, pid, epoch + 2, 0, b"three") == (E.NONE, 4)
     tv1 = send(coordinator, 26, 4, transactional_id=tid, producer_id=pid, producer_epoch=epoch + 2, committed=True)
     assert tv1.error_code.value == E.NONE
     h.wait_for(lambda: offsets(leader, topic) == (6, 6), timeout=30, what="the COMMIT marker")
-    assert produce(leader, topic, tid, pid, epoch + 2, 1, b"four", version=11) == (E.INVALID_TXN_STATE, -1)
+    assert produce_retrying(leader, topic, tid, pid, epoch + 2, 1, b"four", version=11) == (E.INVALID_TXN_STATE, -1)

@@ -38,3 +38,15 @@ def test_every_destructive_name_is_a_method_the_fuzz_calls():
     fuzz = script_module("bench", "fuzz.py")
     called = {m.name for _, s in fuzz.SERVICES for m in s.methods}
     assert fuzz.DESTRUCTIVE <= called
+
+
+def test_a_failed_fuzz_keeps_the_services_logs_under_eoslab_home(tmp_path, monkeypatch, capsys):
+    fuzz = script_module("bench", "fuzz.py")
+    cluster = tmp_path / "cluster"
+    (cluster / "logs").mkdir(parents=True)
+    (cluster / "logs" / "broker-1.log").write_text("broker-1 INFO deleted topic fuzz-durable\n")
+    monkeypatch.setenv("EOSLAB_HOME", str(tmp_path / "home"))
+    fuzz.keep_logs(type("Runtime", (), {"dir": str(cluster)})())
+    kept = list((tmp_path / "home").glob("fuzz-failed-*/broker-1.log"))
+    assert len(kept) == 1 and "deleted topic" in kept[0].read_text()
+    assert str(kept[0].parent) in capsys.readouterr().out

@@ -2,11 +2,13 @@
 """librdkafka's own broker test suite run against a lab cluster's Kafka listener.
 
 Guarantees: librdkafka is exported from --mirror into <cache>/librdkafka-<commit12>, outside the
-repository, and built there once (no SSL, GSSAPI, curl, zstd, external lz4; `nice -n 10 make
--j2`), a finished build is reused; a missing build tool or header is named as its Debian package,
-nothing is installed. Per --kafka-version a cluster of its own name is started and, also after an
+repository, and built there once (no SSL, GSSAPI, curl, zstd, external lz4; with rapidjson for the
+statistics tests; `nice -n 10 make -j2`), a finished build of the same settings is reused; a
+missing build tool or header is named as its Debian package, nothing is installed. Per --kafka-version a cluster of its own name is started and, also after an
 error, stopped. Only broker tests run (-L); EXCLUDED names every test left out and why; local,
-manual and known-issue tests are never started. Each test number runs in its own test-runner
+manual and known-issue tests are never started. A test that names a scenario of librdkafka's other
+than `default` (tests/scenarios/, e.g. noautocreate) runs in a pass of its own, TEST_SCENARIO set,
+on a cluster configured as that scenario's file says. Each test number runs in its own test-runner
 under --timeout, at most --parallel at once; after --budget minutes none starts ("not run").
 Every selected test gets one of pass, fail, skip, excluded, not run, a failure or skip with the
 runner's first failure/skip line, in <out>/librdkafka-conformance-<version>.json and .md.
@@ -28,12 +30,16 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIRROR = "/work/.mirror/confluentinc+librdkafka/repo"
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from librdkafka_tree import describe, header_comment, scenario_partitions, scenarios, test_table  # noqa: E402,F401
+from librdkafka_tree import describe, header_comment, scenario_broker_args, scenarios, test_table  # noqa: E402,F401
+DEFAULT = "default"      # librdkafka's test scenario when TEST_SCENARIO is not set
 VERSIONS = {"0.11": "0.11.0.3", "2.5": "2.5.1", "3.0": "3.0.2", "3.6": "3.6.2", "4.0": "4.0.0"}
 CONFIGURE = ["--disable-ssl", "--disable-gssapi", "--disable-curl", "--disable-zstd", "--disable-lz4-ext"]
 # (command or header, Debian package)
 BUILD_DEPS = [("gcc", "gcc"), ("g++", "g++"), ("make", "make"), ("pkg-config", "pkg-config"),
-              ("python3", "python3"), ("/usr/include/zlib.h", "zlib1g-dev")]
+              ("python3", "python3"), ("/usr/include/zlib.h", "zlib1g-dev"),
+              # the tests check the statistics JSON with it (0053, 0101, 0110 are skipped without it)
+              ("/usr/include/rapidjson/schema.h", "rapidjson-dev")]
+BUILT = "with rapidjson"   # what a reusable build's marker says after its commit
 
 # Test numbers left out of a run, with the reason. Local-only tests (TEST_F_LOCAL: the unit
 # tests and every *_mock test, e.g. 0105, 0144, 0146) are already skipped by the runner's -L.
@@ -89,7 +95,8 @@ def prepare(mirror: str, cache: str) -> tuple[str, str]:
     src = os.path.join(os.path.expanduser(cache), f"librdkafka-{commit[:12]}")
     if os.path.realpath(src).startswith(REPO + os.sep):
         raise Usage(f"--cache must be outside the repository: {src}")
-    if all(os.path.exists(os.path.join(src, f)) for f in ("tests/test-runner", ".eoslab-built")):
+    marker = os.path.join(src, ".eoslab-built")
+    if reusable(src, commit):
         say(f"reusing build in {src}")
         return src, commit
     if missing := [pkg for what, pkg in BUILD_DEPS if not (os.path.exists(what) if what[0] == "/" else shutil.which(what))]:
@@ -104,13 +111,24 @@ def prepare(mirror: str, cache: str) -> tuple[str, str]:
     log = open(os.path.join(src, "eoslab-build.log"), "a")
     for step, cmd, cwd in [("configure", ["./configure", *CONFIGURE], src),
                            ("make libs", ["nice", "-n", "10", "make", "-j2", "libs"], src),
+                           ("make clean (tests, built before with other settings)", ["make", "clean"],
+                            os.path.join(src, "tests")),
                            ("make test-runner", ["nice", "-n", "10", "make", "-j2", "test-runner"],
                             os.path.join(src, "tests"))]:
         say(f"{step} (log: {log.name})")
         if subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT).returncode:
             raise RuntimeError(f"{step} failed, see {log.name}")
-    open(os.path.join(src, ".eoslab-built"), "w").write(commit + "\n")
+    open(marker, "w").write(f"{commit} {BUILT}\n")
     return src, commit
+
+
+def reusable(src: str, commit: str) -> bool:
+    """A finished build of this commit made with today's settings (an older one lacks rapidjson)."""
+    marker = os.path.join(src, ".eoslab-built")
+    if not (os.path.exists(os.path.join(src, "tests", "test-runner")) and os.path.exists(marker)):
+        return False
+    with open(marker) as f:
+        return f.read().strip() == f"{commit} {BUILT}"
 
 
 def broker_tests(table) -> list[tuple[str, str]]:
@@ -154,9 +172,9 @@ def parse_output(text: str) -> dict[str, dict]:
     return results
 
 
-def cluster_up(eoslab: str, name: str, version: str, brokers: int, num_partitions: int = 1) -> str:
+def cluster_up(eoslab: str, name: str, version: str, brokers: int, broker_args: list[str]) -> str:
     cmd = [eoslab, "cluster", "up", "--runtime", "local", "--name", name, "--brokers", str(brokers),
-           "--controllers", "1", "--kafka-version", version, f"--broker-arg=--num-partitions={num_partitions}"]
+           "--controllers", "1", "--kafka-version", version, *[f"--broker-arg={a}" for a in broker_args]]
     for _ in range(3):  # a start can fail on a port an orphan of a dead cluster still binds
         say("starting cluster: " + " ".join(cmd[1:]))
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -192,9 +210,9 @@ def results_of(text: str, number: str) -> dict[str, dict]:
     return results
 
 
-def run_number(src, number, conf_path, version, timeout, logdir) -> tuple[str, dict, float]:
+def run_number(src, number, conf_path, version, timeout, logdir, scenario=DEFAULT) -> tuple[str, dict, float]:
     env = dict(os.environ, TESTS=number, RDKAFKA_TEST_CONF=conf_path, TEST_KAFKA_VERSION=version,
-               LD_LIBRARY_PATH=f"{src}/src:{src}/src-cpp")
+               TEST_SCENARIO=scenario, LD_LIBRARY_PATH=f"{src}/src:{src}/src-cpp")
     log = os.path.join(logdir, f"{number}.log")
     t0 = time.monotonic()
     with open(log, "w") as out:
@@ -235,18 +253,32 @@ def run_version(args, src, commit, version) -> dict:
     name = f"{args.name}-{version.replace('.', '')}"
     workdir = os.path.join(args.out, f"librdkafka-conformance-{version}")
     os.makedirs(os.path.join(workdir, "logs"), exist_ok=True)
-    per_number: dict = {}
+    scen = scenarios(test_c)
+    # a test that names another scenario runs only where TEST_SCENARIO is part of that name: each such
+    # scenario gets a pass of its own, on a cluster of its own configured as the scenario's file says
+    passes = {DEFAULT: numbers}
+    for other in sorted(set(scen.values()) - {DEFAULT}):
+        passes[other] = [n for n in numbers if n not in EXCLUDED and any(scen.get(t) == other for t in names[n])]
+    per_scenario: dict = {s: {} for s in passes}
     deadline = args.started + args.budget * 60 if args.budget else None
+    bootstrap = ""
+    for scenario, todo in passes.items():
+        if not todo:
+            continue
+        logs = os.path.join(workdir, logs_dir(scenario))
+        if args.from_logs:
+            for n in todo:
+                log = os.path.join(logs, f"{n}.log")
+                if n not in EXCLUDED and os.path.exists(log):
+                    per_scenario[scenario][n] = results_of(open(log, errors="replace").read(), n)
+            say(f"{version}: results read back from {logs}")
+        else:
+            os.makedirs(logs, exist_ok=True)
+            boot = run_tests(args, src, version, todo, workdir, name, deadline, per_scenario[scenario], scenario)
+            bootstrap = bootstrap or boot
     if args.from_logs:
-        for n in numbers:
-            log = os.path.join(workdir, "logs", f"{n}.log")
-            if n not in EXCLUDED and os.path.exists(log):
-                per_number[n] = results_of(open(log, errors="replace").read(), n)
         bootstrap = open(os.path.join(workdir, "test.conf")).readline().strip().partition("=")[2]
-        say(f"{version}: results read back from {workdir}/logs")
-    else:
-        bootstrap = run_tests(args, src, version, numbers, workdir, name, deadline, per_number)
-    rows = rows_of(numbers, names, per_number, tests_dir, scenarios(test_c))
+    rows = rows_of(numbers, names, per_scenario[DEFAULT], tests_dir, scen, per_scenario)
     totals = {k: sum(r["result"] == k for r in rows) for k in ("pass", "fail", "skip", "excluded", "not run")}
     report = {"librdkafka_commit": commit, "kafka_version": version, "bootstrap": bootstrap,
               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "totals": totals, "tests": rows}
@@ -257,19 +289,26 @@ def run_version(args, src, commit, version) -> dict:
     return report
 
 
-def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) -> str:
+def logs_dir(scenario: str) -> str:
+    return "logs" if scenario == DEFAULT else f"logs-{scenario}"
+
+
+def run_tests(args, src, version, numbers, workdir, name, deadline, per_number, scenario=DEFAULT) -> str:
+    if scenario != DEFAULT:
+        name = f"{name}-{scenario[:8]}"
     bootstrap = cluster_up(args.eoslab, name, version, args.brokers,
-                           scenario_partitions(os.path.join(src, "tests")))
+                           scenario_broker_args(os.path.join(src, "tests"), scenario))
     try:
-        conf = os.path.join(workdir, "test.conf")
+        conf = os.path.join(workdir, "test.conf" if scenario == DEFAULT else f"test-{scenario}.conf")
         open(conf, "w").write(test_conf(bootstrap))
-        say(f"{version}: {bootstrap}; {len(numbers)} test numbers, test.conf {conf}")
+        say(f"{version}, scenario {scenario}: {bootstrap}; {len(numbers)} test numbers, test.conf {conf}")
         todo = [n for n in numbers if n not in EXCLUDED]
         with cf.ThreadPoolExecutor(max_workers=args.parallel) as pool:
             def job(n):
                 if STOP.is_set() or (deadline and time.time() > deadline):
                     return n, None, 0.0
-                return run_number(src, n, conf, VERSIONS[version], args.timeout, os.path.join(workdir, "logs"))
+                return run_number(src, n, conf, VERSIONS[version], args.timeout,
+                                  os.path.join(workdir, logs_dir(scenario)), scenario)
             try:
                 pending = {pool.submit(job, n) for n in todo}
                 while pending:  # a timed wait, so that a signal is handled at once, not when a test ends
@@ -290,18 +329,25 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number) 
     return bootstrap
 
 
-def rows_of(numbers, names, per_number, tests_dir, scen=None) -> list[dict]:
+def rows_of(numbers, names, per_number, tests_dir, scen=None, per_scenario=None) -> list[dict]:
+    """One row per test; a test that names another scenario takes its result from that scenario's pass
+    (per_scenario[scenario]) when one ran."""
     rows, scen = [], scen or {}
     for n in numbers:
         what = describe(tests_dir, n)
         for tname in names[n]:
-            if n in EXCLUDED:
+            own = (per_scenario or {}).get(scen.get(tname, DEFAULT), {}).get(n)
+            if n not in EXCLUDED and own is not None:
+                r = dict(own.get(tname, {"result": "skip", "reason": "not started by the runner"}))
+                if r["result"] == "pass":
+                    r["reason"] = f"in the {scen[tname]} scenario" if tname in scen else ""
+            elif n in EXCLUDED:
                 r = {"result": "excluded", "reason": EXCLUDED[n]}
             elif per_number.get(n) is None:
                 r = {"result": "not run", "reason": "budget exhausted or run interrupted"}
             else:
                 r = dict(per_number[n].get(tname, {"result": "skip", "reason": "not started by the runner"}))
-            if r["result"] == "skip" and "default" not in scen.get(tname, "default"):
+            if r["result"] == "skip" and own is None and DEFAULT not in scen.get(tname, DEFAULT):
                 r["reason"] = f"requires test scenario {scen[tname]}; the run uses the default scenario"
             rows.append({"test": tname, "what": what, **r})
     return rows

@@ -63,12 +63,18 @@ def describe(tests_dir: str, number: str) -> str:
     return ""
 
 
-def scenario_partitions(tests_dir: str) -> int:
-    """num.partitions of librdkafka's `default` test scenario (tests/scenarios/default.json), which its
-    tests expect auto-created topics to have; Kafka's default 1 when the file does not say."""
+def scenario_broker_args(tests_dir: str, scenario: str = "default") -> list[str]:
+    """Broker flags for one of librdkafka's test scenarios (tests/scenarios/<name>.json, which is not
+    strict JSON): `num_partitions` (the partitions its tests expect an auto-created topic to have;
+    Kafka's default 1 when the file does not say) and `auto_create_topics`."""
     try:
-        with open(os.path.join(tests_dir, "scenarios", "default.json")) as f:
-            m = re.search(r'"num_partitions"\s*:\s*(\d+)', f.read())
+        with open(os.path.join(tests_dir, "scenarios", f"{scenario}.json")) as f:
+            text = f.read()
     except OSError:
-        return 1
-    return int(m.group(1)) if m else 1
+        text = ""
+    parts = re.search(r'"num_partitions"\s*:\s*(\d+)', text)
+    args = [f"--num-partitions={int(parts.group(1)) if parts else 1}"]
+    auto = re.search(r'"auto_create_topics"\s*:\s*"?(true|false)"?', text)
+    if auto:
+        args.append(f"--auto-create-topics-enable={auto.group(1)}")
+    return args

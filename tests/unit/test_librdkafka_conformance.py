@@ -186,3 +186,38 @@ def test_scenario_requirements_are_read_and_explain_a_silent_skip(tmp_path):
     assert rows[0]["reason"].startswith("requires test scenario noautocreate")
     assert rows[0]["what"] == "Producer transaction tests"
     assert rows[1]["what"] == ""
+
+
+def test_a_scenario_test_takes_its_result_from_its_own_pass(tmp_path):
+    text = TEST_C.replace("_TEST(0103_transactions, 0,", '_TEST(0103_transactions, 0, .scenario = "noautocreate",')
+    default = {"0103": {"0103_transactions": {"result": "skip", "reason": ""}}, "0001": {
+        "0001_multiobj": {"result": "pass", "reason": ""}}}
+    per_scenario = {"default": default,
+                    "noautocreate": {"0103": {"0103_transactions": {"result": "pass", "reason": ""}}}}
+    names = {"0103": ["0103_transactions"], "0001": ["0001_multiobj"]}
+    rows = conf.rows_of(["0103", "0001"], names, default, str(tmp_path), conf.scenarios(text), per_scenario)
+    assert [(r["test"], r["result"], r["reason"]) for r in rows] == [
+        ("0103_transactions", "pass", "in the noautocreate scenario"), ("0001_multiobj", "pass", "")]
+    per_scenario["noautocreate"] = {"0103": {"0103_transactions": {"result": "fail", "reason": "boom"}}}
+    rows = conf.rows_of(["0103"], names, default, str(tmp_path), conf.scenarios(text), per_scenario)
+    assert (rows[0]["result"], rows[0]["reason"]) == ("fail", "boom")
+
+
+def test_scenario_files_give_the_brokers_their_flags(tmp_path):
+    (tmp_path / "scenarios").mkdir()
+    (tmp_path / "scenarios" / "noautocreate.json").write_text(
+        '{\n    "auto_create_topics": "false",\n    "num_partitions": 4,\n    "replication_factor": 3,\n}\n')
+    assert conf.scenario_broker_args(str(tmp_path), "noautocreate") == [
+        "--num-partitions=4", "--auto-create-topics-enable=false"]
+    assert conf.scenario_broker_args(str(tmp_path), "default") == ["--num-partitions=1"]
+
+
+def test_a_build_made_before_rapidjson_is_not_reused(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test-runner").write_text("")
+    (tmp_path / ".eoslab-built").write_text("abc\n")
+    assert not conf.reusable(str(tmp_path), "abc")
+    (tmp_path / ".eoslab-built").write_text(f"abc {conf.BUILT}\n")
+    assert conf.reusable(str(tmp_path), "abc")
+    assert not conf.reusable(str(tmp_path), "def")
+    assert ("/usr/include/rapidjson/schema.h", "rapidjson-dev") in conf.BUILD_DEPS

@@ -221,3 +221,9 @@ def test_a_build_made_before_rapidjson_is_not_reused(tmp_path):
     assert conf.reusable(str(tmp_path), "abc")
     assert not conf.reusable(str(tmp_path), "def")
     assert ("/usr/include/rapidjson/schema.h", "rapidjson-dev") in conf.BUILD_DEPS
+
+
+def test_a_test_with_long_scripted_waits_gets_its_own_bound_which_only_lengthens():
+    assert conf.bound("0113", 240) == conf.TIMEOUTS["0113"] >= 855 + 240
+    assert conf.bound("0113", 3000) == 3000
+    assert conf.bound("0001", 240) == 240

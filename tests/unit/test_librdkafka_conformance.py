@@ -227,3 +227,17 @@ def test_a_test_with_long_scripted_waits_gets_its_own_bound_which_only_lengthens
     assert conf.bound("0113", 240) == conf.TIMEOUTS["0113"] >= 855 + 240
     assert conf.bound("0113", 3000) == 3000
     assert conf.bound("0001", 240) == 240
+
+
+def test_a_scenario_pass_runs_only_numbers_with_a_test_of_that_scenario_left_to_run(tmp_path):
+    names = {"0045": ["0045_subscribe_update", "0045_subscribe_update_topic_remove"],
+             "0107": ["0107_topic_recreate"], "0001": ["0001_multiobj"]}
+    scen = {"0045_subscribe_update_topic_remove": "noautocreate", "0107_topic_recreate": "noautocreate",
+            "0001_multiobj": "default,ak23"}
+    passes = conf.scenario_passes(["0001", "0045", "0107"], names, scen)
+    assert passes == {"default": ["0001", "0045", "0107"], "noautocreate": ["0107"]}
+    rows = conf.rows_of(["0045"], names, {"0045": {"0045_subscribe_update": {"result": "pass", "reason": ""}}},
+                        str(tmp_path), scen, {"default": {}, "noautocreate": {}})
+    assert [(r["test"], r["result"]) for r in rows] == [
+        ("0045_subscribe_update", "pass"), ("0045_subscribe_update_topic_remove", "excluded")]
+    assert "KAFKA_PATH" in rows[1]["reason"]

@@ -296,6 +296,11 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
         if unclean:
             log.info("brokers back from an unclean shutdown: %s", sorted(unclean))
             self._remove_unclean(unclean)
+        elif gone & born:
+            # a broker that went and came back within one change (a new broker epoch): its failure took
+            # its leaderships, its startup may win them back, as Kafka's processBrokerChange runs
+            # onBrokerFailure then onBrokerStartup (an online-partition election) for bounced brokers
+            self._elect_offline_partitions(set())
         self._sync_channels()
 
     def state_changed(self) -> None:

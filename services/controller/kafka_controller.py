@@ -7,7 +7,10 @@ Guarantees:
   epoch znode's version, so a stale controller's writes fail and it resigns;
 - all state changes happen on one event thread (Kafka's ControllerEventManager),
   in order; a broker's death (its ephemeral znode gone, or re-created with a
-  new epoch) moves leadership off it and bumps the leader epoch;
+  new epoch) moves leadership off it and bumps the leader epoch; one re-created
+  with a new epoch is then a candidate again, as Kafka's onBrokerStartup
+  follows onBrokerFailure for a bounced broker (unless it is back from an
+  unclean shutdown, KIP-966);
 - every live broker is eventually sent the current state (channel_manager);
 - time is the injected `Time` (`self.time`, handed to the channel manager
   too): the /controller znode's timestamp is its wall clock, the retry of a

@@ -25,6 +25,11 @@ Guarantees:
   (None) first; `load(group id, stored)` installs a stored group in a new coordinator, each member with
   a fresh session (and a rebalance timeout when it has partitions to revoke); a fencing `expire()`
   cannot store because this broker is no longer the coordinator (NOT_COORDINATOR) forgets the group;
+- shards (Kafka's coordinator runtime, one per __consumer_offsets partition): the changes of the groups
+  of one offsets partition are made and stored one at a time under that shard's lock; the tables'
+  `lock` is never held while a change is stored, so a store that waits (acks=all with a follower cut
+  off) holds up only its own shard's groups, never another shard's heartbeats or `expire()`. A shard
+  lock is taken before `lock`, never after it;
 - a group id held by a classic group with members is not a consumer group (GROUP_ID_NOT_FOUND); an
   empty classic group is replaced by the consumer group, as Kafka's maybeDeleteEmptyClassicGroup.
 """
@@ -47,6 +52,7 @@ from services.broker.consumer_group_member import (
     new_member_id)
 from services.broker.current_assignment_builder import CurrentAssignmentBuilder
 from services.broker.target_assignment_builder import TargetAssignmentBuilder
+from services.common.internal_topics import DEFAULT_OFFSETS_PARTITIONS, partition_for
 
 log = logging.getLogger(__name__)
 # The lab's defaults (Kafka's group.consumer.session.timeout.ms is 45000, heartbeat.interval.ms 5000):
@@ -86,7 +92,8 @@ class ConsumerGroupManager(StoredGroups):
         self.session_timeout_ms, self.heartbeat_interval_ms = session_timeout_ms, heartbeat_interval_ms
         self.assignors = make_assignors(assignors)
         self.classic_members, self.drop_classic, self.store = classic_members, drop_classic, store
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()          # the tables below; held briefly, never while storing
+        self._shards = [threading.RLock() for _ in range(DEFAULT_OFFSETS_PARTITIONS)]
         self.groups: dict[str, ConsumerGroup] = {}
         self.sessions: dict[tuple[str, str], float] = {}               # (group, member) -> deadline
         self.rebalances: dict[tuple[str, str], tuple[float, int]] = {}  # -> (deadline, epoch to leave)
@@ -95,7 +102,7 @@ class ConsumerGroupManager(StoredGroups):
     def heartbeat(self, r: Heartbeat) -> dict:
         try:
             self._validate(r)
-            with self.lock:
+            with self.shard_lock(r.group_id):
                 if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     return self._persisted(r.group_id, lambda: self._leave(r))
                 return self._persisted(r.group_id, lambda: self._heartbeat(r))
@@ -106,6 +113,10 @@ class ConsumerGroupManager(StoredGroups):
         except (IllegalStateError, IllegalMemberTransition) as e:   # a broken guarantee: Kafka's answer to one
             log.error("group %s: heartbeat of %s failed: %s", r.group_id, r.member_id, e)
             return self._error(E.UNKNOWN_SERVER_ERROR, str(e))
+
+    def shard_lock(self, group_id: str) -> threading.RLock:
+        """The lock of the group's shard: its __consumer_offsets partition (at the lab's partition count)."""
+        return self._shards[partition_for(group_id, len(self._shards))]
 
     @staticmethod
     def _error(code: int, message: str) -> dict:
@@ -141,18 +152,16 @@ class ConsumerGroupManager(StoredGroups):
     def expire(self) -> list[tuple[str, str]]:
         """Fence the members whose session or rebalance timeout passed; (group, member) of each."""
         now = self.time.monotonic()
-        fenced = []
         with self.lock:
-            for key, deadline in list(self.sessions.items()):
-                if now >= deadline:
-                    fenced.append(key)
-            for key, (deadline, epoch) in list(self.rebalances.items()):
-                g = self.groups.get(key[0])
-                m = g.members.get(key[1]) if g else None
-                if now >= deadline and m is not None and m.member_epoch == epoch and key not in fenced:
-                    fenced.append(key)
-            for gid, mid in fenced:
-                g = self.groups.get(gid)
+            due = [key for key in set(self.sessions) | set(self.rebalances) if self._due(key, now)]
+        fenced = []
+        for gid, mid in sorted(due):
+            with self.shard_lock(gid):
+                with self.lock:          # a heartbeat may have come in since
+                    if not self._due((gid, mid), now):
+                        continue
+                    g = self.groups.get(gid)
+                fenced.append((gid, mid))
                 if g is not None and mid in g.members:
                     log.info("group %s: member %s fenced (session or rebalance timeout)", gid, mid)
                     try:
@@ -162,8 +171,21 @@ class ConsumerGroupManager(StoredGroups):
                         if e.code == E.NOT_COORDINATOR:      # no longer ours: the log has it for the next leader
                             self.remove_group(gid)
                         continue
-                self._cancel(gid, mid)
+                with self.lock:
+                    self._cancel(gid, mid)
         return fenced
+
+    def _due(self, key: tuple[str, str], now: float) -> bool:
+        """The member's session timeout passed, or its rebalance timeout at the epoch it was asked at."""
+        deadline = self.sessions.get(key)
+        if deadline is not None and now >= deadline:
+            return True
+        rebalance = self.rebalances.get(key)
+        if rebalance is None or now < rebalance[0]:
+            return False
+        g = self.groups.get(key[0])
+        m = g.members.get(key[1]) if g else None
+        return m is not None and m.member_epoch == rebalance[1]
 
     # -- checks -------------------------------------------------------------------------------
     def _validate(self, r: Heartbeat) -> None:

@@ -2,9 +2,10 @@
 GroupMetadataManager writes and replays its consumer group records.
 
 Guarantees:
-- `_persisted(group, change)` runs a change holding the manager's lock; when the group's stored form
-  (ConsumerGroup.to_record) changed, it is handed to the manager's `store` before the change is
-  answered; a store that fails, or a change that raises, is undone (the group, its sessions and
+- `_persisted(group, change)` runs a change holding the manager's `lock` (its caller holds the group's
+  shard lock); when the group's stored form (ConsumerGroup.to_record) changed, it is handed to the
+  manager's `store`, with `lock` released, before the change is answered; a store that fails, or a
+  change that raises, is undone (the group, its sessions and
   rebalance timers as before: Kafka's timeline reverts what it could not write), so a client is never
   told of a change the log lacks;
 - `delete_group` stores the tombstone (None) before the group is forgotten;
@@ -22,30 +23,38 @@ from services.broker.consumer_group_member import GroupError, MemberState
 
 
 class StoredGroups:
-    """Mixed into ConsumerGroupManager (its lock, groups, sessions, rebalances, store, time)."""
+    """Mixed into ConsumerGroupManager (its lock, shard_lock, groups, sessions, rebalances, store, time)."""
 
     def _image(self, group_id: str) -> str | None:
         g = self.groups.get(group_id)
         return None if g is None else json.dumps(g.to_record(), sort_keys=True, separators=(",", ":"))
 
     def _persisted(self, group_id: str, change):
-        """change() (holding self.lock), stored when it changed the group; undone when it raised or the
-        store failed (a GroupError with the store's error)."""
-        before = self._image(group_id)
-        timers = ({k: v for k, v in self.sessions.items() if k[0] == group_id},
-                  {k: v for k, v in self.rebalances.items() if k[0] == group_id})
-        try:
-            out = change()
+        """change() holding self.lock, then stored (self.lock released: the caller's shard lock keeps the
+        group's other changes out) when it changed the group; undone when it raised or the store failed
+        (a GroupError with the store's error)."""
+        with self.lock:
+            before = self._image(group_id)
+            timers = ({k: v for k, v in self.sessions.items() if k[0] == group_id},
+                      {k: v for k, v in self.rebalances.items() if k[0] == group_id})
+            try:
+                out = change()
+            except BaseException:
+                if self._image(group_id) != before:
+                    self._put_back(group_id, before, timers)
+                raise
             after = self._image(group_id)
-            if after != before:
-                err = self.store(group_id, None if after is None else json.loads(after))
-                if err != E.NONE:
-                    raise GroupError(err, f"group {group_id} not stored ({err})")
+        if after == before:
             return out
+        try:
+            err = self.store(group_id, None if after is None else json.loads(after))
+            if err != E.NONE:
+                raise GroupError(err, f"group {group_id} not stored ({err})")
         except BaseException:
-            if self._image(group_id) != before:
+            with self.lock:
                 self._put_back(group_id, before, timers)
             raise
+        return out
 
     def _put_back(self, group_id: str, image: str | None, timers) -> None:
         if image is None:
@@ -62,7 +71,7 @@ class StoredGroups:
 
     def load(self, group_id: str, stored: dict | None) -> None:
         """Install the stored group (None: there is none) in a coordinator that now serves it."""
-        with self.lock:
+        with self.shard_lock(group_id), self.lock:
             self.remove_group(group_id)
             if stored is None:
                 return
@@ -77,7 +86,7 @@ class StoredGroups:
     def delete_group(self, group_id: str) -> int:
         """Store the group's tombstone, then forget it (Kafka: an empty consumer group a classic join
         converts); the store's error, the group kept, when it fails."""
-        with self.lock:
+        with self.shard_lock(group_id):
             err = self.store(group_id, None)
             if err == E.NONE:
                 self.remove_group(group_id)

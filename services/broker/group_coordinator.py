@@ -169,10 +169,10 @@ class GroupCoordinator:
             known = [g for g in self.membership.groups if self.partition_for(g) == n]
         for g in set(known) | set(st.groups):
             self.membership.load(g, st.groups.get(g))
-        with self.consumer_groups.lock:
+        with self.consumer_groups.lock:      # a shard lock is never taken holding the tables' lock
             known = [g for g in self.consumer_groups.groups if self.partition_for(g) == n]
-            for g in set(known) | set(st.consumer_groups):
-                self.consumer_groups.load(g, st.consumer_groups.get(g))
+        for g in set(known) | set(st.consumer_groups):
+            self.consumer_groups.load(g, st.consumer_groups.get(g))
 
     def _store_group(self, group: str) -> None:
         """Write the group's metadata to its offsets partition (acks=all), as Kafka's storeGroup."""
@@ -190,8 +190,8 @@ class GroupCoordinator:
     def _store_consumer_group(self, group: str, stored: dict | None) -> int:
         """Write a consumer group's record (None: its tombstone) to its offsets partition (acks=all), as
         Kafka's GroupMetadataManager records; the error its heartbeat answers when that fails. Called
-        holding the manager's lock: the partition state is read without self.lock (taken before the
-        manager's lock when a partition is loaded), and one not loaded at this leader epoch is NOT_COORDINATOR."""
+        holding the group's shard lock: the partition state is read without self.lock (taken before the
+        shard locks when a partition is loaded), and one not loaded at this leader epoch is NOT_COORDINATOR."""
         n = self.partition_for(group)
         if n < 0:
             return E.NONE      # no __consumer_offsets at all (a coordinator without a cluster: unit tests)
@@ -213,7 +213,7 @@ class GroupCoordinator:
         err = self.owns(req.group_id)
         if err != E.NONE:
             return broker_pb2.JoinGroupResponse(error=err, generation_id=-1)
-        with self.consumer_groups.lock:
+        with self.consumer_groups.shard_lock(req.group_id):
             modern = self.consumer_groups.group(req.group_id)
             if modern is not None and not modern.is_empty():     # Kafka: no common protocol with a consumer group
                 return broker_pb2.JoinGroupResponse(error=E.INCONSISTENT_GROUP_PROTOCOL, generation_id=-1)

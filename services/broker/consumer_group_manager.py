@@ -2,8 +2,8 @@
 ConsumerGroupHeartbeat joins, heartbeats or leaves, and members that stop heartbeating are fenced.
 
 Guarantees:
-- a heartbeat is checked as Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (INVALID_REQUEST,
-  UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION) before anything changes; on v0 a joining member
+- a heartbeat is checked (consumer_group_heartbeat.validate, Kafka's
+  throwIfConsumerGroupHeartbeatRequestIsInvalid) before anything changes; on v0 a joining member
   without an id gets one from the coordinator, from v1 the client must bring its own;
 - member epoch 0 joins (creating the group), > 0 heartbeats, -1 leaves, -2 leaves a static member's
   place open for its instance id; an unknown member is UNKNOWN_MEMBER_ID, an epoch above the
@@ -35,9 +35,7 @@ Guarantees:
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
-import re
 import threading
 from collections import Counter
 
@@ -45,10 +43,11 @@ from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 from services.broker.consumer_group import ConsumerGroup, IllegalStateError
 from services.broker.consumer_group_assignors import DEFAULT_ASSIGNORS, assignors as make_assignors
+from services.broker.consumer_group_heartbeat import Heartbeat, validate
 from services.broker.consumer_group_store import StoredGroups
 from services.broker.consumer_group_member import (
-    FENCED_MEMBER_EPOCH, INVALID_REGULAR_EXPRESSION, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, ConsumerGroupMember, GroupError, IllegalMemberTransition, MemberState,
+    FENCED_MEMBER_EPOCH, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    UNRELEASED_INSTANCE_ID, ConsumerGroupMember, GroupError, IllegalMemberTransition, MemberState,
     new_member_id)
 from services.broker.current_assignment_builder import CurrentAssignmentBuilder
 from services.broker.target_assignment_builder import TargetAssignmentBuilder
@@ -59,25 +58,6 @@ log = logging.getLogger(__name__)
 # shorter, for a lab on one machine.
 SESSION_TIMEOUT_MS = 10000
 HEARTBEAT_INTERVAL_MS = 1000
-CLIENT_MEMBER_ID_VERSION = 1          # KIP-1082: from v1 the client generates its member id
-
-
-@dataclasses.dataclass
-class Heartbeat:
-    """A ConsumerGroupHeartbeat's fields; None is Kafka's "not changed since the last heartbeat"."""
-    group_id: str
-    member_id: str = ""
-    member_epoch: int = 0
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    subscribed_topic_names: list | None = None
-    subscribed_topic_regex: str | None = None
-    server_assignor: str | None = None
-    owned: dict | None = None            # topic id -> partitions
-    client_id: str = ""
-    client_host: str = ""
-    api_version: int = 0
 
 
 class ConsumerGroupManager(StoredGroups):
@@ -101,7 +81,7 @@ class ConsumerGroupManager(StoredGroups):
     # -- the API ------------------------------------------------------------------------------
     def heartbeat(self, r: Heartbeat) -> dict:
         try:
-            self._validate(r)
+            validate(r, self.assignors)
             with self.shard_lock(r.group_id):
                 if r.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                     return self._persisted(r.group_id, lambda: self._leave(r))
@@ -188,43 +168,6 @@ class ConsumerGroupManager(StoredGroups):
         return m is not None and m.member_epoch == rebalance[1]
 
     # -- checks -------------------------------------------------------------------------------
-    def _validate(self, r: Heartbeat) -> None:
-        def invalid(msg):
-            raise GroupError(E.INVALID_REQUEST, msg)
-        if not r.group_id:
-            invalid("GroupId can't be empty.")
-        if r.instance_id == "":
-            invalid("InstanceId can't be empty.")
-        if r.rack_id == "":
-            invalid("RackId can't be empty.")
-        if r.member_epoch > 0 or r.member_epoch == LEAVE_GROUP_MEMBER_EPOCH:
-            if not r.member_id:
-                invalid("MemberId can't be empty.")
-        elif r.member_epoch == 0:
-            if not r.member_id and r.api_version >= CLIENT_MEMBER_ID_VERSION:
-                invalid("MemberId can't be empty.")
-            if r.rebalance_timeout_ms == -1:
-                invalid("RebalanceTimeoutMs must be provided in first request.")
-            if r.owned is None or any(r.owned.values()):
-                invalid("TopicPartitions must be empty when (re-)joining.")
-            if not r.subscribed_topic_names and not r.subscribed_topic_regex:
-                invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
-        elif r.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            if not r.member_id:
-                invalid("MemberId can't be empty.")
-            if r.instance_id is None:
-                invalid("InstanceId can't be null.")
-        else:
-            invalid("MemberEpoch is invalid.")
-        if r.subscribed_topic_regex is not None:
-            try:
-                re.compile(r.subscribed_topic_regex)
-            except re.error as e:
-                raise GroupError(INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex is invalid: {e}") from None
-        if r.server_assignor is not None and r.server_assignor not in self.assignors:
-            raise GroupError(UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
-                                                   f"Supported assignors: {', '.join(self.assignors)}.")
-
     @staticmethod
     def _check_epoch(m: ConsumerGroupMember, received: int, owned: dict | None) -> None:
         if received > m.member_epoch:

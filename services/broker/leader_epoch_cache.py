@@ -1,7 +1,7 @@
 """LeaderEpochFileCache: (leader epoch, start offset) pairs of a partition's log, on disk.
 
-Guarantees: entries are strictly increasing in epoch and non-decreasing in
-start offset; every change is written to `leader-epoch-checkpoint` before it
+Guarantees: entries are strictly increasing in epoch and in start offset
+(an epoch assigned where another starts replaces it, as Kafka's assign); every change is written to `leader-epoch-checkpoint` before it
 takes effect, as Kafka's CheckpointFile writes it (temp file, fsync, rename,
 fsync of the directory: checkpoints.write_checkpoint_file); `end_offset_for(epoch)` answers as
 Kafka's OffsetsForLeaderEpoch does (KIP-101/279): the largest known epoch not
@@ -56,8 +56,9 @@ class LeaderEpochFileCache:
         with self.lock:
             if self.entries and self.entries[-1][0] >= epoch:
                 return
-            # an epoch that starts where a later-recorded one would: drop those that start after it
-            while self.entries and self.entries[-1][1] > start_offset:
+            # Kafka's maybeTruncateNonMonotonicEntries: drop the entries that start at or after it (an
+            # epoch led without an append leaves no entry once the next one starts at the same offset)
+            while self.entries and self.entries[-1][1] >= start_offset:
                 self.entries.pop()
             self.entries.append((epoch, start_offset))
             self._flush()

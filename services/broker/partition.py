@@ -346,6 +346,11 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
     def truncate_to(self, offset: int) -> None:
         with self.lock:
             if offset >= self.log.log_end_offset:
+                # nothing to cut from the log, but an epoch this replica started at its end and never
+                # wrote (it led, appended nothing, lost the leadership) goes, as Kafka's Log.truncateTo
+                # always truncates the epoch cache: kept, it names an epoch the leader never had, and the
+                # follower would ask OffsetsForLeaderEpoch for it again and again and never fetch
+                self.epochs.truncate_from_end(self.log.log_end_offset)
                 return
             log.info("%s-%d: truncating from %d to %d", self.topic, self.partition, self.log.log_end_offset, offset)
             self.log.truncate_to(offset)

@@ -80,3 +80,36 @@ def test_a_restarted_leaders_lso_does_not_pass_an_unreplicated_marker(tmp_path):
     assert again.last_stable_offset == 0                  # without the replay's unreplicated marker: 2
     again.record_follower_fetch(2, 3)
     assert again.last_stable_offset == 3
+
+
+def test_a_follower_that_led_an_epoch_without_appending_is_not_stuck_truncating(tmp_path):
+    """Seen in a chaos run: broker 2 led epoch 5 from offset 528 and appended nothing before it died; the
+    leader (broker 3) has no epoch 4 or 5 and answers epoch 5 with (3, 528). The follower cuts to 528,
+    its end already, and must also drop its epoch 5 entry, as Kafka's Log.truncateTo always truncates the
+    epoch cache: otherwise it asks for epoch 5 again, gets the same answer, and never fetches (the
+    partition's ISR stayed at the leader alone, under min.insync.replicas, for good)."""
+    leader = [(0, 0), (2, 1), (3, 528), (16, 528)]
+
+    def answer(requested):
+        e, _ = max((x for x in leader if x[0] <= requested), default=(-1, -1))
+        nxt = [s for x, s in leader if x > e]
+        return e, (nxt[0] if nxt else 528)
+
+    p = partition_with(tmp_path, [(0, 1), (2, 527)])
+    p.make_leader(5, [2, 3], [2], 1)                     # led epoch 5 from 528, appended nothing
+    assert p.epochs.entries[-1] == (5, 528)
+    p.make_follower(3, 16, [2, 3], [3], 2)
+    assert converge(p, answer) == 2
+    assert p.log_end_offset == 528 and p.epochs.latest_epoch == 2
+
+
+def test_an_epoch_assigned_where_another_starts_replaces_it(tmp_path):
+    """Kafka's LeaderEpochFileCache.assign removes entries that start at or after the new one: a broker
+    elected again and again with nothing appended keeps one entry at that offset, the latest epoch."""
+    from services.broker.leader_epoch_cache import LeaderEpochFileCache
+    c = LeaderEpochFileCache(str(tmp_path))
+    for epoch, start in ((0, 0), (2, 1), (3, 528), (6, 528), (8, 528)):
+        c.assign(epoch, start)
+    assert c.entries == [(0, 0), (2, 1), (8, 528)]
+    assert c.end_offset_for(5, 528) == (2, 528)
+    assert LeaderEpochFileCache(str(tmp_path)).entries == [(0, 0), (2, 1), (8, 528)]     # as written

@@ -29,6 +29,7 @@ import time
 from cluster import procfs
 
 _LOCK = threading.Lock()     # rule edits of one process never interleave
+DELETED = " (deleted)"       # how the kernel names a working directory that was removed
 
 
 class NetfilterUnavailable(RuntimeError):
@@ -69,7 +70,8 @@ def place(slot: int, node: str, pid: int) -> bool:
 
 def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
     """SIGKILL every process still in the slot's node groups (with `cwd`: only those working in that
-    directory, a cluster's own nodes, never another cluster's that took the slot over); returns their pids."""
+    directory, also once it was removed, a cluster's own nodes, never another cluster's that took the
+    slot over); returns their pids."""
     root = cgroup2_root()
     base = os.path.join(root, "eoslab", str(slot)) if root else None
     if base is None or not os.path.isdir(base):
@@ -85,10 +87,8 @@ def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
             if pid == os.getpid():
                 continue
             if cwd is not None:
-                try:
-                    if os.readlink(f"/proc/{pid}/cwd") != os.path.realpath(cwd):
-                        continue
-                except OSError:
+                where = procfs.cwd(pid)
+                if where is None or where.removesuffix(DELETED) != os.path.realpath(cwd):
                     continue
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -99,6 +99,31 @@ def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
     while killed and time.monotonic() < deadline and not all(procfs.gone(p) for p in killed):
         time.sleep(0.02)
     return killed
+
+
+def slot_cgroups() -> dict[int, dict[str, list[int]]]:
+    """slot -> node -> pids of every slot's node groups that still hold a process."""
+    root = cgroup2_root()
+    base = os.path.join(root, "eoslab") if root else None
+    out: dict[int, dict[str, list[int]]] = {}
+    try:
+        slots = [d for d in os.listdir(base) if d.isdigit()] if base else []
+    except OSError:
+        return out
+    for slot in slots:
+        try:
+            nodes = os.listdir(os.path.join(base, slot))
+        except OSError:
+            continue
+        for node in nodes:
+            try:
+                with open(os.path.join(base, slot, node, "cgroup.procs")) as f:
+                    pids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            if pids:
+                out.setdefault(int(slot), {})[node] = pids
+    return out
 
 
 def remove_cgroups(slot: int) -> None:

@@ -11,9 +11,14 @@ Guarantees:
 - `find()` lists the clusters holding a slot lock (cluster.slots, machine-wide: every home, every
   pytest tmp dir) whose state.json names an owner that is gone while one of their nodes still runs;
   nothing that cannot be read is listed.
+- a cluster whose directory was removed under it (its state.json gone with it) is found through the
+  slot's node cgroups instead: nodes still run there in a removed working directory, and no process
+  that holds the slot's lock lives; it is listed with "lost": True and its slot;
 - `reap(log)` stops each of them through its own runtime (`LocalRuntime.down`: nodes, network
-  rules, cgroups, lazy mounts, slot, data) and writes one line per cluster to `log`; a cluster that
-  fails to go down is named, never raised, and the others still go.
+  rules, cgroups, lazy mounts, slot, data), a lost one through its slot (the nodes working in its
+  removed directory, then the slot's rules, cgroups and lock once no node is left there), and writes
+  one line per cluster to `log`; a cluster that fails to go down is named, never raised, and the
+  others still go.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ import json
 import os
 import sys
 
-from cluster import procfs, slots
+from cluster import netfilter, procfs, slots
 
 
 def owner_record() -> dict:
@@ -50,7 +55,7 @@ def find() -> list[dict]:
     try:
         names = sorted(os.listdir(slots.SLOT_DIR), key=lambda n: (len(n), n))
     except OSError:
-        return out
+        names = []
     for slot_name in names:
         try:
             with open(os.path.join(slots.SLOT_DIR, slot_name)) as f:
@@ -68,7 +73,58 @@ def find() -> list[dict]:
             out.append({"name": state.get("name") or os.path.basename(cluster_dir),
                         "home": os.path.dirname(os.path.dirname(cluster_dir)), "dir": cluster_dir,
                         "owner": state.get("owner"), "live_nodes": live})
+    return out + _lost()
+
+
+def _lock(slot: int) -> dict | None:
+    try:
+        with open(os.path.join(slots.SLOT_DIR, str(slot))) as f:
+            rec = json.load(f)
+        return rec if isinstance(rec, dict) else {}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {}
+
+
+def _lost() -> list[dict]:
+    """Clusters whose directory was removed while their nodes ran: found by their slots' cgroups."""
+    out = []
+    for slot, nodes in sorted(netfilter.slot_cgroups().items()):
+        lock = _lock(slot)
+        if lock is not None:
+            if os.path.exists(os.path.join(lock.get("dir") or "", "state.json")):
+                continue                               # a cluster with its state: find()'s first part
+            if isinstance(lock.get("pid"), int) and not procfs.gone(lock["pid"]) and lock["pid"] != os.getpid():
+                continue                               # whoever holds the slot may still be starting it
+        removed = {}
+        for node, pids in nodes.items():
+            for pid in pids:
+                where = procfs.cwd(pid) or ""
+                if where.endswith(netfilter.DELETED):
+                    removed.setdefault(where.removesuffix(netfilter.DELETED), set()).add(node)
+        if not removed:
+            continue
+        cluster_dir = max(removed, key=lambda d: len(removed[d]))
+        out.append({"name": os.path.basename(cluster_dir), "home": None, "dir": cluster_dir,
+                    "owner": {"pid": lock.get("pid")} if lock else None,
+                    "live_nodes": sorted(removed[cluster_dir]), "slot": slot, "lost": True})
     return out
+
+
+def _reap_lost(o: dict) -> None:
+    slot = o["slot"]
+    netfilter.kill_cgroups(slot, cwd=o["dir"])
+    lock = _lock(slot)
+    if netfilter.slot_cgroups().get(slot) or (lock is not None and lock.get("dir") != o["dir"]):
+        return                                         # something else runs in the slot: leave it be
+    try:
+        netfilter.heal(slot)
+    except netfilter.NetfilterUnavailable:
+        pass
+    netfilter.remove_cgroups(slot)
+    if lock is not None:
+        slots.release(slot)
 
 
 def reap(log=sys.stderr) -> list[str]:
@@ -77,11 +133,16 @@ def reap(log=sys.stderr) -> list[str]:
     stopped = []
     for o in find():
         try:
-            LocalRuntime.load(o["name"], home=o["home"]).down()
+            if o.get("lost"):
+                _reap_lost(o)
+            else:
+                LocalRuntime.load(o["name"], home=o["home"]).down()
         except Exception as e:  # noqa: BLE001 - one cluster that will not go must not keep the others
             print(f"eoslab: orphaned cluster {o['name']} ({o['dir']}) could not be stopped: {e}", file=log)
             continue
         stopped.append(o["name"])
+        why = (f"its directory {o['dir']} was removed" if o.get("lost") else
+               f"its owner, process {o['owner'].get('pid')}, is gone")
         print(f"eoslab: stopped orphaned cluster {o['name']} ({len(o['live_nodes'])} nodes still running; "
-              f"its owner, process {o['owner'].get('pid')}, is gone)", file=log)
+              f"{why})", file=log)
     return stopped

@@ -1,10 +1,12 @@
-"""What /proc says of a process: its state letter and its command line (Linux).
+"""What /proc says of a process: its state letter, its command line and its working directory (Linux).
 
 Guarantees: every read answers None (or "gone") for a process that does not exist, and a zombie
 (exited, waiting for its parent to reap it) counts as gone; nothing here raises for a pid that
 vanished between two reads.
 """
 from __future__ import annotations
+
+import os
 
 
 def state(pid: int) -> str | None:
@@ -43,4 +45,13 @@ def start_time(pid: int) -> int | None:
         with open(f"/proc/{pid}/stat") as f:
             return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, ValueError, IndexError):
+        return None
+
+
+def cwd(pid: int) -> str | None:
+    """The process's working directory as the kernel names it ("<path> (deleted)" once it was
+    removed); None when it cannot be read."""
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
         return None

@@ -73,3 +73,36 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next_up_and_a_standi
                 LocalRuntime.load(name, home=eoslab_home).down()
         if rt is not None:
             rt.down()
+
+
+@pytest.mark.integration
+def test_a_cluster_whose_directory_was_removed_under_it_is_found_by_its_slot_and_stopped(eoslab_home):
+    from cluster import netfilter, slots
+    from cluster.local import LocalRuntime
+    if netfilter.cgroup2_root() is None or os.geteuid() != 0:
+        pytest.skip("nodes get their own cgroups only as root on a cgroup-v2 hierarchy")
+    owner, pids = _made_by_a_process("lost-home", eoslab_home, "owned")
+    cluster_dir = os.path.join(eoslab_home, "clusters", "lost-home")
+    with open(os.path.join(cluster_dir, "state.json")) as f:
+        slot = json.load(f)["slot"]
+    try:
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait()
+        subprocess.run(["rm", "-rf", cluster_dir], check=True)     # state.json goes with it
+        assert all(not procfs.gone(p) for p in pids.values())    # the nodes run on, nobody knows them
+        lost = [o for o in orphans.find() if o.get("lost") and o["slot"] == slot]
+        assert len(lost) == 1 and lost[0]["dir"] == os.path.realpath(cluster_dir)
+        assert set(lost[0]["live_nodes"]) <= set(pids) and lost[0]["live_nodes"]
+        assert orphans.reap(log=open(os.devnull, "w")).count("lost-home") == 1
+        h.wait_for(lambda: all(procfs.gone(p) for p in pids.values()), 30, "the lost cluster's nodes gone")
+        assert slot not in netfilter.slot_cgroups()
+        assert not os.path.exists(os.path.join(slots.SLOT_DIR, str(slot)))
+        assert not [o for o in orphans.find() if o.get("slot") == slot]
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        for p in pids.values():
+            if not procfs.gone(p):
+                os.kill(p, signal.SIGKILL)
+        if os.path.exists(cluster_dir):
+            LocalRuntime.load("lost-home", home=eoslab_home).down()

@@ -62,11 +62,17 @@ def in_thread(fn):
     return t, out
 
 
-def test_a_store_that_waits_does_not_hold_up_another_shards_heartbeat():
+def slow_join_waiting(clock=None):
+    """A manager whose SLOW group's join waits in its store: (store, manager, thread, its result)."""
     store = BlockingStore(SLOW)
-    m = manager(store)
+    m = manager(store, clock)
     slow, slow_out = in_thread(lambda: join(m, SLOW))
     assert store.entered.wait(WAIT_S)
+    return store, m, slow, slow_out
+
+
+def test_a_store_that_waits_does_not_hold_up_another_shards_heartbeat():
+    store, m, slow, slow_out = slow_join_waiting()
     try:
         other, other_out = in_thread(lambda: join(m, OTHER))
         other.join(WAIT_S)
@@ -81,10 +87,7 @@ def test_a_store_that_waits_does_not_hold_up_another_shards_heartbeat():
 
 
 def test_while_a_store_waits_only_its_shard_is_held_not_the_tables():
-    store = BlockingStore(SLOW)
-    m = manager(store)
-    slow, _ = in_thread(lambda: join(m, SLOW))
-    assert store.entered.wait(WAIT_S)
+    store, m, slow, _ = slow_join_waiting()
     try:
         same, other = m.shard_lock(SAME_SHARD), m.shard_lock(OTHER)
         assert same is m.shard_lock(SLOW) and other is not same

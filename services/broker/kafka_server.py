@@ -14,7 +14,7 @@ import logging
 import threading
 
 import grpc
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 
 from eoslab.v1 import broker_pb2, broker_pb2_grpc, common_pb2, faults_pb2_grpc
 from services.common.faults import FaultInjectorService, FaultRegistry
@@ -26,8 +26,9 @@ from services.broker.log_config import LogConfig
 from services.common.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
-from eoslab.common import auth, rpc
+from eoslab.common import rpc
 from services.common import zk_paths
+from services.common.zk_client import zk_client
 from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 
@@ -57,8 +58,7 @@ class KafkaServer:
         self.kafka_advertise = kafka_advertise or kafka_listen
         self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
-        hosts, chroot = zk_paths.split_hosts(zk_connect)
-        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0, **auth.zk_kwargs())
+        self.zk = zk_client(zk_connect, session_timeout_ms)
         self.broker_epoch = -1
         self.controller_address: str | None = None
         self._max_issued_pid = -1

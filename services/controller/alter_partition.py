@@ -72,7 +72,10 @@ class AlterPartitionHandler:
             self._sync_channels()
             return controller_pb2.AlterPartitionResponse(error=E.NONE,
                                                          state=self._state_proto(req.topic, req.partition))
-        return self.call(run)
+        try:
+            return self.call(run)
+        except TimeoutError:          # the event thread did not get to it: the leader asks again
+            return controller_pb2.AlterPartitionResponse(error=E.REQUEST_TIMED_OUT)
 
     def _reload_state(self, topic: str, p: int) -> None:
         sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))

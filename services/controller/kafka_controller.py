@@ -12,6 +12,9 @@ Guarantees:
   follows onBrokerFailure for a bounced broker (unless it is back from an
   unclean shutdown, KIP-966);
 - every live broker is eventually sent the current state (channel_manager);
+- a topic request (create, delete, grow, configs) is answered, never raised: NOT_CONTROLLER for each
+  item at a controller that is not active, REQUEST_TIMED_OUT for each item when the event thread did
+  not get to it within `request_timeout_s`, as Kafka's controller answers a request that timed out;
 - time is the injected `Time` (`self.time`, handed to the channel manager
   too): the /controller znode's timestamp is its wall clock, the retry of a
   failed event waits on it and ends at once on `stop()`.
@@ -23,14 +26,14 @@ import logging
 import queue
 import threading
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from eoslab.v1 import broker_pb2, common_pb2, controller_pb2
-from eoslab.common import auth
 from eoslab.common.topics import new_topic_id
 from eoslab.common.time import SYSTEM, Time
 from services.common import zk_paths
+from services.common.zk_client import zk_client
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
 from services.controller.partition_state_machine import PartitionStateMachine
@@ -45,6 +48,7 @@ from services.controller.txn_coordinator_assignment import reassign as reassign_
 from eoslab.common.errors import E
 
 EVENT_RETRY_BACKOFF_S = 0.2    # a failed retryable event is put back after this pause
+REQUEST_TIMEOUT_S = 30.0       # how long a request waits for the event thread before REQUEST_TIMED_OUT
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +61,10 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
         self.time = time
         self.elr_enabled = eligible_leader_replicas     # KIP-966 (eligible.leader.replicas.enable)
         self.default_min_isr = min_insync_replicas     # the cluster's min.insync.replicas
-        hosts, chroot = zk_paths.split_hosts(zk_connect)
+        self.request_timeout_s = REQUEST_TIMEOUT_S
         self.controller_id = controller_id
         self.host, self.port = host, port
-        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0, **auth.zk_kwargs())
+        self.zk = zk_client(zk_connect, session_timeout_ms)
         self.ctx = ControllerContext()
         self.lock = threading.RLock()       # guards ctx, active, epoch
         self.active = False
@@ -154,11 +158,22 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
         else:
             raise TypeError(f"unknown controller event {event!r}")
 
-    def call(self, fn, timeout: float = 30.0):
-        """Run fn on the event thread and return its result."""
+    def call(self, fn, timeout: float | None = None):
+        """Run fn on the event thread and return its result (TimeoutError after `request_timeout_s`)."""
         fut: concurrent.futures.Future = concurrent.futures.Future()
         self.events.put(ev.Call(fn, fut))
-        return fut.result(timeout)
+        return fut.result(self.request_timeout_s if timeout is None else timeout)
+
+    def _answer(self, fn, refused):
+        """fn()'s answer from the event thread, else refused(error, message) for every item."""
+        if not self.active:
+            return refused(E.NOT_CONTROLLER, "this controller is not active")
+        try:
+            return self.call(fn)
+        except TimeoutError:
+            log.warning("a request waited %.0f s for the controller's event thread: REQUEST_TIMED_OUT",
+                        self.request_timeout_s)
+            return refused(E.REQUEST_TIMED_OUT, "the controller did not get to the request in time")
 
     # -- election ---------------------------------------------------------------------------
     def _elect(self) -> None:
@@ -345,37 +360,32 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
 
     # -- requests -------------------------------------------------------------------------
     def create_topics(self, request: broker_pb2.CreateTopicsRequest) -> broker_pb2.CreateTopicsResponse:
-        if not self.active:
-            return broker_pb2.CreateTopicsResponse(topics=[
-                broker_pb2.CreateTopicResult(name=t.name, error=E.NOT_CONTROLLER,
-                                             error_message="this controller is not active")
-                for t in request.topics])
-        return self.call(lambda: broker_pb2.CreateTopicsResponse(
-            topics=[create_topic(self, t) for t in request.topics]))
+        return self._answer(
+            lambda: broker_pb2.CreateTopicsResponse(topics=[create_topic(self, t) for t in request.topics]),
+            lambda err, msg: broker_pb2.CreateTopicsResponse(topics=[
+                broker_pb2.CreateTopicResult(name=t.name, error=err, error_message=msg) for t in request.topics]))
 
     def delete_topics(self, request) -> controller_pb2.DeleteTopicsResponse:
-        if not self.active:
-            return controller_pb2.DeleteTopicsResponse(results=[controller_pb2.DeleteTopicResult(
-                name=n, error=E.NOT_CONTROLLER, error_message="this controller is not active")
-                for n in request.names])
-        return self.call(lambda: controller_pb2.DeleteTopicsResponse(
-            results=[delete_topic(self, n) for n in request.names]))
+        return self._answer(
+            lambda: controller_pb2.DeleteTopicsResponse(results=[delete_topic(self, n) for n in request.names]),
+            lambda err, msg: controller_pb2.DeleteTopicsResponse(results=[
+                controller_pb2.DeleteTopicResult(name=n, error=err, error_message=msg) for n in request.names]))
 
     def create_partitions(self, request) -> controller_pb2.CreatePartitionsResponse:
-        if not self.active:
-            return controller_pb2.CreatePartitionsResponse(results=[controller_pb2.CreatePartitionsResult(
-                name=t.name, error=E.NOT_CONTROLLER, error_message="this controller is not active")
-                for t in request.topics])
-        return self.call(lambda: controller_pb2.CreatePartitionsResponse(
-            results=[grow_topic(self, t, request.validate_only) for t in request.topics]))
+        return self._answer(
+            lambda: controller_pb2.CreatePartitionsResponse(
+                results=[grow_topic(self, t, request.validate_only) for t in request.topics]),
+            lambda err, msg: controller_pb2.CreatePartitionsResponse(results=[
+                controller_pb2.CreatePartitionsResult(name=t.name, error=err, error_message=msg)
+                for t in request.topics]))
 
     def alter_topic_configs(self, request) -> controller_pb2.AlterTopicConfigsResponse:
-        if not self.active:
-            return controller_pb2.AlterTopicConfigsResponse(results=[controller_pb2.AlterTopicConfigResult(
-                topic=t.topic, error=E.NOT_CONTROLLER, error_message="this controller is not active")
-                for t in request.topics])
-        return self.call(lambda: controller_pb2.AlterTopicConfigsResponse(
-            results=[alter_topic_configs(self, t, request.validate_only) for t in request.topics]))
+        return self._answer(
+            lambda: controller_pb2.AlterTopicConfigsResponse(
+                results=[alter_topic_configs(self, t, request.validate_only) for t in request.topics]),
+            lambda err, msg: controller_pb2.AlterTopicConfigsResponse(results=[
+                controller_pb2.AlterTopicConfigResult(topic=t.topic, error=err, error_message=msg)
+                for t in request.topics]))
 
     def allocate_producer_ids(self, broker_id: int, broker_epoch: int):
         with self.lock:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 
 from clients.admin import create_topic
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
@@ -31,8 +31,9 @@ from eoslab.common.time import SYSTEM, Time
 from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
 from services.common.producer_id_manager import ProducerIdManager
 from services.common import internal_topics as it
-from eoslab.common import auth, rpc
+from eoslab.common import rpc
 from services.common import zk_paths
+from services.common.zk_client import zk_client
 from services.txn_coordinator.transaction_coordinator import TransactionCoordinator
 from services.txn_coordinator.transaction_marker_channel_manager import TransactionMarkerChannelManager
 from services.txn_coordinator.transaction_state_manager import TransactionStateManager
@@ -55,8 +56,7 @@ class TransactionCoordinatorServer:
         self.kafka_advertise = kafka_advertise or kafka_listen
         self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
-        hosts, chroot = zk_paths.split_hosts(zk_connect)
-        self.zk = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0, **auth.zk_kwargs())
+        self.zk = zk_client(zk_connect, session_timeout_ms)
         self.bootstrap = bootstrap
         self.num_partitions = num_partitions
         self.replication_factor = replication_factor

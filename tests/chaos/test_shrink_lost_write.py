@@ -29,14 +29,16 @@ def _load(path):
         return json.load(f)
 
 
-# 4 to 6 minutes on a loaded 2-core machine, and the anomaly is timing-dependent (an original run with the
-# key fault shows it in about 2 runs of 5): with the long runs of `make chaos`, not in `make test`.
+# 4 to 9 minutes on a loaded 2-core machine, and the anomaly is timing-dependent (an original run with the
+# key fault shows it in about 2 runs of 5): with the long runs of `make chaos`, not in `make test`. Up to
+# ten seeds are tried for the original, so that none showing it happens about once in 170 runs
+# ((3/5)^10); with four, as before, it failed about once in eight (seen in a `make chaos` run).
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.timeout(900)       # up to four originals and ten replays, each a 10-12 s run and its check
+@pytest.mark.timeout(900)       # up to ten originals and ten replays, each a 10-12 s run and its check
 def test_shrink_keeps_the_leader_kill(shared, tmp_path):
     orig = anomalous_original(tmp_path, shared.cluster_name, "queue", SCHEDULE, SETTINGS, "lost-write",
-                              time_limit=12, concurrency=12)
+                              seeds=range(1, 11), time_limit=12, concurrency=12)
     out = tmp_path / "shrunk"
     doc = Shrinker(orig, Options(out=str(out), tries=3, need=1, budget_runs=10, anomalies=["lost-write"],
                                  cluster=shared.cluster_name)).shrink()

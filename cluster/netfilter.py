@@ -72,17 +72,8 @@ def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
     """SIGKILL every process still in the slot's node groups (with `cwd`: only those working in that
     directory, also once it was removed, a cluster's own nodes, never another cluster's that took the
     slot over); returns their pids."""
-    root = cgroup2_root()
-    base = os.path.join(root, "eoslab", str(slot)) if root else None
-    if base is None or not os.path.isdir(base):
-        return []
     killed = []
-    for d in os.listdir(base):
-        try:
-            with open(os.path.join(base, d, "cgroup.procs")) as f:
-                pids = [int(x) for x in f.read().split()]
-        except OSError:
-            continue
+    for pids in node_pids(slot).values():
         for pid in pids:
             if pid == os.getpid():
                 continue
@@ -101,29 +92,34 @@ def kill_cgroups(slot: int, cwd: str | None = None) -> list[int]:
     return killed
 
 
+def node_pids(slot: int) -> dict[str, list[int]]:
+    """node -> pids of the slot's node groups that still hold a process."""
+    root = cgroup2_root()
+    base = os.path.join(root, "eoslab", str(slot)) if root else None
+    out: dict[str, list[int]] = {}
+    try:
+        nodes = os.listdir(base) if base else []
+    except OSError:
+        return out
+    for node in nodes:
+        try:
+            with open(os.path.join(base, node, "cgroup.procs")) as f:
+                pids = [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            continue
+        if pids:
+            out[node] = pids
+    return out
+
+
 def slot_cgroups() -> dict[int, dict[str, list[int]]]:
     """slot -> node -> pids of every slot's node groups that still hold a process."""
     root = cgroup2_root()
-    base = os.path.join(root, "eoslab") if root else None
-    out: dict[int, dict[str, list[int]]] = {}
     try:
-        slots = [d for d in os.listdir(base) if d.isdigit()] if base else []
+        slots = [int(d) for d in os.listdir(os.path.join(root, "eoslab")) if d.isdigit()] if root else []
     except OSError:
-        return out
-    for slot in slots:
-        try:
-            nodes = os.listdir(os.path.join(base, slot))
-        except OSError:
-            continue
-        for node in nodes:
-            try:
-                with open(os.path.join(base, slot, node, "cgroup.procs")) as f:
-                    pids = [int(x) for x in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            if pids:
-                out.setdefault(int(slot), {})[node] = pids
-    return out
+        return {}
+    return {slot: nodes for slot in slots if (nodes := node_pids(slot))}
 
 
 def remove_cgroups(slot: int) -> None:

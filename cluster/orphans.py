@@ -116,7 +116,7 @@ def _reap_lost(o: dict) -> None:
     slot = o["slot"]
     netfilter.kill_cgroups(slot, cwd=o["dir"])
     lock = _lock(slot)
-    if netfilter.slot_cgroups().get(slot) or (lock is not None and lock.get("dir") != o["dir"]):
+    if netfilter.node_pids(slot) or (lock is not None and lock.get("dir") != o["dir"]):
         return                                         # something else runs in the slot: leave it be
     try:
         netfilter.heal(slot)

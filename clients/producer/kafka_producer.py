@@ -231,14 +231,10 @@ class KafkaProducer:
         self.accumulator.begin_flush()
         self.sender.wake()
         try:
-            while True:
-                try:
-                    in_flight = list(self.sender.in_flight_batches)
-                    break
-                except RuntimeError:  # the sender changed the set while we copied it
-                    continue
             deadline = None if timeout is None else self.time.monotonic() + timeout
-            for b in self.accumulator.all_batches() + in_flight:
+            # every batch not yet resolved, wherever the sender has it: one it has drained but not yet
+            # put in flight, or taken out of flight to retry, is in neither of those two lists
+            for b in self.accumulator.incomplete_batches():
                 left = None if deadline is None else max(0.0, deadline - self.time.monotonic())
                 if not b.result.wait(left):
                     return False

@@ -3,7 +3,11 @@
 Guarantees: records of one partition leave in the order they were appended;
 a retried batch is put back in sequence order (Kafka's insertInSequenceOrder),
 ahead of batches that have no sequence yet; `append` blocks while more than
-buffer.memory bytes wait, so memory stays bounded.
+buffer.memory bytes wait, so memory stays bounded; a batch is in `incomplete`
+from its creation until it is completed or failed (`release`), wherever it is
+meanwhile (waiting, drained into a request, in flight, put back for a retry),
+so a flush that waits on `incomplete_batches()` misses none (Kafka's
+IncompleteBatches and awaitFlushCompletion).
 
 Time rules, read on the `Time` given (monotonic seconds), as Kafka's:
 - linger.ms: an open batch that is not full is not ready until linger.ms
@@ -94,6 +98,7 @@ class RecordAccumulator:
         self.waiters = 0             # senders blocked on buffer.memory
         self.flushing = 0
         self.closed = False
+        self.incomplete: set[ProducerBatch] = set()
 
     def append(self, topic: str, partition: int, key, value, ts: int, wake, callback=None) -> FutureRecordMetadata:
         n = RECORD_OVERHEAD + (len(key) if key else 0) + (len(value) if value else 0)
@@ -115,6 +120,7 @@ class RecordAccumulator:
                 b = ProducerBatch(topic, partition, self.time.monotonic(), time=self.time)
                 fut = b.try_append(key, value, ts, self.batch_size, n)
                 dq.append(b)
+                self.incomplete.add(b)
                 wake()   # a new batch: the sender may be idle-waiting with nothing to send
             self.pending_bytes += n
             if callback is not None:      # the batch is open (in its deque, not drained): nothing completes it yet
@@ -122,7 +128,9 @@ class RecordAccumulator:
             return fut
 
     def release(self, batch: ProducerBatch) -> None:
+        """The batch is completed or failed: its bytes are free and a flush no longer waits on it."""
         with self.lock:
+            self.incomplete.discard(batch)
             self.pending_bytes -= batch.size
             if self.waiters:
                 self.lock.notify_all()
@@ -189,6 +197,11 @@ class RecordAccumulator:
     def all_batches(self) -> list[ProducerBatch]:
         with self.lock:
             return [b for dq in self.batches.values() for b in dq]
+
+    def incomplete_batches(self) -> list[ProducerBatch]:
+        """Every batch not yet completed or failed, wherever it is (Kafka's incomplete.copyAll())."""
+        with self.lock:
+            return list(self.incomplete)
 
     def has_pending(self) -> bool:
         with self.lock:

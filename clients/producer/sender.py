@@ -10,6 +10,8 @@ Guarantees:
   it is retried with the same sequence numbers;
 - an answer meant for an earlier attempt of a batch (before an epoch bump) is
   ignored; each user future is resolved once;
+- a transactional batch is never retried under another producer id or epoch
+  than it was sent with: its transaction is over, so it fails;
 - delivery.timeout.ms fails a batch whether it waits or is in flight (KIP-91);
   an in-flight one stays on its connection, and its late answer still counts
   for the TransactionManager's unresolved-sequence rule: the epoch is bumped
@@ -322,8 +324,14 @@ class Sender(threading.Thread):
         self._fail(b, e)
 
     def _retry(self, b: ProducerBatch, err: int, count_attempt: bool = True) -> None:
-        if self.tm.idempotent and b.base_sequence is not None and b.producer_epoch != self.tm.producer_epoch:
-            b.base_sequence = None  # sent in an earlier epoch: renumber in this one
+        tm = self.tm
+        if tm.idempotent and b.base_sequence is not None and \
+                (b.producer_id, b.producer_epoch) != (tm.producer_id, tm.producer_epoch):
+            if tm.transactional:   # its transaction is over (Kafka's Sender.completeBatch drops it too)
+                self._fail(b, KafkaError(err, f"not retried: producer id/epoch {b.producer_id}/{b.producer_epoch}"
+                                              f" is now {tm.producer_id}/{tm.producer_epoch}"))
+                return
+            b.base_sequence = None  # idempotent, sent in an earlier epoch: renumber in this one
         b.retry_at = self.time.monotonic() + self.cfg.retry_backoff_ms / 1000.0
         self.acc.reenqueue(b)
 

@@ -4,7 +4,10 @@ Guarantees: a partition that becomes a follower first truncates by leader
 epoch (OffsetsForLeaderEpoch, KIP-101/279) and only then fetches; fetches
 carry the follower's id and its current leader epoch, so a stale leader
 answers FENCED_LEADER_EPOCH instead of feeding old data; batches are appended
-with the leader's offsets and epochs; one thread per leader broker. Fetches
+with the leader's offsets and epochs, and only to the fetch state and at the
+offset they were asked for: an answer that a LeaderAndIsr made stale while it
+was out (the partition truncated, removed or re-added) is dropped, as Kafka's
+fetcher drops it; one thread per leader broker. Fetches
 go over one ReplicaFetch stream per leader (a fetch session: one message each
 way per fetch rather than a call); a fetch unanswered within FETCH_TIMEOUT_S
 (a leader cut off by a partition, or paused) ends the session, and the next
@@ -219,7 +222,7 @@ class ReplicaFetcherThread(threading.Thread):
         for r in resp.partitions:
             tp = (r.topic, r.partition)
             st = parts.get(tp)
-            if st is None:
+            if st is None or not self._current(tp, st):      # re-added or removed meanwhile: stale
                 continue
             part = st.partition
             if r.error != E.NONE:
@@ -232,6 +235,10 @@ class ReplicaFetcherThread(threading.Thread):
                     if tp in self.partitions and self.partitions[tp] is st:
                         st.transition_to(ReplicaState.FETCHING)
 
+    def _current(self, tp, st: PartitionFetchState) -> bool:
+        """Is `st` still the partition's fetch state (not removed or re-added by a LeaderAndIsr since)?"""
+        return self.partitions.get(tp) is st
+
     def _fetch(self, stub, parts: dict) -> None:
         if not parts:
             self._backoff(NOTHING_TO_FETCH_BACKOFF_S)
@@ -241,8 +248,10 @@ class ReplicaFetcherThread(threading.Thread):
         order = list(parts.items())
         self._round += 1                                   # round robin, as Kafka's fetcher moves a fetched
         k = self._round % len(order)                       # partition to the end: the leader fills its byte
+        requested: dict = {}
         for (t, p), st in order[k:] + order[:k]:           # limits in request order
-            req.partitions.add(topic=t, partition=p, fetch_offset=st.partition.log_end_offset,
+            requested[(t, p)] = st.partition.log_end_offset
+            req.partitions.add(topic=t, partition=p, fetch_offset=requested[(t, p)],
                                current_leader_epoch=st.leader_epoch, partition_max_bytes=REPLICA_FETCH_MAX_BYTES,
                                log_start_offset=st.partition.log.log_start_offset)
         if self.session is None or self.session.closed or self._session_stub is not stub:
@@ -250,11 +259,19 @@ class ReplicaFetcherThread(threading.Thread):
             self.session, self._session_stub = FetchSession(stub, self.name, self.time), stub
         resp = self.session.fetch(req)
         for r in resp.partitions:
-            st = parts.get((r.topic, r.partition))
+            tp = (r.topic, r.partition)
+            st = parts.get(tp)
             if st is None:
                 continue
+            with self.lock:
+                # Kafka's processFetchRequest: an answer counts only for the fetch state it was asked for, at
+                # the offset it was asked at; a LeaderAndIsr that truncated, removed or re-added the
+                # partition while the fetch was out makes it stale, and it is dropped
+                if not self._current(tp, st) or st.partition.log_end_offset != requested[tp]:
+                    continue
+                if r.error == E.NONE:
+                    st.partition.append_as_follower(r.batches, r.high_watermark)
             if r.error == E.NONE:
-                st.partition.append_as_follower(r.batches, r.high_watermark)
                 st.partition.follow_log_start_offset(r.log_start_offset)
             elif r.error == E.OFFSET_OUT_OF_RANGE and r.log_start_offset > st.partition.log_end_offset:
                 st.partition.truncate_fully_and_start_at(r.log_start_offset)     # records deleted past our end

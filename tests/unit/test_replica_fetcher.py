@@ -1,4 +1,5 @@
-"""Follower truncation by leader epoch (KIP-101/279) on a real Partition: the target and when to ask again."""
+"""Follower truncation by leader epoch (KIP-101/279) on a real Partition: the target and when to ask again;
+and a fetch answer that a LeaderAndIsr made stale while it was out is dropped, not appended."""
 import pytest
 
 from eoslab.common import record_batch as rb
@@ -113,3 +114,73 @@ def test_an_epoch_assigned_where_another_starts_replaces_it(tmp_path):
     assert c.entries == [(0, 0), (2, 1), (8, 528)]
     assert c.end_offset_for(5, 528) == (2, 528)
     assert LeaderEpochFileCache(str(tmp_path)).entries == [(0, 0), (2, 1), (8, 528)]     # as written
+
+
+# -- a fetch answered after a LeaderAndIsr changed the partition (Kafka's processFetchRequest) ------------
+class _Manager:
+    broker_id = 2
+    time = None
+
+    def __init__(self):
+        from eoslab.common.time import MockTime
+        self.time = MockTime()
+
+
+class _Session:
+    """Answers each fetch with the leader's batches from the requested offset, after `during(req)` ran:
+    what a LeaderAndIsr handled while the fetch was out does to the follower."""
+    closed = False
+
+    def __init__(self, leader, during):
+        self.leader, self.during = leader, during
+
+    def fetch(self, req):
+        from eoslab.v1 import broker_pb2
+        self.during(req)
+        out = broker_pb2.FetchResponse()
+        for rp in req.partitions:
+            batches = [b.to_proto() for b in self.leader if b.base_offset >= rp.fetch_offset]
+            out.partitions.add(topic=rp.topic, partition=rp.partition, error=0, high_watermark=0,
+                               log_start_offset=0, batches=batches)
+        return out
+
+    def close(self):
+        self.closed = True
+
+
+def _leader_batches(n, epoch=0):
+    out = []
+    for i in range(n):
+        b = StoredBatch.from_proto(rb.build_batch([(None, b"x", 0)]))
+        b.base_offset, b.leader_epoch = i, epoch
+        out.append(b)
+    return out
+
+
+def _fetcher(p, during):
+    from services.broker.replica_fetcher import ReplicaFetcherThread
+    th = ReplicaFetcherThread(_Manager(), leader_id=1)
+    th.add(p, leader_epoch=0)
+    stub = object()
+    th.session, th._session_stub = _Session(_leader_batches(8), during), stub
+    return th, stub
+
+
+def test_a_fetch_answer_after_the_partition_was_truncated_meanwhile_is_dropped(tmp_path):
+    p = partition_with(tmp_path, [(0, 6)])
+    th, stub = _fetcher(p, during=lambda req: p.truncate_to(4))    # makeFollower cut the log to 4
+    st = th.partitions[("t", 0)]
+    th._fetch(stub, {("t", 0): st})                # asked at 6, answered from 6: it no longer fits
+    assert p.log_end_offset == 4
+    th.session.during = lambda req: None
+    th._fetch(stub, {("t", 0): st})                # the next fetch asks at 4 and appends
+    assert p.log_end_offset == 8
+
+
+def test_a_fetch_answer_for_a_partition_re_added_meanwhile_is_dropped(tmp_path):
+    p = partition_with(tmp_path, [(0, 6)])
+    th, stub = _fetcher(p, during=lambda req: None)
+    st = th.partitions[("t", 0)]
+    th.session.during = lambda req: th.add(p, leader_epoch=1)       # a new LeaderAndIsr: a new fetch state
+    th._fetch(stub, {("t", 0): st})
+    assert p.log_end_offset == 6 and th.partitions[("t", 0)] is not st

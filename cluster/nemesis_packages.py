@@ -153,6 +153,30 @@ class Partition(FaultPackage):
         return started
 
 
+class PartitionLeader(FaultPackage):
+    """Jepsen's partition of the primaries: the leader of a random partition of the workload's topic is cut
+    from every other node of the cluster (brokers, controllers, transaction coordinators, ZooKeeper) while
+    clients still reach it. Its followers stop fetching; once its ZooKeeper session expires the controller
+    elects another leader, which it cannot tell it: until the heal it is a zombie leader. With acks=1 it
+    goes on acknowledging records that the heal truncates; with acks=all it cannot shrink its ISR (that is
+    a ZooKeeper write), so it acknowledges nothing past its followers."""
+    name = "partition-leader"
+    zookeeper_fault = True
+
+    def start(self, ctx):
+        leader = ctx.leader_of(ctx.rng.randrange(ctx.partitions))
+        if leader is None:
+            return None
+        others = [n for n in ctx.nodes(state=None) if n != leader]
+        cuts = [(leader, n) for n in others]
+        ctx.runtime.cut(cuts)
+        return {"node": leader, "cut": [list(p) for p in cuts]}
+
+    def stop(self, ctx, started):
+        ctx.runtime.heal()
+        return started
+
+
 class PartitionZooKeeper(FaultPackage):
     name = "partition-zookeeper"
     zookeeper_fault = True
@@ -309,6 +333,7 @@ PACKAGES = {
     "kill": Kill("kill", "broker"),
     "pause": Pause(),
     "partition": Partition(),
+    "partition-leader": PartitionLeader(),
     "lost-ack": LostAck(),
     "kill-leader": Kill("kill-leader", "broker", leader=True),
     "kill-controller": Kill("kill-controller", "controller"),

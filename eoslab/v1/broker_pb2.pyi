@@ -108,8 +108,16 @@ class MetadataResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[TopicMetadata]
     def __init__(self, brokers: _Optional[_Iterable[_Union[_common_pb2.BrokerEndpoint, _Mapping]]] = ..., controller_id: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[TopicMetadata, _Mapping]]] = ...) -> None: ...
 
+class CreatableReplicaAssignment(_message.Message):
+    __slots__ = ("partition", "broker_ids")
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    BROKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    partition: int
+    broker_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partition: _Optional[int] = ..., broker_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class CreatableTopic(_message.Message):
-    __slots__ = ("name", "num_partitions", "replication_factor", "configs")
+    __slots__ = ("name", "num_partitions", "replication_factor", "configs", "assignments")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -121,17 +129,21 @@ class CreatableTopic(_message.Message):
     NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     REPLICATION_FACTOR_FIELD_NUMBER: _ClassVar[int]
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    ASSIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     num_partitions: int
     replication_factor: int
     configs: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    assignments: _containers.RepeatedCompositeFieldContainer[CreatableReplicaAssignment]
+    def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., assignments: _Optional[_Iterable[_Union[CreatableReplicaAssignment, _Mapping]]] = ...) -> None: ...
 
 class CreateTopicsRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "validate_only")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[CreatableTopic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreatableTopic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class CreateTopicResult(_message.Message):
     __slots__ = ("name", "error", "error_message", "num_partitions", "replication_factor")

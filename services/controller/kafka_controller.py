@@ -361,7 +361,8 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
     # -- requests -------------------------------------------------------------------------
     def create_topics(self, request: broker_pb2.CreateTopicsRequest) -> broker_pb2.CreateTopicsResponse:
         return self._answer(
-            lambda: broker_pb2.CreateTopicsResponse(topics=[create_topic(self, t) for t in request.topics]),
+            lambda: broker_pb2.CreateTopicsResponse(topics=[create_topic(self, t, request.validate_only)
+                                                         for t in request.topics]),
             lambda err, msg: broker_pb2.CreateTopicsResponse(topics=[
                 broker_pb2.CreateTopicResult(name=t.name, error=err, error_message=msg) for t in request.topics]))
 

@@ -106,22 +106,29 @@ class BrokerApis(ApiHandlers):
                        getattr(self.s, "num_partitions", 1))
 
     def create_topics(self, header, req) -> dict:
-        if req.validate_only:
-            return {"topics": [{"name": t.name, "error_code": E.INVALID_REQUEST,
-                                "error_message": "validate_only is not served"} for t in req.topics]}
-        refused, pb = [], broker_pb2.CreateTopicsRequest()
+        refused, pb = [], broker_pb2.CreateTopicsRequest(validate_only=bool(req.validate_only))
         for t in req.topics:
-            err, message, partitions, rf = creatable(int(t.num_partitions), int(t.replication_factor),
-                                                     getattr(self.s, "num_partitions", 1))
+            manual = list(t.assignments or ())
+            if manual and (int(t.num_partitions) != -1 or int(t.replication_factor) != -1):
+                err, message = E.INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments "
+                                                   "were set. Both cannot be used at the same time.")
+            elif manual:
+                err, message, partitions, rf = E.NONE, "", 0, 0
+            else:
+                err, message, partitions, rf = creatable(int(t.num_partitions), int(t.replication_factor),
+                                                         getattr(self.s, "num_partitions", 1))
             if err != E.NONE:
                 refused.append({"name": t.name, "error_code": err, "error_message": message, "num_partitions": -1,
                                 "replication_factor": -1, "configs": []})
                 continue
             pb.topics.add(name=t.name, num_partitions=partitions, replication_factor=rf,
-                          configs={c.name: c.value for c in t.configs if c.value is not None})
+                          configs={c.name: c.value for c in t.configs if c.value is not None},
+                          assignments=[broker_pb2.CreatableReplicaAssignment(
+                              partition=int(a.partition_index), broker_ids=list(a.broker_ids)) for a in manual])
         resp = self.svc.CreateTopics(pb, None) if pb.topics else broker_pb2.CreateTopicsResponse()
         # Kafka's DelayedCreatePartitions: answered once this broker's metadata has the new topics
-        late = self._await_metadata([r.name for r in resp.topics if r.error == E.NONE], True, ms(req.timeout))
+        created = [] if pb.validate_only else [r.name for r in resp.topics if r.error == E.NONE]
+        late = self._await_metadata(created, True, ms(req.timeout))
         for r in resp.topics:
             if r.name in late:
                 r.error, r.error_message = E.REQUEST_TIMED_OUT, "the topic has not reached this broker's metadata yet"

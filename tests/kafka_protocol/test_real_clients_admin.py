@@ -181,3 +181,35 @@ def test_librdkafka_admin_deletes_a_topic_its_replicas_go_and_the_name_can_be_us
     p.produce(topic, b"new", partition=0)                                      # in an empty log, not the old one
     assert p.flush(30) == 0
     assert _read_all(boot, topic, 1, "read_uncommitted", expect=1) == ["new"]
+
+
+def test_librdkafka_admin_creates_a_topic_with_its_own_replica_assignment_or_only_validates_it(kcluster):
+    from confluent_kafka import KafkaException
+    boot = kcluster.info().kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": boot})
+
+    def create(name, assignment, validate_only=False):
+        f = admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)], validate_only=validate_only,
+                                operation_timeout=30)[name]
+        try:
+            f.result(30)
+            return "ok"
+        except KafkaException as e:
+            return e.args[0].name()
+
+    def replicas(name):
+        md = admin.list_topics(name, timeout=10).topics[name]
+        return {p: list(pm.replicas) for p, pm in md.partitions.items()} if md.error is None else None
+    name = f"manual-{uuid.uuid4().hex[:6]}"
+    wanted = [[3, 1], [1, 2], [2, 3]]
+    assert create(name, wanted, validate_only=True) == "ok"
+    assert name not in admin.list_topics(timeout=10).topics                      # validated, not created
+    assert create(name, wanted) == "ok"
+    assert replicas(name) == {0: [3, 1], 1: [1, 2], 2: [2, 3]}                  # as asked, leader first
+    assert {p: pm.leader for p, pm in admin.list_topics(name, timeout=10).topics[name].partitions.items()} == \
+        {0: 3, 1: 1, 2: 2}
+    other = f"manual-{uuid.uuid4().hex[:6]}"
+    assert create(other, [[1, 1]]) == "INVALID_REPLICA_ASSIGNMENT"              # a broker twice
+    assert create(other, [[1, 2], [3]]) == "INVALID_REPLICA_ASSIGNMENT"         # replica counts differ
+    assert create(other, [[1, 9]]) == "INVALID_REPLICA_ASSIGNMENT"              # no broker 9
+    assert other not in admin.list_topics(timeout=10).topics

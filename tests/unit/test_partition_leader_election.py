@@ -5,7 +5,7 @@ from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.controller.context import LeaderIsr
 from services.controller.partition_leader_election import ElectionRules, partition_change
-from services.controller.topic_creation import TopicRefused, check_new_topic
+from services.controller.topic_creation import TopicRefused, check_new_topic, manual_assignment
 
 pytestmark = pytest.mark.fast
 
@@ -113,3 +113,29 @@ def test_a_good_topic_gets_the_requested_or_the_default_replication_factor_cappe
     assert check_new_topic(topic(rf=2), set(), [1, 2, 3], default_rf=3) == 2
     assert check_new_topic(topic(), set(), [1, 2], default_rf=3) == 2
     assert check_new_topic(topic(), set(), [1, 2, 3], default_rf=3) == 3
+
+
+def manual(*lists, partitions=None):
+    t = broker_pb2.CreatableTopic(name="m")
+    for p, reps in zip(partitions or range(len(lists)), lists):
+        t.assignments.add(partition=p, broker_ids=list(reps))
+    return t
+
+
+@pytest.mark.parametrize("t,why", [
+    (manual([1, 1]), "Duplicate"),
+    (manual([1, 2], [3]), "same number of replicas"),
+    (manual([1], [2], partitions=[0, 2]), "consecutive"),
+    (manual([1], [2], partitions=[1, 1]), "consecutive"),
+    (manual([]), "empty"),
+    (manual([1, 9]), "broker 9"),
+])
+def test_a_bad_manual_assignment_is_refused_with_invalid_replica_assignment(t, why):
+    got = check_new_topic(t, set(), [1, 2, 3], default_rf=3)
+    assert isinstance(got, TopicRefused) and got.error == E.INVALID_REPLICA_ASSIGNMENT and why in got.message
+
+
+def test_a_manual_assignment_sets_the_replication_factor_whatever_the_default():
+    assert check_new_topic(manual([3, 1], [1, 2]), set(), [1, 2, 3], default_rf=3) == 2
+    assert manual_assignment(manual([3, 1], [1, 2]), [1, 2, 3]) == {0: [3, 1], 1: [1, 2]}
+    assert manual_assignment(topic(), [1, 2, 3]) is None

@@ -14,6 +14,16 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
 
 
+def _outcome(future) -> str:
+    """An admin future's outcome: "ok", or the name of the Kafka error it failed with."""
+    from confluent_kafka import KafkaException
+    try:
+        future.result(30)
+        return "ok"
+    except KafkaException as e:
+        return e.args[0].name()
+
+
 def test_cluster_status_shows_kafka_bootstrap_beside_bootstrap(kcluster, eoslab_home):
     import json
     import subprocess
@@ -118,7 +128,6 @@ def test_librdkafka_offsets_for_times_finds_the_first_record_at_or_after_a_times
 
 
 def test_librdkafka_admin_adds_partitions_and_the_new_ones_take_records(kcluster):
-    from confluent_kafka import KafkaException
     from confluent_kafka.admin import NewPartitions
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, "grow", partitions=2)
@@ -127,11 +136,7 @@ def test_librdkafka_admin_adds_partitions_and_the_new_ones_take_records(kcluster
     def create(count, validate_only=False, name=topic):
         f = admin.create_partitions([NewPartitions(name, count)], validate_only=validate_only,
                                     operation_timeout=30)[name]
-        try:
-            f.result(30)
-            return "ok"
-        except KafkaException as e:
-            return e.args[0].name()
+        return _outcome(f)
 
     def partitions():
         return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
@@ -158,11 +163,7 @@ def test_librdkafka_admin_deletes_a_topic_its_replicas_go_and_the_name_can_be_us
     assert any(os.path.isdir(d) for d in dirs), dirs
 
     def delete(name):
-        try:
-            admin.delete_topics([name], operation_timeout=30)[name].result(30)
-            return "ok"
-        except KafkaException as e:
-            return e.args[0].name()
+        return _outcome(admin.delete_topics([name], operation_timeout=30)[name])
     assert delete(topic) == "ok"
     assert topic not in admin.list_topics(timeout=10).topics                   # gone from Metadata at once
     h.wait_for(lambda: not any(os.path.isdir(d) for d in dirs), timeout=30, what="the replicas' logs deleted")
@@ -184,18 +185,13 @@ def test_librdkafka_admin_deletes_a_topic_its_replicas_go_and_the_name_can_be_us
 
 
 def test_librdkafka_admin_creates_a_topic_with_its_own_replica_assignment_or_only_validates_it(kcluster):
-    from confluent_kafka import KafkaException
     boot = kcluster.info().kafka_bootstrap
     admin = AdminClient({"bootstrap.servers": boot})
 
     def create(name, assignment, validate_only=False):
         f = admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)], validate_only=validate_only,
                                 operation_timeout=30)[name]
-        try:
-            f.result(30)
-            return "ok"
-        except KafkaException as e:
-            return e.args[0].name()
+        return _outcome(f)
 
     def replicas(name):
         md = admin.list_topics(name, timeout=10).topics[name]

@@ -57,12 +57,15 @@ def find() -> list[dict]:
     except OSError:
         names = []
     for slot_name in names:
+        if not slot_name.isdigit():
+            continue
+        cluster_dir = (slots.lock_record(int(slot_name)) or {}).get("dir")
+        if not isinstance(cluster_dir, str) or not cluster_dir:
+            continue
         try:
-            with open(os.path.join(slots.SLOT_DIR, slot_name)) as f:
-                cluster_dir = json.load(f).get("dir") or ""
             with open(os.path.join(cluster_dir, "state.json")) as f:
                 state = json.load(f)
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError):
             continue
         if not isinstance(state, dict) or owner_alive(state.get("owner")):
             continue
@@ -76,22 +79,11 @@ def find() -> list[dict]:
     return out + _lost()
 
 
-def _lock(slot: int) -> dict | None:
-    try:
-        with open(os.path.join(slots.SLOT_DIR, str(slot))) as f:
-            rec = json.load(f)
-        return rec if isinstance(rec, dict) else {}
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError):
-        return {}
-
-
 def _lost() -> list[dict]:
     """Clusters whose directory was removed while their nodes ran: found by their slots' cgroups."""
     out = []
     for slot, nodes in sorted(netfilter.slot_cgroups().items()):
-        lock = _lock(slot)
+        lock = slots.lock_record(slot)
         if lock is not None:
             if os.path.exists(os.path.join(lock.get("dir") or "", "state.json")):
                 continue                               # a cluster with its state: find()'s first part
@@ -115,7 +107,7 @@ def _lost() -> list[dict]:
 def _reap_lost(o: dict) -> None:
     slot = o["slot"]
     netfilter.kill_cgroups(slot, cwd=o["dir"])
-    lock = _lock(slot)
+    lock = slots.lock_record(slot)
     if netfilter.node_pids(slot) or (lock is not None and lock.get("dir") != o["dir"]):
         return                                         # something else runs in the slot: leave it be
     try:

@@ -33,11 +33,22 @@ def _alive(pid: int) -> bool:
         return True
 
 
-def _stale(path: str) -> bool:
+def lock_record(slot: int) -> dict | None:
+    """The slot's lock as `acquire` writes it ({"dir", "pid"}): None when the slot is free, {} when the
+    file cannot be read or holds no such record (a torn write, something else's file)."""
     try:
-        with open(path) as f:
-            owner = json.load(f)
+        with open(os.path.join(SLOT_DIR, str(slot))) as f:
+            rec = json.load(f)
+    except FileNotFoundError:
+        return None
     except (OSError, ValueError):
+        return {}
+    return rec if isinstance(rec, dict) else {}
+
+
+def _stale(slot: int) -> bool:
+    owner = lock_record(slot)
+    if not owner:
         return True
     state = os.path.join(owner.get("dir", ""), "state.json")
     holder = owner.get("pid", -1)
@@ -111,7 +122,7 @@ def acquire(cluster_dir: str, avoid=()) -> int:
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                if _stale(path):
+                if _stale(slot):
                     try:
                         os.remove(path)
                     except FileNotFoundError:
@@ -130,11 +141,7 @@ def acquire(cluster_dir: str, avoid=()) -> int:
 def owned_by(slot: int, cluster_dir: str) -> bool:
     """The slot's lock names this cluster directory (a stale runtime object must not clean up a slot
     that was released and has since gone to another cluster)."""
-    try:
-        with open(os.path.join(SLOT_DIR, str(slot))) as f:
-            return json.load(f).get("dir") == cluster_dir
-    except (OSError, ValueError):
-        return False
+    return (lock_record(slot) or {}).get("dir") == cluster_dir
 
 
 def release(slot: int) -> None:

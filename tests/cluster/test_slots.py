@@ -87,3 +87,13 @@ def test_a_slot_where_a_left_behind_node_listens_on_any_address_is_skipped(tmp_p
         finally:
             s.close()
     assert slots._listeners_in(246) == []
+
+
+@pytest.mark.parametrize("content", ["[]", "5", "\"x\"", "{\"dir\": ", ""])
+def test_a_lock_file_that_holds_no_record_is_stale_and_owned_by_nobody(slot_dir, tmp_path, content):
+    os.makedirs(slot_dir, exist_ok=True)
+    (slot_dir / "240").write_text(content)
+    assert slots.lock_record(240) == {} and not slots.owned_by(240, str(tmp_path))
+    assert slots.acquire(str(tmp_path / "c")) == 240        # taken over, not a crash
+    assert slots.lock_record(240)["dir"] == str(tmp_path / "c")
+    assert slots.lock_record(241) is None

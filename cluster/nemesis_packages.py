@@ -167,7 +167,7 @@ class PartitionLeader(FaultPackage):
         leader = ctx.leader_of(ctx.rng.randrange(ctx.partitions))
         if leader is None:
             return None
-        others = [n for n in ctx.nodes(state=None) if n != leader]
+        others = [n for n in ctx.nodes() if n != leader]     # the running ones, as `partition` cuts
         cuts = [(leader, n) for n in others]
         ctx.runtime.cut(cuts)
         return {"node": leader, "cut": [list(p) for p in cuts]}

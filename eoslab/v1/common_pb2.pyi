@@ -66,6 +66,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     INVALID_UPDATE_VERSION: _ClassVar[ErrorCode]
     UNKNOWN_TOPIC_ID: _ClassVar[ErrorCode]
     TRANSACTIONAL_ID_NOT_FOUND: _ClassVar[ErrorCode]
+    MISMATCHED_ENDPOINT_TYPE: _ClassVar[ErrorCode]
     TRANSACTION_ABORTABLE: _ClassVar[ErrorCode]
 NONE: ErrorCode
 UNKNOWN_SERVER_ERROR: ErrorCode
@@ -126,6 +127,7 @@ PRODUCER_FENCED: ErrorCode
 INVALID_UPDATE_VERSION: ErrorCode
 UNKNOWN_TOPIC_ID: ErrorCode
 TRANSACTIONAL_ID_NOT_FOUND: ErrorCode
+MISMATCHED_ENDPOINT_TYPE: ErrorCode
 TRANSACTION_ABORTABLE: ErrorCode
 
 class TopicPartition(_message.Message):

@@ -41,9 +41,14 @@ E = apis.E
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
-CREATE_PARTITIONS, DELETE_TOPICS, DELETE_RECORDS = 37, 20, 21
+CREATE_PARTITIONS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CLUSTER = 37, 20, 21, 60
+# Kafka's AclOperation codes a CLUSTER resource supports (AclEntry.supportedOperations): without an
+# authorizer every one is authorized, and DescribeCluster reports them as a bit field when asked
+CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))   # CREATE, ALTER .. IDEMPOTENT_WRITE
+NOT_REQUESTED = -2147483648      # Kafka's "authorized operations not asked for"
+BROKER_ENDPOINT = 1              # DescribeCluster v1's endpoint_type: brokers (2: KRaft controllers)
 FETCH_MAX_BYTES = 57671680   # Kafka's broker fetch.max.bytes default: no Fetch answer is larger (but one batch)
-VERSIONS = {DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 12), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+VERSIONS = {DESCRIBE_CLUSTER: (0, 1), DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 12), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 5)}
 
 
@@ -56,7 +61,7 @@ class BrokerApis(ApiHandlers):
         self.endpoints = KafkaEndpoints(server.zk)
         for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics),
                         (CREATE_PARTITIONS, self.create_partitions), (DELETE_TOPICS, self.delete_topics),
-                        (DELETE_RECORDS, self.delete_records),
+                        (DELETE_RECORDS, self.delete_records), (DESCRIBE_CLUSTER, self.describe_cluster),
                         (PRODUCE, self.produce),
                         (FETCH, self.fetch), (LIST_OFFSETS, self.list_offsets),
                         (OFFSET_FOR_LEADER_EPOCH, self.offset_for_leader_epoch),
@@ -100,6 +105,22 @@ class BrokerApis(ApiHandlers):
         out["topics"] += [{"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": u, "is_internal": False,
                            "partitions": []} for u in unknown_ids]
         return out
+
+    def describe_cluster(self, header, req) -> dict:
+        """KIP-700: the cluster id, the brokers at their Kafka listeners, and as controller the broker that
+        forwards controller requests (this one, as Metadata names it: KRaft's brokers name a broker too)."""
+        ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_REQUESTED
+        out = {"error_code": E.NONE, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
+               "cluster_id": apis.CLUSTER_ID, "cluster_authorized_operations": ops}
+        if header.api_version >= 1 and int(req.endpoint_type) != BROKER_ENDPOINT:
+            return {**out, "error_code": E.MISMATCHED_ENDPOINT_TYPE, "controller_id": -1, "brokers": [],
+                    "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
+                                     "endpoint of type CONTROLLER"}
+        md = apis.metadata_values(broker_pb2.MetadataResponse(brokers=list(self.s.metadata.metadata([]).brokers)),
+                                  self.endpoints, self.s.broker_id)
+        return {**out, "controller_id": md["controller_id"],
+                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": None}
+                            for b in md["brokers"]]}
 
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
         unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None),

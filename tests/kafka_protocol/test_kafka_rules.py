@@ -63,8 +63,8 @@ def test_an_auto_created_topic_and_a_create_topics_with_minus_one_get_the_broker
     apis = _apis(num_partitions=4)
     assert _metadata(apis, ["fresh"]) == {"fresh": E.LEADER_NOT_AVAILABLE}
     out = apis.create_topics(NS(api_version=7), NS(validate_only=False, timeout=0, topics=[
-        NS(name="defaults", num_partitions=-1, replication_factor=-1, configs=[]),
-        NS(name="given", num_partitions=2, replication_factor=1, configs=[])]))
+        NS(name="defaults", num_partitions=-1, replication_factor=-1, configs=[], assignments=[]),
+        NS(name="given", num_partitions=2, replication_factor=1, configs=[], assignments=[])]))
     assert [t["error_code"] for t in out["topics"]] == [E.NONE, E.NONE]
     assert [(t.name, t.num_partitions, t.replication_factor) for t in apis.svc.created] == [
         ("fresh", 4, 0), ("defaults", 4, 0), ("given", 2, 1)]      # 0: the controller's default factor
@@ -76,8 +76,8 @@ def test_an_auto_created_topic_and_a_create_topics_with_minus_one_get_the_broker
 def test_create_topics_with_no_partitions_or_replicas_is_refused_before_the_controller(partitions, rf, error):
     apis = _apis()
     out = apis.create_topics(NS(api_version=7), NS(validate_only=False, timeout=0, topics=[
-        NS(name="bad", num_partitions=partitions, replication_factor=rf, configs=[]),
-        NS(name="good", num_partitions=1, replication_factor=1, configs=[])]))
+        NS(name="bad", num_partitions=partitions, replication_factor=rf, configs=[], assignments=[]),
+        NS(name="good", num_partitions=1, replication_factor=1, configs=[], assignments=[])]))
     assert {t["name"]: t["error_code"] for t in out["topics"]} == {"bad": error, "good": E.NONE}
     assert [t.name for t in apis.svc.created] == ["good"]
 
@@ -198,3 +198,22 @@ def test_a_member_id_starts_with_the_client_id(kcluster):
         uuid.UUID(member[len("rules-client-"):])
     finally:
         c.close()
+
+
+def test_describe_cluster_at_a_broker_refuses_a_request_meant_for_controllers():
+    apis = _apis()
+    out = apis.describe_cluster(NS(api_version=1), NS(include_cluster_authorized_operations=False, endpoint_type=2))
+    assert out["error_code"] == E.MISMATCHED_ENDPOINT_TYPE and out["brokers"] == [] and out["controller_id"] == -1
+    out = apis.describe_cluster(NS(api_version=1), NS(include_cluster_authorized_operations=False, endpoint_type=1))
+    assert out["error_code"] == E.NONE and out["cluster_authorized_operations"] == -2147483648
+
+
+def test_create_topics_with_an_assignment_and_a_count_is_refused_and_one_without_a_count_is_forwarded():
+    apis = _apis()
+    manual = [NS(partition_index=0, broker_ids=[2, 1])]
+    out = apis.create_topics(NS(api_version=7), NS(validate_only=False, timeout=0, topics=[
+        NS(name="both", num_partitions=1, replication_factor=-1, configs=[], assignments=manual),
+        NS(name="manual", num_partitions=-1, replication_factor=-1, configs=[], assignments=manual)]))
+    assert {t["name"]: t["error_code"] for t in out["topics"]} == {"both": E.INVALID_REQUEST, "manual": E.NONE}
+    [sent] = apis.svc.created
+    assert sent.name == "manual" and [(a.partition, list(a.broker_ids)) for a in sent.assignments] == [(0, [2, 1])]

@@ -209,3 +209,20 @@ def test_librdkafka_admin_creates_a_topic_with_its_own_replica_assignment_or_onl
     assert create(other, [[1, 2], [3]]) == "INVALID_REPLICA_ASSIGNMENT"         # replica counts differ
     assert create(other, [[1, 9]]) == "INVALID_REPLICA_ASSIGNMENT"              # no broker 9
     assert other not in admin.list_topics(timeout=10).topics
+
+
+def test_describe_cluster_names_the_brokers_and_a_broker_as_controller_as_metadata_does(kcluster):
+    """KIP-700's DescribeCluster (Java's AdminClient.describeCluster; librdkafka asks Metadata instead)."""
+    import socket
+    from cluster.local_nodes import KAFKA_PORT
+    from tests.kafka_protocol.test_listener import _read_frame, _request, _response
+    md = AdminClient({"bootstrap.servers": kcluster.info().kafka_bootstrap}).list_topics(timeout=10)
+    for node in kcluster.info().by_role("broker"):
+        with socket.create_connection((node.host, KAFKA_PORT), timeout=10) as s:
+            s.sendall(_request(60, 1, 4, include_cluster_authorized_operations=True, endpoint_type=1))
+            corr, r = _response(_read_frame(s), 60, 1)
+        assert corr == 4 and r.error_code.value == 0 and r.cluster_id == md.cluster_id
+        assert sorted((b.broker_id, b.host, b.port) for b in r.brokers) == \
+            sorted((b.id, b.host, b.port) for b in md.brokers.values())        # the brokers, no coordinator
+        assert r.controller_id == node.node_id                                 # the broker that forwards
+        assert r.cluster_authorized_operations & (1 << 8) and r.cluster_authorized_operations & (1 << 7)

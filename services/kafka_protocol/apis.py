@@ -10,8 +10,9 @@ version it finds there); any other API or version not served closes the
 connection, as Kafka's SocketServer closes it (a request header whose API
 and version are not enabled is an InvalidRequestException there).
 Addresses in Metadata and FindCoordinator answers are Kafka listeners, never
-gRPC ports; a node without a known Kafka listener is left out (Metadata) or
-answered COORDINATOR_NOT_AVAILABLE (FindCoordinator).
+gRPC ports; Metadata lists the brokers only (the transaction coordinators are reached through the
+brokers that lead their __transaction_state partitions, txn_relay.py), and a node without a known
+Kafka listener is left out (Metadata) or answered COORDINATOR_NOT_AVAILABLE (FindCoordinator).
 """
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ import logging
 from eoslab.v1 import broker_pb2
 from services.kafka_protocol import codec
 from services.kafka_protocol.codec import MalformedRequest, UnsupportedVersion
-from services.kafka_protocol.endpoints import COORDINATOR_NODE_BASE
 from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
 from eoslab.common.errors import E
 from eoslab.common.topics import topic_id_uuid
@@ -71,7 +71,8 @@ class ApiHandlers:
     def __init__(self):
         self.handlers: dict[int, tuple[int, int, object]] = {API_VERSIONS: (0, 4, self.api_versions)}
         self.features: dict[str, tuple[int, int, int]] = {}     # limit_to_release: name -> (min, max, level)
-        # API key -> frame -> the whole response frame, or None to fall back on the handler (forwarding.py)
+        # API key -> (frame, header, request) -> the whole response frame, DROP_RESPONSE, an answer (a dict),
+        # or None to fall back on the handler (forwarding.py, txn_relay.py)
         self.raw: dict[int, object] = {}
 
     def register(self, api_key: int, min_version: int, max_version: int, fn) -> None:
@@ -106,13 +107,15 @@ class ApiHandlers:
         except UnsupportedVersion as u:
             return self.unsupported(u)
         relay = self.raw.get(header.api_key)
-        if relay is not None and (out := relay(frame)) is not None:
-            return out
-        fn = self.handlers[header.api_key][2]
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("API %d v%d from %s (correlation id %d)", header.api_key, header.api_version, header.client_id,
-                      header.correlation_id)
-        result = fn(header, req)
+        result = relay(frame, header, req) if relay is not None else None
+        if isinstance(result, bytes) or result is DROP_RESPONSE:
+            return result
+        if result is None:
+            fn = self.handlers[header.api_key][2]
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("API %d v%d from %s (correlation id %d)", header.api_key, header.api_version,
+                          header.client_id, header.correlation_id)
+            result = fn(header, req)
         if result is NO_RESPONSE:
             return NO_RESPONSE
         dropped = isinstance(result, Dropped)
@@ -170,8 +173,6 @@ def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id:
         ep = endpoints.broker(b.broker_id)
         if ep is not None:
             brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": None})
-    for node_id, host, port in endpoints.coordinator_nodes():
-        brokers.append({"node_id": node_id, "host": host, "port": port, "rack": None})
     topics = []
     for t in resp.topics:
         topics.append({"error_code": t.error, "name": t.name, "topic_id": topic_id_uuid(t.topic_id),
@@ -180,7 +181,7 @@ def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id:
                                        "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
                                        "isr_nodes": list(p.isr), "offline_replicas": []}
                                       for p in t.partitions]})
-    listed = [b["node_id"] for b in brokers if b["node_id"] < COORDINATOR_NODE_BASE]
+    listed = [b["node_id"] for b in brokers]
     if controller_id not in listed:   # clients send CreateTopics there: it must be a broker they know
         controller_id = listed[0] if listed else -1
     return {"brokers": brokers, "cluster_id": CLUSTER_ID, "controller_id": controller_id, "topics": topics}
@@ -196,23 +197,24 @@ def metadata_topics(header, req) -> list[str] | None:
     return names
 
 
-def coordinator_answer(fc: broker_pb2.FindCoordinatorResponse, key_type: int, endpoints) -> dict:
-    """Kafka's fields for one key from the lab's FindCoordinator answer."""
+def coordinator_answer(fc: broker_pb2.FindCoordinatorResponse, key_type: int, endpoints, txn_leader) -> dict:
+    """Kafka's fields for one key from the lab's FindCoordinator answer: a group's coordinator is the broker
+    the lab names, a transactional id's the broker that leads its __transaction_state partition
+    (`txn_leader(partition)`, -1 for none), which relays its requests (txn_relay.py)."""
     if fc.error != E.NONE:
         return {"error_code": fc.error, "error_message": fc.error_message or None, "node_id": -1, "host": "",
                 "port": -1}
-    if key_type == 1:
-        ep, node = endpoints.coordinator(fc.node_id), COORDINATOR_NODE_BASE + fc.node_id
-    else:
-        ep, node = endpoints.broker(fc.node_id), fc.node_id
+    node = txn_leader(fc.partition) if key_type == 1 else fc.node_id
+    ep = endpoints.broker(node) if node >= 0 else None
     if ep is None:
         return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "error_message": "the coordinator has no Kafka listener",
                 "node_id": -1, "host": "", "port": -1}
     return {"error_code": E.NONE, "error_message": None, "node_id": node, "host": ep[0], "port": ep[1]}
 
 
-def find_coordinator(header, req, find, endpoints) -> dict:
-    """FindCoordinator v0-v4; `find(FindCoordinatorRequest) -> FindCoordinatorResponse` is the lab's."""
+def find_coordinator(header, req, find, endpoints, txn_leader) -> dict:
+    """FindCoordinator v0-v4; `find(FindCoordinatorRequest) -> FindCoordinatorResponse` is the lab's,
+    `txn_leader(partition)` the leader of a __transaction_state partition."""
     key_type = int(getattr(req, "key_type", 0))
     if key_type not in (0, 1):
         err = {"error_code": E.INVALID_REQUEST, "error_message": f"key type {key_type} is not served",
@@ -220,9 +222,10 @@ def find_coordinator(header, req, find, endpoints) -> dict:
         keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
         return {"coordinators": [dict(err, key=k) for k in keys]} if header.api_version >= 4 else err
     pb_type = broker_pb2.TRANSACTION if key_type == 1 else broker_pb2.GROUP
+
+    def one(key):
+        return coordinator_answer(find(broker_pb2.FindCoordinatorRequest(key_type=pb_type, key=key)), key_type,
+                                  endpoints, txn_leader)
     if header.api_version >= 4:
-        return {"coordinators": [
-            dict(coordinator_answer(find(broker_pb2.FindCoordinatorRequest(key_type=pb_type, key=k)), key_type,
-                                    endpoints), key=k) for k in req.coordinator_keys]}
-    return coordinator_answer(find(broker_pb2.FindCoordinatorRequest(key_type=pb_type, key=req.key)), key_type,
-                              endpoints)
+        return {"coordinators": [dict(one(k), key=k) for k in req.coordinator_keys]}
+    return one(req.key)

@@ -10,8 +10,10 @@ fault drops the response after the append, as on gRPC. Fetch honours the
 isolation level: read_committed stops at the last stable offset and carries
 the aborted transactions of the range. Fetch sessions are not created
 (session id 0): clients send full fetch requests. DescribeProducers,
-WriteTxnMarkers from an admin client, DescribeTransactions and
-ListTransactions are txn_admin_apis' (KIP-664's toolkit).
+WriteTxnMarkers from an admin client are txn_admin_apis' (KIP-664's
+toolkit); the transaction coordinators' requests (InitProducerId with a
+transactional id, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+DescribeTransactions, ListTransactions) are relayed to them (txn_relay.py).
 Produce answers a KIP-890 verification's PRODUCER_FENCED as
 INVALID_PRODUCER_EPOCH, as Kafka's produce path does; at Produce v12
 (transaction.version 2) the leader has the transaction coordinator add a
@@ -73,6 +75,9 @@ class BrokerApis(ApiHandlers):
         register_consumer_group_apis(self, getattr(server, "kafka_version", None))
         register_broker(self)
         register_config_apis(self)
+        from services.kafka_protocol.coordinator_apis import RELAYED_VERSIONS
+        from services.kafka_protocol.txn_relay import register_txn_relay
+        self.txn = register_txn_relay(self, RELAYED_VERSIONS)
         self.limit_to_release(getattr(server, "kafka_version", None))
 
     # -- metadata and topics ----------------------------------------------------------------------
@@ -325,7 +330,7 @@ class BrokerApis(ApiHandlers):
 
     # -- coordinators and producer ids ---------------------------------------------------------------
     def find_coordinator(self, header, req) -> dict:
-        return apis.find_coordinator(header, req, self.s.find_coordinator, self.endpoints)
+        return apis.find_coordinator(header, req, self.s.find_coordinator, self.endpoints, self.txn.txn_leader)
 
     def init_producer_id(self, header, req) -> dict:
         pb = broker_pb2.InitProducerIdRequest(transactional_id=req.transactional_id or "",

@@ -8,7 +8,7 @@ not parse) or `UnsupportedVersion` (an API or version not
 served: the header was read, so the caller can answer it). `encode_response`
 writes the response header Kafka uses for that API and version (v1 with
 tagged fields when flexible, v0 otherwise and always for ApiVersions) and
-the size prefix. `make` builds a kio entity from plain Python values: ints for
+the size prefix; `parse_response` reads such a frame back. `make` builds a kio entity from plain Python values: ints for
 error codes and millisecond durations, dicts for nested structs, and Kafka's
 defaults for fields left out; a timestamp field takes epoch milliseconds (-1, Kafka's "none",
 included).
@@ -84,6 +84,17 @@ def parse_request(frame: bytes, served: dict[int, tuple[int, int]]):
 
 def response_class(api_key: int, version: int):
     return load_response_schema(api_key, version)
+
+
+def parse_response(frame: bytes, api_key: int, version: int):
+    """kio's response entity from a whole response frame (size prefix included), as a relay reads a
+    coordinator's answer; ValueError when it does not parse."""
+    cls = load_response_schema(api_key, version)
+    pos = _SIZE.size + 4 + (1 if cls.__flexible__ and api_key != API_VERSIONS else 0)
+    try:
+        return entity_reader(cls)(frame, pos)[0]
+    except Exception as e:  # noqa: BLE001 - kio raises several kinds on bad bytes
+        raise ValueError(f"API {api_key} v{version} response: {type(e).__name__}: {e}") from None
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, response) -> bytes:

@@ -10,11 +10,13 @@ for retries and for an abort with no partitions;
 PRODUCER_FENCED reaches a client below the version that introduced it
 (KIP-588) as INVALID_PRODUCER_EPOCH, as Kafka answers it (NOT_COORDINATOR when it does not own
 the id's __transaction_state partition, as Kafka's coordinator answers).
-DescribeTransactions and ListTransactions are txn_admin_apis'. Kafka clients treat the
-coordinator as one more node, and some send it
+DescribeTransactions and ListTransactions are txn_admin_apis'. Kafka clients reach it through
+the broker that leads the id's __transaction_state partition (txn_relay.py); one that is given the
+coordinator's own address may send it
 whatever a node may get: Metadata and FindCoordinator are answered from the
-brokers (over gRPC) with Kafka listener addresses (Metadata, when no broker
-answers, from the last answers seen: never an empty topic list; an unknown
+brokers (over gRPC) with Kafka listener addresses (FindCoordinator names the
+relaying broker; Metadata, when no broker answers, is built from the last
+answers seen: never an empty topic list; an unknown
 topic is auto-created by the broker asked, as its own listener would), and an idempotent
 InitProducerId (no transactional id) gets a producer id from the
 coordinator's own id blocks, unique across the cluster; ListGroups, which
@@ -29,15 +31,22 @@ import threading
 import grpc
 
 from eoslab.v1 import broker_pb2, common_pb2, txn_pb2
+from services.common.internal_topics import TRANSACTION_STATE_TOPIC
 from services.kafka_protocol import apis
 from services.kafka_protocol.apis import ApiHandlers, fenced_error, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
+from services.kafka_protocol.txn_admin_apis import COORDINATOR_VERSIONS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS
 
 E = apis.E
 log = logging.getLogger(__name__)
 INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, LIST_GROUPS = 22, 24, 25, 26, 16
 VERSIONS = {apis.METADATA: (0, 12), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 5),
             ADD_PARTITIONS_TO_TXN: (0, 3), ADD_OFFSETS_TO_TXN: (0, 3), END_TXN: (0, 5), LIST_GROUPS: (0, 4)}
+# what brokers serve of these on the coordinators' behalf (txn_relay.py): the same versions
+RELAYED_VERSIONS = {INIT_PRODUCER_ID: VERSIONS[INIT_PRODUCER_ID], ADD_PARTITIONS_TO_TXN: VERSIONS[ADD_PARTITIONS_TO_TXN],
+                    ADD_OFFSETS_TO_TXN: VERSIONS[ADD_OFFSETS_TO_TXN], END_TXN: VERSIONS[END_TXN],
+                    DESCRIBE_TRANSACTIONS: COORDINATOR_VERSIONS[DESCRIBE_TRANSACTIONS],
+                    LIST_TRANSACTIONS: COORDINATOR_VERSIONS[LIST_TRANSACTIONS]}
 TV2_END_TXN = 5      # EndTxn v5: transaction.version 2 (KafkaApis: version > 4 is TV_2)
 METADATA_TRIES = 2      # brokers asked in turn for one Metadata request before the last answers are used
 
@@ -120,7 +129,16 @@ class CoordinatorApis(ApiHandlers):
                                                       error_message=f"no broker answered: {e.code()}")
 
     def find_coordinator(self, header, req) -> dict:
-        return apis.find_coordinator(header, req, self._find, self.endpoints)
+        return apis.find_coordinator(header, req, self._find, self.endpoints, self._txn_leader)
+
+    def _txn_leader(self, partition: int) -> int:
+        """The broker that leads __transaction_state-<partition>, from the brokers' Metadata (-1: none)."""
+        resp = self._broker_metadata([TRANSACTION_STATE_TOPIC])
+        for t in resp.topics:
+            for p in t.partitions:
+                if p.partition == partition:
+                    return p.leader
+        return -1
 
     def init_producer_id(self, header, req) -> dict:
         if not req.transactional_id:

@@ -4,11 +4,9 @@ Guarantees: a service that runs a Kafka listener writes it into its ZooKeeper
 registration as Kafka does (`"endpoints": ["PLAINTEXT://host:port"]`);
 `KafkaEndpoints` reads those registrations (cached for at most `ttl_s`) and
 answers None for a node that is not registered or has no Kafka listener, so
-a response never names an address nobody listens on. Transaction
-coordinators appear to Kafka clients as nodes `COORDINATOR_NODE_BASE + id`,
-apart from the brokers' ids, and are listed among the brokers of Metadata
-answers (librdkafka only talks to a coordinator it knows from Metadata);
-they lead no partition.
+a response never names an address nobody listens on. A transaction
+coordinator's listener is where brokers relay its requests (txn_relay.py);
+Kafka clients are never given it.
 """
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ import time
 
 from services.common import zk_paths
 
-COORDINATOR_NODE_BASE = 1000
 SECURITY_PROTOCOL = "PLAINTEXT"
 
 
@@ -62,23 +59,3 @@ class KafkaEndpoints:
 
     def coordinator(self, coordinator_id: int) -> tuple[str, int] | None:
         return self._lookup(zk_paths.txn_coordinator_path(coordinator_id))
-
-    def coordinator_nodes(self) -> list[tuple[int, str, int]]:
-        """(Kafka node id, host, port) of every registered coordinator with a Kafka listener."""
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get("children")
-        if hit is None or now - hit[0] >= self.ttl_s:
-            try:
-                ids = sorted(int(c) for c in self.zk.get_children(zk_paths.TXN_COORDINATORS) if c.isdigit())
-            except Exception:  # noqa: BLE001 - ZooKeeper unreachable: none known
-                ids = []
-            hit = (now, ids)
-            with self._lock:
-                self._cache["children"] = hit
-        out = []
-        for cid in hit[1]:
-            ep = self.coordinator(cid)
-            if ep is not None:
-                out.append((COORDINATOR_NODE_BASE + cid, ep[0], ep[1]))
-        return out

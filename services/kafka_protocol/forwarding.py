@@ -1,8 +1,8 @@
 """Admin requests that reach a transaction coordinator, relayed to a broker (as Kafka's brokers forward
 admin requests to the controller, KIP-590).
 
-Kafka clients see the coordinators as nodes of Metadata, and admin clients send topic and config
-requests to "the least loaded node", which may be one. Guarantees: a coordinator serves each API of
+A client given a coordinator's own Kafka address may send it topic and config requests (admin clients
+send them to "the least loaded node" they know). Guarantees: a coordinator serves each API of
 `FORWARDED` at the versions the brokers serve (cut to the release like every other API); the request
 frame goes unchanged to the Kafka listener of a registered broker (the next one on a connection error)
 and the broker's answer comes back unchanged, correlation id included. When no broker answers, the
@@ -42,7 +42,7 @@ class Forwarder:
             return []
         return [ep for ep in (self.endpoints.broker(b) for b in ids) if ep is not None]
 
-    def relay(self, frame: bytes) -> bytes | None:
+    def relay(self, frame: bytes, header=None, req=None) -> bytes | None:
         """The first registered broker's answer to `frame` (size prefix included), or None."""
         for host, port in self.brokers():
             try:

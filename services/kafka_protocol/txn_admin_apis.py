@@ -1,5 +1,6 @@
 """The operator's transaction APIs over Kafka's protocol (KIP-664): DescribeProducers and WriteTxnMarkers on
-brokers, DescribeTransactions and ListTransactions on transaction coordinators.
+brokers, DescribeTransactions and ListTransactions on transaction coordinators (which brokers relay them
+to: txn_relay.py).
 
 Guarantees, each Kafka's rule:
 - DescribeProducers is answered by any replica, leader or follower, from its
@@ -19,8 +20,7 @@ Guarantees, each Kafka's rule:
   owned or still loading, INVALID_REQUEST for an empty id,
   TRANSACTIONAL_ID_NOT_FOUND for an unknown or Dead one, else its state,
   producer id and epoch, timeout, start time (-1 before its first
-  transaction) and partitions; brokers own no transaction state here and
-  answer NOT_COORDINATOR;
+  transaction) and partitions;
 - ListTransactions (TransactionStateManager.listTransactionStates):
   COORDINATOR_LOAD_IN_PROGRESS while a partition loads; Dead ids never
   listed; state and producer-id filters; from v1 the KIP-994 duration filter
@@ -33,8 +33,7 @@ from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2, common_pb2
 
 DESCRIBE_PRODUCERS, WRITE_TXN_MARKERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 61, 27, 65, 66
-BROKER_VERSIONS = {DESCRIBE_PRODUCERS: (0, 0), WRITE_TXN_MARKERS: (1, 2), DESCRIBE_TRANSACTIONS: (0, 0),
-                   LIST_TRANSACTIONS: (0, 1)}
+BROKER_VERSIONS = {DESCRIBE_PRODUCERS: (0, 0), WRITE_TXN_MARKERS: (1, 2)}
 COORDINATOR_VERSIONS = {WRITE_TXN_MARKERS: (1, 2), DESCRIBE_TRANSACTIONS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
 TXN_STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
               "PrepareEpochFence")
@@ -76,16 +75,7 @@ def register_broker(apis) -> None:
                             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
         return {"markers": markers}
 
-    def describe_transactions(header, req) -> dict:
-        return {"transaction_states": [_not_described(tid, E.NOT_COORDINATOR) for tid in req.transactional_ids]}
-
-    def list_transactions(header, req) -> dict:
-        """Brokers own no transaction state here (the transaction coordinators do): an empty list, so an
-        admin client that asks every node gets the whole answer from the coordinators."""
-        return {"error_code": E.NONE, "transaction_states": []}
-
-    for key, fn in ((DESCRIBE_PRODUCERS, describe_producers), (WRITE_TXN_MARKERS, write_txn_markers),
-                    (DESCRIBE_TRANSACTIONS, describe_transactions), (LIST_TRANSACTIONS, list_transactions)):
+    for key, fn in ((DESCRIBE_PRODUCERS, describe_producers), (WRITE_TXN_MARKERS, write_txn_markers)):
         apis.register(key, *BROKER_VERSIONS[key], fn)
 
 

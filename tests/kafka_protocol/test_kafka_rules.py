@@ -43,7 +43,7 @@ def _apis(auto_create=True, svc=None, num_partitions=1) -> BrokerApis:
                 num_partitions=num_partitions,
                 faults=NS(should_drop=lambda req: False))
     apis.svc = svc or _Svc()
-    apis.endpoints = NS(broker=lambda node: None, coordinator_nodes=lambda: [])
+    apis.endpoints = NS(broker=lambda node: None)
     return apis
 
 

@@ -25,7 +25,10 @@ waits on the samples until the LSO has stood past the hang threshold, runs `eosl
 find-hanging` (its output in nemesis `start-abort-hanging`) and `abort` at the LSO (nemesis
 `stop-abort-hanging`, with describe-producers and describe beside find-hanging's output; a command
 that fails, such as COORDINATOR_NOT_AVAILABLE while a node still names the killed broker, is run
-again as an operator would, its errors recorded under "retries"), and
+again as an operator would, its errors recorded under "retries"; describe is tried for 10 s only:
+the id's coordinator was on the killed broker and, as in Kafka, no broker coordinates it while its
+__transaction_state partition has no in-sync replica left, so "not described: <error>" can be its
+record), and
 waits until the LSO has caught up. Facts: the coordinator completed the commit before the
 election; find-hanging named the
 partition and the producer id of the committed transaction; the abort's marker moved the LSO past
@@ -57,6 +60,7 @@ from services.common.internal_topics import (
 
 TOPIC = "hang-unclean"
 TID = "k20716"
+DESCRIBE_S = 10.0
 
 
 def parse_table(lines: list[str]) -> list[dict[str, str]]:
@@ -135,6 +139,22 @@ def _operator(ctx, retries: list[str], *args) -> str:
     return out
 
 
+def _described(ctx, retries: list[str], tid: str) -> list[str]:
+    """`eoslab transactions describe` of the id, or why it could not be: the id's __transaction_state
+    partition was led by the killed broker and its other replica fell out of sync, so, as in Kafka, no
+    broker coordinates the id any more (FindCoordinator answers COORDINATOR_NOT_AVAILABLE). Tried for
+    DESCRIBE_S; the last error is the record then."""
+    deadline = time.monotonic() + DESCRIBE_S
+    while True:
+        try:
+            return _transactions(ctx, "describe", "--transactional-id", tid).splitlines()
+        except RuntimeError as e:
+            retries.append(str(e))
+            if time.monotonic() >= deadline:
+                return [f"not described: {e}"]
+        time.sleep(0.5)
+
+
 def _tid_logged_on(ctx, broker_id: int) -> str:
     """A transactional.id whose __transaction_state partition the given broker leads, so the
     coordinator's log writes need no other replica once the ISR has shrunk to it. Waits until every
@@ -175,10 +195,10 @@ def _stand_then_fix(ctx, monitor, tid: str) -> None:
         retries: list[str] = []
         hanging = _operator(ctx, retries, "find-hanging", "--topic", TOPIC, "--max-transaction-timeout", "0")
         producers = _operator(ctx, retries, "describe-producers", "--topic", TOPIC, "--partition", "0")
-        described = _operator(ctx, retries, "describe", "--transactional-id", tid)
+        described = _described(ctx, retries, tid)
         ctx.nemesis("start-abort-hanging", {"find-hanging": hanging.splitlines(),
                                             "describe-producers": producers.splitlines(),
-                                            "describe": described.splitlines(), "retries": list(retries)})
+                                            "describe": described, "retries": list(retries)})
         offset = monitor.sample()[0][1]
         done = _operator(ctx, retries, "abort", "--topic", TOPIC, "--partition", "0", "--start-offset", str(offset))
         ctx.wait(lambda: _offsets(monitor, lambda lso, hw: lso >= hw), "the LSO to catch up",

@@ -15,7 +15,9 @@ offsets into the transaction: TxnOffsetCommit with the group's generation
 and member id where the client sends them, KIP-447; aiokafka sends the
 group id only), `commit(t)`, `abort(t)`, `close(t)` and `abandon()` (what a
 killed process leaves: no EndTxn); errors carry Kafka's code as the lab's
-KafkaError when the broker answered one. The txn workload drives
+KafkaError when the broker answered one. kafka-python's transaction calls,
+which take no timeout, are bounded at the op timeout (client_calls.bounded_call:
+ClientCallHung, after which the producer is not called again). The txn workload drives
 confluent-kafka and kafka-python, the copier all three
 (cluster/workloads/real_copier.py).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 import concurrent.futures
 
 from eoslab.common.errors import KafkaError
+from cluster.workloads.client_calls import ClientCallHung, bounded_call
 from cluster.workloads.real_clients import AioKafkaProducer, ConfluentProducer, KafkaPythonProducer, SendResult, \
     _aiokafka_error, _Fatal
 
@@ -87,11 +90,18 @@ class KafkaPythonTxnProducer(KafkaPythonProducer):
         self.producer_id = self.producer_epoch = None
         self.transaction_manager = _Fatal()
 
-    def init_transactions(self, timeout: float) -> None:
+    def _bounded(self, fn, timeout: float, what: str):
+        """kafka-python's transaction calls take no timeout and wait for good while no coordinator
+        answers (a killed broker that led the id's __transaction_state partition): bounded here."""
         try:
-            self.p.init_transactions()
+            return bounded_call(fn, timeout, f"kafka-python {what}")
+        except ClientCallHung:
+            raise
         except Exception as e:  # noqa: BLE001 - converted for the errors table
             raise _converted(e) from None
+
+    def init_transactions(self, timeout: float) -> None:
+        self._bounded(self.p.init_transactions, timeout, "init_transactions")
 
     def begin(self) -> None:
         self.p.begin_transaction()
@@ -112,18 +122,15 @@ class KafkaPythonTxnProducer(KafkaPythonProducer):
 
     def send_offsets(self, positions: dict, consumer, timeout: float) -> None:
         from kafka import OffsetAndMetadata, TopicPartition
-        try:
-            self.p.send_offsets_to_transaction(
-                {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in positions.items()},
-                consumer.c.group_metadata())
-        except Exception as e:  # noqa: BLE001 - converted for the errors table
-            raise _converted(e) from None
+        offsets = {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in positions.items()}
+        self._bounded(lambda: self.p.send_offsets_to_transaction(offsets, consumer.c.group_metadata()), timeout,
+                      "send_offsets_to_transaction")
 
     def commit(self, timeout: float) -> None:
-        self.p.commit_transaction()
+        self._bounded(self.p.commit_transaction, timeout, "commit_transaction")
 
     def abort(self, timeout: float) -> None:
-        self.p.abort_transaction()
+        self._bounded(self.p.abort_transaction, timeout, "abort_transaction")
 
     def abandon(self) -> None:
         try:
@@ -232,6 +239,8 @@ def client_transaction(producer, topic: str, mops: list, op_timeout: float, abor
     except Exception as e:  # noqa: BLE001 - classified below
         err = e.args[0] if e.args else None
         name = err.name() if hasattr(err, "name") and callable(err.name) else type(e).__name__
+        if isinstance(e, ClientCallHung):       # a hung client is never called again
+            return result("info", False, f"client-hung: {e}")
         try:
             producer.abort(op_timeout)
             return result("fail", True, name)

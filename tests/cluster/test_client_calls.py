@@ -87,3 +87,58 @@ def test_a_copier_whose_client_hangs_in_send_offsets_fails_the_step_and_replaces
     assert replaced == [1] and inst.producer is not hung
     last = history.ops[-1]
     assert last[0] == "fail" and "send_offsets_to_transaction did not return" in last[4]["error"]
+
+
+class _KafkaPythonNeverAnswers:
+    """kafka-python's KafkaProducer while no transaction coordinator answers: its transaction calls,
+    which take no timeout, wait for good."""
+
+    def __init__(self):
+        self.release = threading.Event()
+
+    def init_transactions(self):
+        self.release.wait(60)
+
+    commit_transaction = abort_transaction = init_transactions
+
+    def send_offsets_to_transaction(self, offsets, group_metadata):
+        self.release.wait(60)
+
+
+def test_kafka_pythons_transaction_calls_are_bounded_at_the_op_timeout():
+    from cluster.workloads.real_txn import KafkaPythonTxnProducer
+    prod = KafkaPythonTxnProducer.__new__(KafkaPythonTxnProducer)     # its calls only, no client behind them
+    prod.p = _KafkaPythonNeverAnswers()
+    try:
+        for call in (lambda: prod.init_transactions(0.2), lambda: prod.commit(0.2), lambda: prod.abort(0.2)):
+            t0 = time.monotonic()
+            with pytest.raises(ClientCallHung, match="kafka-python"):
+                call()
+            assert time.monotonic() - t0 < 5
+    finally:
+        prod.p.release.set()
+
+
+def test_a_transaction_whose_kafka_python_commit_hangs_is_info_and_never_aborted():
+    """The commit may have reached the coordinator: info, and the hung client is not called again (an abort
+    would wait as long)."""
+    import concurrent.futures
+    from cluster.workloads.real_clients import SendResult
+    from cluster.workloads.real_txn import KafkaPythonTxnProducer, client_transaction
+    prod = KafkaPythonTxnProducer.__new__(KafkaPythonTxnProducer)
+    prod.p = _KafkaPythonNeverAnswers()
+    aborts = []
+    prod.begin = lambda: None
+    prod.abort = lambda timeout: aborts.append(timeout)
+
+    def send(topic, value, partition):
+        f = concurrent.futures.Future()
+        f.set_result(SendResult(3))
+        return f
+    prod.send = send
+    try:
+        r = client_transaction(prod, "t", [["send", 0, 1]], 0.2)
+    finally:
+        prod.p.release.set()
+    assert (r.type, r.healthy, aborts) == ("info", False, [])
+    assert "client-hung" in r.extra["error"]

@@ -10,6 +10,8 @@ Guarantees:
   metadata key = {"g", "meta": 1}, value = membership.snapshot; a consumer-protocol (KIP-848) group's
   key = {"g", "cg": 1}, value = ConsumerGroup.to_record (its epochs, subscription, target assignment
   and members), a null value its tombstone;
+- an offset's tombstone (a null value, plain batch) removes the committed offset and the open
+  transactions' pending ones of that partition;
 - a group id is one kind of group: of a classic and a consumer group record of the same id, the later
   one in the log wins (a consumer group taking an empty classic group's id, or the reverse).
 """
@@ -70,6 +72,31 @@ class OffsetsPartitionState:
                 self.pending.setdefault(b.producer_id, {}).setdefault(k["g"], {})[tp] = entry
             elif entry is not None:
                 self.offsets.setdefault(k["g"], {})[tp] = entry
+            else:
+                self.remove_offset(k["g"], tp)
+
+    def remove_offset(self, group: str, tp: tuple[str, int]) -> None:
+        """An offset's tombstone (OffsetDelete, DeleteGroups): the committed offset goes, and so do the
+        open transactions' pending commits of it (Kafka's OffsetMetadataManager.replay)."""
+        offs = self.offsets.get(group)
+        if offs is not None:
+            offs.pop(tp, None)
+            if not offs:
+                del self.offsets[group]
+        for groups in self.pending.values():
+            groups.get(group, {}).pop(tp, None)
+
+    def offset_keys(self, group: str) -> set[tuple[str, int]]:
+        """The group's partitions with a committed or a pending offset."""
+        out = set(self.offsets.get(group, {}))
+        for groups in self.pending.values():
+            out |= {tp for tp, entry in groups.get(group, {}).items() if entry is not None}
+        return out
+
+    def knows(self, group: str) -> bool:
+        """The log holds something of the group: offsets (committed or pending) or its record."""
+        return bool(self.offset_keys(group)) or self.groups.get(group) is not None or \
+            self.consumer_groups.get(group) is not None
 
     def stored_group(self, group: str, stored: dict | None, consumer: bool) -> None:
         """A group's record is in the log: it is the group now (of either kind)."""

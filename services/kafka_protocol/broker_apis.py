@@ -75,6 +75,8 @@ class BrokerApis(ApiHandlers):
         register_consumer_group_apis(self, getattr(server, "kafka_version", None))
         register_broker(self)
         register_config_apis(self)
+        from services.kafka_protocol.acl_apis import register_acl_apis
+        register_acl_apis(self)
         from services.kafka_protocol.coordinator_apis import RELAYED_VERSIONS
         from services.kafka_protocol.txn_relay import register_txn_relay
         self.txn = register_txn_relay(self, RELAYED_VERSIONS)

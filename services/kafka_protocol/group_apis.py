@@ -1,5 +1,6 @@
 """The group coordinator's Kafka requests: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, TxnOffsetCommit, ListGroups and DescribeGroups (services.broker.group_listing), translated to the calls the broker's gRPC servicer makes.
+OffsetFetch, TxnOffsetCommit, ListGroups and DescribeGroups (services.broker.group_listing), DeleteGroups and
+OffsetDelete (services.broker.group_deletion), translated to the calls the broker's gRPC servicer makes.
 
 Guarantees: the lab's group coordinator runs Kafka's classic (eager)
 group protocol for any protocol type ("consumer", Kafka Streams' and
@@ -18,12 +19,13 @@ and never reaches the coordinator, as in Kafka's KafkaApis.
 from __future__ import annotations
 
 from eoslab.v1 import broker_pb2, common_pb2
-from services.broker import group_listing
+from services.broker import group_deletion, group_listing
 from services.kafka_protocol.apis import E, fenced_error, ms
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648   # Kafka's answer when they were not asked for
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
+DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
 
 def _instance(req) -> str:
@@ -184,9 +186,40 @@ class GroupApis:
                             authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
         return {"groups": out}
 
+    def delete_groups(self, header, req) -> dict:
+        """Each named group once (Kafka's KafkaApis takes them distinct); an empty id is INVALID_GROUP_ID."""
+        names = list(dict.fromkeys(req.groups_names))
+        results = [(g, E.INVALID_GROUP_ID) if not g else (g, None) for g in names]
+        done = dict(group_deletion.delete_groups(self.gc, [g for g, err in results if err is None]))
+        return {"results": [{"group_id": g, "error_code": done[g] if err is None else err} for g, err in results]}
+
+    def offset_delete(self, header, req) -> dict:
+        """KafkaApis.handleOffsetDeleteRequest: a topic or partition this broker's metadata does not know is
+        UNKNOWN_TOPIC_OR_PARTITION and never reaches the coordinator; an empty group id INVALID_GROUP_ID."""
+        if not req.group_id:
+            return {"error_code": E.INVALID_GROUP_ID, "topics": []}
+        unknown, asked = {}, []
+        for t in req.topics:
+            parts = [int(p.partition_index) for p in t.partitions]
+            bad = [n for n in parts if not self.metadata.has_partition(t.name, n)]
+            if bad:
+                unknown[t.name] = bad
+            good = [n for n in parts if n not in bad]
+            if good:
+                asked.append((t.name, good))
+        err, answered = group_deletion.delete_offsets(self.gc, req.group_id, asked)
+        if err != E.NONE:
+            return {"error_code": err, "topics": []}
+        by_topic: dict[str, list] = {t: [{"partition_index": n, "error_code": e} for n, e in ps]
+                                     for t, ps in answered}
+        for t, ns in unknown.items():
+            by_topic.setdefault(t, []).extend({"partition_index": n, "error_code": E.UNKNOWN_TOPIC_OR_PARTITION}
+                                              for n in ns)
+        return {"error_code": E.NONE, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
 
 VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
-            OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 5)}
+            OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 5), DELETE_GROUPS: (0, 2), OFFSET_DELETE: (0, 0)}
 
 
 def register_group_apis(apis) -> None:
@@ -194,5 +227,6 @@ def register_group_apis(apis) -> None:
     for key, fn in ((JOIN_GROUP, g.join_group), (SYNC_GROUP, g.sync_group), (HEARTBEAT, g.heartbeat),
                     (LEAVE_GROUP, g.leave_group), (OFFSET_COMMIT, g.offset_commit), (OFFSET_FETCH, g.offset_fetch),
                     (TXN_OFFSET_COMMIT, g.txn_offset_commit), (LIST_GROUPS, g.list_groups),
-                    (DESCRIBE_GROUPS, g.describe_groups)):
+                    (DESCRIBE_GROUPS, g.describe_groups), (DELETE_GROUPS, g.delete_groups),
+                    (OFFSET_DELETE, g.offset_delete)):
         apis.register(key, *VERSIONS[key], fn)

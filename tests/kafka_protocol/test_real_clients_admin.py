@@ -223,6 +223,6 @@ def test_describe_cluster_names_the_brokers_and_a_broker_as_controller_as_metada
             corr, r = _response(_read_frame(s), 60, 1)
         assert corr == 4 and r.error_code.value == 0 and r.cluster_id == md.cluster_id
         assert sorted((b.broker_id, b.host, b.port) for b in r.brokers) == \
-            sorted((b.id, b.host, b.port) for b in md.brokers.values())        # the nodes Metadata lists
+            sorted((b.id, b.host, b.port) for b in md.brokers.values())        # the brokers, no coordinator
         assert r.controller_id == node.node_id                                 # the broker that forwards
         assert r.cluster_authorized_operations & (1 << 8) and r.cluster_authorized_operations & (1 << 7)

@@ -1,0 +1,90 @@
+"""Group and ACL administration through real Kafka clients (librdkafka's AdminClient, kafka-python's
+KafkaAdminClient) against a real local cluster: DeleteGroups and OffsetDelete as Kafka's group coordinator
+answers them, and the ACL requests as a Kafka broker without an authorizer answers them."""
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.integration
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
+                                   AdminClient, ResourcePatternType, ResourceType)
+from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
+
+
+def _error_name(future) -> str:
+    try:
+        future.result(30)
+        return "ok"
+    except KafkaException as e:
+        return e.args[0].name()
+
+
+def _commit(boot, group, topic, offsets: dict[int, int]) -> None:
+    """Offsets committed by a consumer that assigns itself the partitions (a group without members)."""
+    c = Consumer({"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+def _committed(admin, group, topic, partitions) -> dict[int, int]:
+    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])
+    got = admin.list_consumer_group_offsets([req])[group].result(30)
+    return {tp.partition: tp.offset for tp in got.topic_partitions if tp.offset >= 0}
+
+
+def test_librdkafka_deletes_an_empty_group_and_its_offsets_but_not_a_group_with_a_member(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "dg", partitions=2)
+    admin = AdminClient({"bootstrap.servers": boot})
+    empty, busy = f"dg-empty-{uuid.uuid4().hex[:6]}", f"dg-busy-{uuid.uuid4().hex[:6]}"
+    _commit(boot, empty, topic, {0: 3, 1: 4})
+    assert _committed(admin, empty, topic, [0, 1]) == {0: 3, 1: 4}
+    member = Consumer({"bootstrap.servers": boot, "group.id": busy, "session.timeout.ms": 6000})
+    member.subscribe([topic])
+    try:
+        t0 = time.monotonic()
+        while not member.assignment() and time.monotonic() - t0 < 60:
+            member.poll(0.2)
+        assert member.assignment(), "the member never got its partitions"
+        fs = admin.delete_consumer_groups([empty, busy, "dg-never-there"], request_timeout=30)
+        outcome = {g: _error_name(f) for g, f in fs.items()}
+        assert outcome == {empty: "ok", busy: "NON_EMPTY_GROUP", "dg-never-there": "GROUP_ID_NOT_FOUND"}
+    finally:
+        member.close()
+    assert _committed(admin, empty, topic, [0, 1]) == {}
+    listed = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert empty not in listed
+    assert _error_name(admin.delete_consumer_groups([empty], request_timeout=30)[empty]) == "GROUP_ID_NOT_FOUND"
+
+
+def test_kafka_python_deletes_the_offsets_of_one_partition_and_is_refused_a_subscribed_topic(kcluster):
+    from kafka import TopicPartition as KTP
+    from kafka.admin import KafkaAdminClient
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "od", partitions=2)
+    group = f"od-{uuid.uuid4().hex[:6]}"
+    _commit(boot, group, topic, {0: 7, 1: 8})
+    admin = KafkaAdminClient(bootstrap_servers=boot.split(","))
+    try:
+        result = admin.delete_group_offsets(group, [KTP(topic, 0)])
+        assert {(tp.partition, type(err).__name__) for tp, err in result.items()} == {(0, "NoError")}
+        assert _committed(AdminClient({"bootstrap.servers": boot}), group, topic, [0, 1]) == {1: 8}
+    finally:
+        admin.close()
+
+
+def test_acl_requests_are_answered_security_disabled_as_by_a_broker_without_an_authorizer(kcluster):
+    boot = kcluster.info().kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": boot})
+    binding = AclBinding(ResourceType.TOPIC, "acl-topic", ResourcePatternType.LITERAL, "User:test1", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    assert _error_name(admin.create_acls([binding], request_timeout=30)[binding]) == "SECURITY_DISABLED"
+    flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+    assert _error_name(admin.describe_acls(flt, request_timeout=30)) == "SECURITY_DISABLED"
+    assert _error_name(admin.delete_acls([flt], request_timeout=30)[flt]) == "SECURITY_DISABLED"

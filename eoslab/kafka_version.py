@@ -38,6 +38,7 @@ class KafkaVersion:
     txn_offset_commit_member_check: bool   # KIP-447: TxnOffsetCommit carries member id and generation
     txn_offset_commit_verification: bool   # KAFKA-15449 (3.7): TxnOffsetCommit verified with the coordinator
     consumer_group_protocol: bool          # KIP-848 (4.0): ConsumerGroupHeartbeat, server-side assignment
+    group_config_operations: bool          # (4.0) a GROUP resource has DESCRIBE_CONFIGS and ALTER_CONFIGS
     # -- replication (Partition, the controller) ----------------------------------------------------
     hw_needs_min_isr: bool                 # KIP-966 part 1 (3.9): no high-watermark move while the ISR is under min
     eligible_leader_replicas: bool         # KIP-966 (4.0): the controller keeps and elects from the ELR
@@ -69,7 +70,7 @@ _V011 = KafkaVersion(
     name="0.11", producer_state_batches=1, duplicate_beyond_cache_error="DUPLICATE_SEQUENCE_NUMBER",
     unknown_producer="OUT_OF_ORDER_SEQUENCE_NUMBER", transaction_verification=False,
     transactional_produce_needs_id=False, init_with_producer_id=False, epoch_bump_per_transaction=False, txn_offset_commit_member_check=False,
-    txn_offset_commit_verification=False, consumer_group_protocol=False,
+    txn_offset_commit_verification=False, consumer_group_protocol=False, group_config_operations=False,
     hw_needs_min_isr=False, eligible_leader_replicas=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=1, idempotence_conflict="error",
     on_out_of_order="fatal", abortable_epoch_bump=False)
@@ -77,7 +78,7 @@ _V25 = KafkaVersion(
     name="2.5", producer_state_batches=5, duplicate_beyond_cache_error="OUT_OF_ORDER_SEQUENCE_NUMBER",
     unknown_producer="accept", transaction_verification=False,
     transactional_produce_needs_id=True, init_with_producer_id=True, epoch_bump_per_transaction=False, txn_offset_commit_member_check=True,
-    txn_offset_commit_verification=False, consumer_group_protocol=False,
+    txn_offset_commit_verification=False, consumer_group_protocol=False, group_config_operations=False,
     hw_needs_min_isr=False, eligible_leader_replicas=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=5, idempotence_conflict="error",
     on_out_of_order="bump-epoch", abortable_epoch_bump=True)
@@ -86,7 +87,8 @@ _V30 = KafkaVersion(**{**_V25.as_dict(), "name": "3.0", "enable_idempotence_defa
 _V36 = KafkaVersion(**{**_V30.as_dict(), "name": "3.6", "transaction_verification": True})
 _V40 = KafkaVersion(**{**_V36.as_dict(), "name": "4.0", "epoch_bump_per_transaction": True,
                        "txn_offset_commit_verification": True, "hw_needs_min_isr": True,
-                       "eligible_leader_replicas": True, "consumer_group_protocol": True})
+                       "eligible_leader_replicas": True, "consumer_group_protocol": True,
+                       "group_config_operations": True})
 
 VERSIONS: dict[str, KafkaVersion] = {v.name: v for v in (_V011, _V25, _V30, _V36, _V40)}
 
@@ -121,6 +123,9 @@ BEHAVIOURS: dict[str, tuple[str, str]] = {
                                 "v9's member-epoch check (librdkafka's group.protocol=consumer)",
                                 "KIP-848 (GA in 4.0; 3.6 had ConsumerGroupHeartbeat v0 only as an unstable, "
                                 "unadvertised version); GroupMetadataManager.consumerGroupHeartbeat"),
+    "group_config_operations": ("a group's authorized operations (DescribeGroups, ConsumerGroupDescribe) include "
+                                "DESCRIBE_CONFIGS and ALTER_CONFIGS besides READ, DESCRIBE and DELETE",
+                                "4.0 (KIP-848's group configs): AclEntry.supportedOperations(GROUP)"),
     "hw_needs_min_isr": ("the leader's high watermark does not move while the ISR is smaller than "
                          "min.insync.replicas", "KIP-966 part 1 (3.9): Partition.maybeIncrementLeaderHW"),
     "eligible_leader_replicas": ("the controller keeps the replicas that left an ISR below min.insync.replicas "

@@ -33,6 +33,7 @@ from eoslab.common import auth
 from eoslab.common.topics import topic_id_text
 from services.broker.auto_topic_creation import creatable, unknown_topics
 from services.kafka_protocol import apis
+from services.kafka_protocol.acl_apis import authorized_operations
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
@@ -42,10 +43,6 @@ log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER_EPOCH = 0, 1, 2, 19, 22, 23
 CREATE_PARTITIONS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CLUSTER = 37, 20, 21, 60
-# Kafka's AclOperation codes a CLUSTER resource supports (AclEntry.supportedOperations): without an
-# authorizer every one is authorized, and DescribeCluster reports them as a bit field when asked
-CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))   # CREATE, ALTER .. IDEMPOTENT_WRITE
-NOT_REQUESTED = -2147483648      # Kafka's "authorized operations not asked for"
 BROKER_ENDPOINT = 1              # DescribeCluster v1's endpoint_type: brokers (2: KRaft controllers)
 FETCH_MAX_BYTES = 57671680   # Kafka's broker fetch.max.bytes default: no Fetch answer is larger (but one batch)
 VERSIONS = {DESCRIBE_CLUSTER: (0, 1), DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 12), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
@@ -106,12 +103,18 @@ class BrokerApis(ApiHandlers):
         out = apis.metadata_values(resp, self.endpoints, self.s.broker_id)
         out["topics"] += [{"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": u, "is_internal": False,
                            "partitions": []} for u in unknown_ids]
+        for t in out["topics"]:            # v8+: asked for, every operation (there is no authorizer)
+            t["topic_authorized_operations"] = authorized_operations(
+                "topic", bool(getattr(req, "include_topic_authorized_operations", False)))
+        if 8 <= header.api_version <= 10:
+            out["cluster_authorized_operations"] = authorized_operations(
+                "cluster", bool(getattr(req, "include_cluster_authorized_operations", False)))
         return out
 
     def describe_cluster(self, header, req) -> dict:
         """KIP-700: the cluster id, the brokers at their Kafka listeners, and as controller the broker that
         forwards controller requests (this one, as Metadata names it: KRaft's brokers name a broker too)."""
-        ops = CLUSTER_OPERATIONS if req.include_cluster_authorized_operations else NOT_REQUESTED
+        ops = authorized_operations("cluster", bool(req.include_cluster_authorized_operations))
         out = {"error_code": E.NONE, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
                "cluster_id": apis.CLUSTER_ID, "cluster_authorized_operations": ops}
         if header.api_version >= 1 and int(req.endpoint_type) != BROKER_ENDPOINT:

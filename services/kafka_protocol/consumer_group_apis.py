@@ -12,11 +12,11 @@ of an older release is told by ApiVersions they are not there.
 from __future__ import annotations
 
 from services.broker.consumer_group_manager import Heartbeat
+from services.kafka_protocol.acl_apis import authorized_operations
 from services.kafka_protocol.apis import E
 
 CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 VERSIONS = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 0)}
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
 def _owned(req) -> dict | None:
@@ -51,11 +51,12 @@ class ConsumerGroupApis:
         return out
 
     def describe(self, header, req) -> dict:
-        return {"groups": [self._describe(g) for g in req.group_ids]}
+        ops = authorized_operations("group", bool(req.include_authorized_operations), "4.0")   # served on 4.0 only
+        return {"groups": [self._describe(g, ops) for g in req.group_ids]}
 
-    def _describe(self, group_id: str) -> dict:
+    def _describe(self, group_id: str, ops: int) -> dict:
         base = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
-                "assignor_name": "", "members": [], "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+                "assignor_name": "", "members": [], "authorized_operations": ops}
         err = self.gc.owns(group_id)
         if err != E.NONE:
             return dict(base, error_code=err)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker import group_deletion, group_listing
+from services.kafka_protocol.acl_apis import authorized_operations
 from services.kafka_protocol.apis import E, fenced_error, ms
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648   # Kafka's answer when they were not asked for
 OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT = 8, 9, 28
 DELETE_GROUPS, OFFSET_DELETE = 42, 47
 
@@ -38,6 +38,7 @@ class GroupApis:
         self.svc = broker_apis.svc
         self.gc = broker_apis.s.group_coordinator   # offsets with their leader epochs (not in the gRPC messages)
         self.metadata = broker_apis.s.metadata      # the broker's MetadataCache
+        self.release = getattr(broker_apis.s, "kafka_version", None)
 
     def join_group(self, header, req) -> dict:
         def fail(err):
@@ -183,7 +184,8 @@ class GroupApis:
         for group in req.groups:
             err, fields = group_listing.describe_group(self.gc, group)
             out.append(dict(fields, error_code=err, group_id=group,
-                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+                            authorized_operations=authorized_operations(
+                                "group", bool(getattr(req, "include_authorized_operations", False)), self.release)))
         return {"groups": out}
 
     def delete_groups(self, header, req) -> dict:

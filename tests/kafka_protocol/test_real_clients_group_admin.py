@@ -88,3 +88,22 @@ def test_acl_requests_are_answered_security_disabled_as_by_a_broker_without_an_a
                            AclPermissionType.ANY)
     assert _error_name(admin.describe_acls(flt, request_timeout=30)) == "SECURITY_DISABLED"
     assert _error_name(admin.delete_acls([flt], request_timeout=30)[flt]) == "SECURITY_DISABLED"
+
+
+def test_librdkafka_is_told_every_operation_is_authorized_on_a_topic_a_group_and_the_cluster(kcluster):
+    """With no authorizer Kafka reports every operation the resource type supports (AclEntry)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation as Op
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "ops")
+    group = f"ops-{uuid.uuid4().hex[:6]}"
+    _commit(boot, group, topic, {0: 1})
+    admin = AdminClient({"bootstrap.servers": boot})
+    [desc] = admin.describe_topics(TopicCollection([topic]), include_authorized_operations=True).values()
+    assert set(desc.result(30).authorized_operations) == {Op.READ, Op.WRITE, Op.CREATE, Op.DESCRIBE, Op.DELETE,
+                                                          Op.ALTER, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS}
+    [g] = admin.describe_consumer_groups([group], include_authorized_operations=True).values()
+    assert set(g.result(30).authorized_operations) == {Op.READ, Op.DESCRIBE, Op.DELETE, Op.DESCRIBE_CONFIGS,
+                                                       Op.ALTER_CONFIGS}       # 4.0: the group configs' two
+    [plain] = admin.describe_consumer_groups([group]).values()
+    assert not plain.result(30).authorized_operations                        # not asked for: none reported

@@ -118,3 +118,4 @@ def test_an_offsets_tombstone_also_drops_the_pending_transactional_commit():
     st.remove_offset("g", ("t", 0))
     st.complete(7, committed=True)
     assert st.offsets == {"g": {("t", 1): (3, "", -1)}}
+

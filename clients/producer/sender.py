@@ -310,7 +310,7 @@ class Sender(threading.Thread):
                 self._fatal(b, KafkaError(err, msg))   # 0.11: the transactional producer cannot go on
         elif tm.bump_pending or self.cfg.on_out_of_order == "bump-epoch":
             tm.request_epoch_bump(b.tp)
-            self._retry(b, err, count_attempt=False)
+            self._retry(b, err)
         else:
             self._fatal(b, KafkaError(err, msg))
 
@@ -323,7 +323,7 @@ class Sender(threading.Thread):
         self._tm_call(self.tm.transition_to_abortable, e, bump=True)
         self._fail(b, e)
 
-    def _retry(self, b: ProducerBatch, err: int, count_attempt: bool = True) -> None:
+    def _retry(self, b: ProducerBatch, err: int) -> None:
         tm = self.tm
         if tm.idempotent and b.base_sequence is not None and \
                 (b.producer_id, b.producer_epoch) != (tm.producer_id, tm.producer_epoch):

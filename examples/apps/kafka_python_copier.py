@@ -4,11 +4,14 @@ Run by `eoslab app run --cmd 'python examples/apps/kafka_python_copier.py' --ins
 settings from the EOSLAB_* environment (docs/apps.md). Each loop: poll a batch, begin a transaction,
 send every record's key and value unchanged, put the consumer's offsets into the SAME transaction with
 consumer.group_metadata() (generation and member id, so the broker fences a stale member: KIP-447),
-commit. The output records and the input offsets become visible together or not at all.
+commit. The output records and the input offsets become visible together or not at all. A watchdog
+thread exits the process when a transaction has not ended in 30 s (kafka-python's calls take no timeout).
 """
 import os
 import signal
 import sys
+import threading
+import time
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka.errors import InvalidProducerEpochError, KafkaError, ProducerFencedError
@@ -37,6 +40,24 @@ def on_sigterm(signum, frame):
 
 
 signal.signal(signal.SIGTERM, on_sigterm)
+
+# kafka-python's transaction calls take no timeout, and it can drop a request to a coordinator whose
+# connection broke mid-send and then wait for its answer forever (docs/apps.md). A transaction that has
+# not ended after STUCK_S is taken as stuck: the process exits, as a liveness probe would restart a pod,
+# and the next incarnation's init_transactions() fences this one and ends its transaction.
+STUCK_S = 30.0
+txn_started = None                   # monotonic time the open transaction began; None between transactions
+
+
+def watchdog() -> None:
+    while True:
+        time.sleep(1.0)
+        started = txn_started
+        if started is not None and time.monotonic() - started > STUCK_S:
+            die(f"stuck: the transaction has not ended in {STUCK_S:.0f} s; exiting to be restarted")
+
+
+threading.Thread(target=watchdog, name="watchdog", daemon=True).start()
 
 
 class Rebalances(ConsumerRebalanceListener):     # only logs
@@ -74,6 +95,7 @@ while not stopping:
     batches = consumer.poll(timeout_ms=1000, max_records=500)    # {TopicPartition: [records]}
     if not batches:
         continue
+    txn_started = time.monotonic()
     try:
         producer.begin_transaction()
         for records in batches.values():
@@ -91,6 +113,7 @@ while not stopping:
             rewind()
         except KafkaError as e2:
             die(f"fenced: abort or rewind failed: {type(e2).__name__}: {e2}")
+    txn_started = None
 
 consumer.close(autocommit=False)                       # leaves the group: its partitions move at once
 producer.close()

@@ -56,14 +56,18 @@ class Forwarder:
         return None
 
 
-def _recv(s, n: int) -> bytes:
+def recv_exactly(s, n: int, closed=ConnectionError, who: str = "the broker") -> bytes:
+    """n bytes from socket s; `closed(...)` raised when the peer closes the connection first."""
     out = bytearray()
     while len(out) < n:
         chunk = s.recv(n - len(out))
         if not chunk:
-            raise ConnectionError("the broker closed the connection")
+            raise closed(f"{who} closed the connection")
         out += chunk
     return bytes(out)
+
+
+_recv = recv_exactly
 
 
 def register_forwarded(apis, zk, endpoints) -> None:

@@ -32,6 +32,7 @@ from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import internal_topics as it
 from services.kafka_protocol import codec
+from services.kafka_protocol.forwarding import recv_exactly
 from services.kafka_protocol.listener import DROP_RESPONSE
 from services.kafka_protocol.txn_admin_apis import _not_described
 
@@ -111,13 +112,7 @@ class TxnRelay:
 
 
 def _recv(s, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise CoordinatorGone("the coordinator closed the connection")
-        out += chunk
-    return bytes(out)
+    return recv_exactly(s, n, CoordinatorGone, "the coordinator")
 
 
 # -- the handlers on a broker's ApiHandlers -------------------------------------------------------------

@@ -8,18 +8,11 @@ import pytest
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition  # noqa: E402
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
                                    AdminClient, ResourcePatternType, ResourceType)
 from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
-
-
-def _error_name(future) -> str:
-    try:
-        future.result(30)
-        return "ok"
-    except KafkaException as e:
-        return e.args[0].name()
+from tests.kafka_protocol.test_real_clients_admin import _outcome  # noqa: E402
 
 
 def _commit(boot, group, topic, offsets: dict[int, int]) -> None:
@@ -52,14 +45,14 @@ def test_librdkafka_deletes_an_empty_group_and_its_offsets_but_not_a_group_with_
             member.poll(0.2)
         assert member.assignment(), "the member never got its partitions"
         fs = admin.delete_consumer_groups([empty, busy, "dg-never-there"], request_timeout=30)
-        outcome = {g: _error_name(f) for g, f in fs.items()}
+        outcome = {g: _outcome(f) for g, f in fs.items()}
         assert outcome == {empty: "ok", busy: "NON_EMPTY_GROUP", "dg-never-there": "GROUP_ID_NOT_FOUND"}
     finally:
         member.close()
     assert _committed(admin, empty, topic, [0, 1]) == {}
     listed = {g.group_id for g in admin.list_consumer_groups().result(30).valid}
     assert empty not in listed
-    assert _error_name(admin.delete_consumer_groups([empty], request_timeout=30)[empty]) == "GROUP_ID_NOT_FOUND"
+    assert _outcome(admin.delete_consumer_groups([empty], request_timeout=30)[empty]) == "GROUP_ID_NOT_FOUND"
 
 
 def test_kafka_python_deletes_the_offsets_of_one_partition_and_is_refused_a_subscribed_topic(kcluster):
@@ -83,11 +76,11 @@ def test_acl_requests_are_answered_security_disabled_as_by_a_broker_without_an_a
     admin = AdminClient({"bootstrap.servers": boot})
     binding = AclBinding(ResourceType.TOPIC, "acl-topic", ResourcePatternType.LITERAL, "User:test1", "*",
                          AclOperation.READ, AclPermissionType.ALLOW)
-    assert _error_name(admin.create_acls([binding], request_timeout=30)[binding]) == "SECURITY_DISABLED"
+    assert _outcome(admin.create_acls([binding], request_timeout=30)[binding]) == "SECURITY_DISABLED"
     flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                            AclPermissionType.ANY)
     assert admin.describe_acls(flt, request_timeout=30).result(30) == []    # librdkafka drops DescribeAcls' error
-    assert _error_name(admin.delete_acls([flt], request_timeout=30)[flt]) == "SECURITY_DISABLED"
+    assert _outcome(admin.delete_acls([flt], request_timeout=30)[flt]) == "SECURITY_DISABLED"
     from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePatternFilter
     from kafka.admin import ACLResourcePatternType, ResourceType as KResourceType
     kadmin = KafkaAdminClient(bootstrap_servers=boot.split(","))

@@ -290,7 +290,10 @@ def test_kafka_python_copier_commits_offsets_inside_the_transaction(kcluster):
         tp.close(5)
     assert copied == 30
     check = kafka.KafkaConsumer(bootstrap_servers=boot, group_id=group, enable_auto_commit=False)
-    assert check.committed(kafka.TopicPartition(src, 0)) == 30
+    # EndTxn is answered once the coordinator has written PrepareCommit; the COMMIT marker that makes the
+    # transaction's offsets visible reaches __consumer_offsets after that, as in Kafka
+    h.wait_for(lambda: check.committed(kafka.TopicPartition(src, 0)) == 30, timeout=30,
+               what="the transaction's offsets committed")
     check.close()
     assert sorted(_kp_read(kafka, boot, dst, "read_committed")) == sorted(f"m{i}" for i in range(30))
 

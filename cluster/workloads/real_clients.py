@@ -310,6 +310,8 @@ class AioKafkaConsumer:
     def close(self) -> None:
         try:
             self.io.run(self.c.stop(), 10)
+        except Exception as e:  # noqa: BLE001 - aiokafka's stop() after a broker kill may be cancelled or time out
+            log.info("aiokafka consumer closed with an error: %r", e)
         finally:
             self.io.close()
 

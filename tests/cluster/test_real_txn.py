@@ -60,3 +60,17 @@ def test_a_cancelled_delivery_is_an_unsent_record_not_a_crash():
     r = client_transaction(p, "t", [["send", 0, 1], ["send", 1, 2]], 1.0)
     assert r.type == "info" and not p.committed
     assert r.value == [["send", 0, [None, 1]], ["send", 1, [None, 2]]]
+
+
+def test_an_aiokafka_consumer_whose_stop_is_cancelled_closes_without_raising():
+    """After a broker kill aiokafka's stop() can end cancelled; closing at the end of a run is not a lab error."""
+    import asyncio
+
+    from cluster.workloads.real_clients import AioKafkaConsumer, _Loop
+
+    class Cancelled:
+        async def stop(self):
+            raise asyncio.CancelledError()
+    c = AioKafkaConsumer.__new__(AioKafkaConsumer)      # its close only, no client behind it
+    c.io, c.c = _Loop(), Cancelled()
+    c.close()                                           # raised CancelledError into the workload thread

@@ -139,6 +139,12 @@ def broker_tests(table) -> list[tuple[str, str]]:
     return [(n, f) for n, f in table if not re.search(r"TEST_F_(LOCAL|MANUAL)", f)]
 
 
+# The brokers run Kafka's ZooKeeper ACL authorizer open to everyone where no ACL says otherwise, as
+# librdkafka's own test clusters (trivup) run theirs: 0081 creates, describes and deletes ACLs.
+AUTHORIZER_ARGS = ["--authorizer-class-name=kafka.security.authorizer.AclAuthorizer",
+                   "--allow-everyone-if-no-acl-found=true"]
+
+
 def order(numbers, first=PRIORITY) -> list[str]:
     numbers = sorted(set(numbers))
     return [n for n in first if n in numbers] + [n for n in numbers if n not in first]
@@ -259,7 +265,7 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number, 
     if scenario != DEFAULT:
         name = f"{name}-{scenario[:8]}"
     bootstrap = cluster_up(args.eoslab, name, version, args.brokers,
-                           scenario_broker_args(os.path.join(src, "tests"), scenario))
+                           scenario_broker_args(os.path.join(src, "tests"), scenario) + AUTHORIZER_ARGS)
     try:
         conf = os.path.join(workdir, "test.conf" if scenario == DEFAULT else f"test-{scenario}.conf")
         open(conf, "w").write(test_conf(bootstrap))

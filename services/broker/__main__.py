@@ -6,6 +6,7 @@ from eoslab import kafka_version
 from eoslab.v1 import common_pb2
 from eoslab.common.config import ConfigError
 from services.broker import consumer_group_assignors as consumer_assignors
+from services.broker.authorizer import parse_super_users
 from services.broker.config import BrokerConfig
 from services.broker.kafka_server import KafkaServer
 from services.broker.log_config import LogConfig
@@ -27,6 +28,13 @@ def log_config(a, v) -> LogConfig:
                      flush_messages=a.flush_messages, flush_ms=a.flush_ms,
                      flush_scheduler_interval_ms=a.flush_scheduler_interval_ms,
                      recovery_point_checkpoint_interval_ms=a.flush_offset_checkpoint_interval_ms)
+
+
+def authorizer_settings(a) -> dict | None:
+    """AclAuthorizer's settings, or None with no authorizer.class.name (Kafka's default)."""
+    if not a.authorizer_class_name:
+        return None
+    return {"super_users": parse_super_users(a.super_users), "allow_if_no_acls": a.allow_everyone_if_no_acl_found}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
                           num_partitions=a.num_partitions, kafka_version=a.kafka_version,
                           txn_offset_commit_verification=v.txn_offset_commit_verification,
                           transactional_produce_needs_id=v.transactional_produce_needs_id,
-                          consumer_groups=consumer_groups)
+                          consumer_groups=consumer_groups, authorizer=authorizer_settings(a))
     server.config = a           # DescribeConfigs of this broker lists these settings
     server.start()
     rpc.wait_for_termination()

@@ -8,6 +8,7 @@ doc where the lab's differs (shorter timeouts for a lab on one machine).
 from __future__ import annotations
 
 from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ServiceConfig, kafka_version_key
+from services.broker.authorizer import AUTHORIZERS
 from services.broker.log_config import FLUSH_NEVER
 
 DUP_CHOICES = ("DUPLICATE_SEQUENCE_NUMBER", "OUT_OF_ORDER_SEQUENCE_NUMBER")
@@ -70,6 +71,15 @@ class BrokerConfig(ServiceConfig):
            .define("group.consumer.assignors", str, "uniform,range",
                    "the server-side assignors of consumer-protocol groups, comma-separated (uniform, range); the "
                    "first is used when members ask for none")
+           .define("authorizer.class.name", str, "",
+                   "the authorizer of Kafka requests: unset, none (every request allowed, the ACL requests "
+                   "answered SECURITY_DISABLED); kafka.security.authorizer.AclAuthorizer or "
+                   "org.apache.kafka.metadata.authorizer.StandardAuthorizer, ACLs kept in ZooKeeper",
+                   choices=AUTHORIZERS)
+           .define("super.users", str, "", "principals every operation is allowed, separated by ';' "
+                   "(User:ANONYMOUS is every Kafka client of the lab's PLAINTEXT listener)")
+           .define("allow.everyone.if.no.acl.found", bool, False,
+                   "with an authorizer: a resource with no ACL is open to everyone")
            .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (lost ACKs)", kafka_name="")
            .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
                    "unset", kafka_name="listeners", process=True)

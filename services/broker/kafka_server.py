@@ -27,6 +27,7 @@ from services.common.producer_id_manager import ProducerIdManager
 from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import rpc
+from services.broker.authorizer import AclAuthorizer
 from services.common import zk_paths
 from services.common.zk_client import zk_client
 from eoslab.common.errors import E
@@ -44,7 +45,8 @@ class KafkaServer:
                  kafka_listen: str | None = None, kafka_advertise: str | None = None, time: Time = SYSTEM,
                  auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False,
                  transactional_produce_needs_id: bool = True, num_partitions: int = 1,
-                 kafka_version: str | None = None, consumer_groups: dict | None = None):
+                 kafka_version: str | None = None, consumer_groups: dict | None = None,
+                 authorizer: dict | None = None):
         self.time = time
         # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
         self.transactional_produce_needs_id = transactional_produce_needs_id
@@ -59,6 +61,8 @@ class KafkaServer:
         self.kafka_listener = None
         self.host, self.port = rpc.split_address(advertise)
         self.zk = zk_client(zk_connect, session_timeout_ms)
+        # authorizer.class.name: None (no authorizer) or AclAuthorizer's settings (super_users, allow_if_no_acls)
+        self.authorizer = None if authorizer is None else AclAuthorizer(self.zk, **authorizer)
         self.broker_epoch = -1
         self.controller_address: str | None = None
         self._max_issued_pid = -1
@@ -90,14 +94,16 @@ class KafkaServer:
     def start(self) -> None:
         rpc.bind(self.server, self.listen)
         self.server.start()
+        self.zk.add_listener(self._on_zk_state)
+        zk_paths.connect(self.zk, (zk_paths.BROKER_IDS,))
+        if self.authorizer is not None:      # as Kafka's broker: the ACLs are loaded before a client is served
+            self.authorizer.start()
         if self.kafka_listen:
             from services.kafka_protocol.broker_apis import BrokerApis
             from services.kafka_protocol.listener import KafkaListener
             self.kafka_listener = KafkaListener(self.kafka_listen, BrokerApis(self, BrokerService(self)),
                                                 name=f"broker-{self.broker_id}-kafka")
             self.kafka_listener.start()
-        self.zk.add_listener(self._on_zk_state)
-        zk_paths.connect(self.zk, (zk_paths.BROKER_IDS,))
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
         self.zk.DataWatch(zk_paths.TXN_COORDINATOR_ASSIGNMENT, self._on_txn_assignment)
         self._register()

@@ -21,6 +21,7 @@ import logging
 
 from eoslab.v1 import broker_pb2
 from services.kafka_protocol import codec
+from services.kafka_protocol.auth_helper import AuthHelper
 from services.kafka_protocol.codec import MalformedRequest, UnsupportedVersion
 from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
 from eoslab.common.errors import E
@@ -68,6 +69,9 @@ def int_error(code) -> int:
 
 
 class ApiHandlers:
+    authorizer = None              # no authorizer.class.name: every request allowed (a broker sets its own)
+    auth = AuthHelper()
+
     def __init__(self):
         self.handlers: dict[int, tuple[int, int, object]] = {API_VERSIONS: (0, 4, self.api_versions)}
         self.features: dict[str, tuple[int, int, int]] = {}     # limit_to_release: name -> (min, max, level)
@@ -212,9 +216,10 @@ def coordinator_answer(fc: broker_pb2.FindCoordinatorResponse, key_type: int, en
     return {"error_code": E.NONE, "error_message": None, "node_id": node, "host": ep[0], "port": ep[1]}
 
 
-def find_coordinator(header, req, find, endpoints, txn_leader) -> dict:
+def find_coordinator(header, req, find, endpoints, txn_leader, refused=lambda key_type, key: None) -> dict:
     """FindCoordinator v0-v4; `find(FindCoordinatorRequest) -> FindCoordinatorResponse` is the lab's,
-    `txn_leader(partition)` the leader of a __transaction_state partition."""
+    `txn_leader(partition)` the leader of a __transaction_state partition; `refused(key_type, key)` is
+    the authorization error of a key (None: allowed), answered with no coordinator."""
     key_type = int(getattr(req, "key_type", 0))
     if key_type not in (0, 1):
         err = {"error_code": E.INVALID_REQUEST, "error_message": f"key type {key_type} is not served",
@@ -224,6 +229,9 @@ def find_coordinator(header, req, find, endpoints, txn_leader) -> dict:
     pb_type = broker_pb2.TRANSACTION if key_type == 1 else broker_pb2.GROUP
 
     def one(key):
+        err = refused(key_type, key)
+        if err is not None:
+            return {"error_code": err, "error_message": None, "node_id": -1, "host": "", "port": -1}
         return coordinator_answer(find(broker_pb2.FindCoordinatorRequest(key_type=pb_type, key=key)), key_type,
                                   endpoints, txn_leader)
     if header.api_version >= 4:

@@ -35,6 +35,8 @@ from services.broker.auto_topic_creation import creatable, unknown_topics
 from services.kafka_protocol import apis
 from services.kafka_protocol.acl_apis import authorized_operations
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
+from services.kafka_protocol.auth_helper import AuthHelper
+from eoslab.common import acl
 from services.kafka_protocol.endpoints import KafkaEndpoints
 from services.kafka_protocol.listener import NO_RESPONSE
 
@@ -55,6 +57,8 @@ class BrokerApis(ApiHandlers):
         self.s = server            # KafkaServer
         self.svc = service         # BrokerService: the gRPC servicer's methods
         self.rm = server.replica_manager
+        self.authorizer = getattr(server, "authorizer", None)     # None: no authorizer.class.name
+        self.auth = AuthHelper(self.authorizer)
         self.endpoints = KafkaEndpoints(server.zk)
         for key, fn in ((apis.METADATA, self.metadata), (CREATE_TOPICS, self.create_topics),
                         (CREATE_PARTITIONS, self.create_partitions), (DELETE_TOPICS, self.delete_topics),
@@ -74,6 +78,8 @@ class BrokerApis(ApiHandlers):
         register_config_apis(self)
         from services.kafka_protocol.acl_apis import register_acl_apis
         register_acl_apis(self)
+        from services.kafka_protocol.scram_apis import register_scram_apis
+        register_scram_apis(self)
         from services.kafka_protocol.coordinator_apis import RELAYED_VERSIONS
         from services.kafka_protocol.txn_relay import register_txn_relay
         self.txn = register_txn_relay(self, RELAYED_VERSIONS)
@@ -92,29 +98,46 @@ class BrokerApis(ApiHandlers):
                     topics.append(name)
                 else:
                     unknown_ids.append(t.topic_id)
+        hidden: list[str] = []                # named, but not DESCRIBE-authorized: TOPIC_AUTHORIZATION_FAILED
+        if topics:
+            described = self.auth.authorized(acl.DESCRIBE, acl.TOPIC, topics)
+            hidden = [n for n in dict.fromkeys(topics) if n not in described]
+            topics = [n for n in topics if n in described]
         if topics is None:
             resp = self.s.metadata.metadata([])   # the lab's empty list: every topic
+            seen = self.auth.authorized(acl.DESCRIBE, acl.TOPIC, [t.name for t in resp.topics])
+            kept = [t for t in resp.topics if t.name in seen]     # KafkaApis: all topics, filtered by DESCRIBE
+            del resp.topics[:]
+            resp.topics.extend(kept)
         elif not topics:
             resp = broker_pb2.MetadataResponse(brokers=list(self.s.metadata.metadata([]).brokers))
         else:
             resp = self.s.metadata.metadata(topics)
             allow = bool(getattr(req, "allow_auto_topic_creation", True)) and not by_id   # v0-v3: always allowed
+            unknown = [t.name for t in resp.topics if t.error == E.UNKNOWN_TOPIC_OR_PARTITION]
+            allow = allow and (self.auth.authorize_cluster(acl.CREATE) or
+                               len(self.auth.authorized(acl.CREATE, acl.TOPIC, unknown)) == len(set(unknown)))
             self._unknown_topics(resp, allow and getattr(self.s, "auto_create_topics_enable", True))
         out = apis.metadata_values(resp, self.endpoints, self.s.broker_id)
+        out["topics"] += [{"error_code": E.TOPIC_AUTHORIZATION_FAILED, "name": n, "topic_id": None,
+                           "is_internal": False, "partitions": []} for n in hidden]
         out["topics"] += [{"error_code": E.UNKNOWN_TOPIC_ID, "name": None, "topic_id": u, "is_internal": False,
                            "partitions": []} for u in unknown_ids]
-        for t in out["topics"]:            # v8+: asked for, every operation (there is no authorizer)
+        for t in out["topics"]:            # v8+: asked for, what the authorizer allows on each
             t["topic_authorized_operations"] = authorized_operations(
-                "topic", bool(getattr(req, "include_topic_authorized_operations", False)))
+                "topic", bool(getattr(req, "include_topic_authorized_operations", False)), authorizer=self.authorizer,
+                name=t["name"] or "")
         if 8 <= header.api_version <= 10:
             out["cluster_authorized_operations"] = authorized_operations(
-                "cluster", bool(getattr(req, "include_cluster_authorized_operations", False)))
+                "cluster", bool(getattr(req, "include_cluster_authorized_operations", False)),
+                authorizer=self.authorizer)
         return out
 
     def describe_cluster(self, header, req) -> dict:
         """KIP-700: the cluster id, the brokers at their Kafka listeners, and as controller the broker that
         forwards controller requests (this one, as Metadata names it: KRaft's brokers name a broker too)."""
-        ops = authorized_operations("cluster", bool(req.include_cluster_authorized_operations))
+        ops = authorized_operations("cluster", bool(req.include_cluster_authorized_operations),
+                                    authorizer=self.authorizer)
         out = {"error_code": E.NONE, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
                "cluster_id": apis.CLUSTER_ID, "cluster_authorized_operations": ops}
         if header.api_version >= 1 and int(req.endpoint_type) != BROKER_ENDPOINT:
@@ -133,9 +156,12 @@ class BrokerApis(ApiHandlers):
 
     def create_topics(self, header, req) -> dict:
         refused, pb = [], broker_pb2.CreateTopicsRequest(validate_only=bool(req.validate_only))
+        cluster_create = self.auth.authorize_cluster(acl.CREATE)
         for t in req.topics:
             manual = list(t.assignments or ())
-            if manual and (int(t.num_partitions) != -1 or int(t.replication_factor) != -1):
+            if not cluster_create and not self.auth.authorize(acl.CREATE, acl.TOPIC, t.name):
+                err, message = E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+            elif manual and (int(t.num_partitions) != -1 or int(t.replication_factor) != -1):
                 err, message = E.INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments "
                                                    "were set. Both cannot be used at the same time.")
             elif manual:
@@ -173,13 +199,18 @@ class BrokerApis(ApiHandlers):
     def create_partitions(self, header, req) -> dict:
         from eoslab.v1 import controller_pb2
         pb = controller_pb2.CreatePartitionsRequest(validate_only=bool(req.validate_only))
+        refused = []
         for t in req.topics:
+            if not self.auth.authorize(acl.ALTER, acl.TOPIC, t.name):
+                refused.append({"name": t.name, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                                "error_message": "Authorization failed."})
+                continue
             pb.topics.add(name=t.name, count=int(t.count), has_assignments=t.assignments is not None,
                           assignments=[controller_pb2.ReplicaList(broker_ids=list(a.broker_ids))
                                        for a in t.assignments or ()])
-        resp = self.svc.create_partitions(pb)
-        return {"results": [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None}
-                            for r in resp.results]}
+        resp = self.svc.create_partitions(pb) if pb.topics else controller_pb2.CreatePartitionsResponse()
+        return {"results": refused + [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None}
+                                      for r in resp.results]}
 
     def delete_topics(self, header, req) -> dict:
         """DeleteTopics v0-v6 (names; v6 names or topic ids, an unknown id UNKNOWN_TOPIC_ID). As Kafka's
@@ -194,8 +225,12 @@ class BrokerApis(ApiHandlers):
             ids = {n: topic_id_uuid(md.topic_ids.get(n)) for n in names if n}
         else:
             names, ids = list(req.topic_names), {}
-        resp = self.svc.delete_topics(controller_pb2.DeleteTopicsRequest(names=[n for n in names if n]))
-        results = {r.name: [r.error, r.error_message or None] for r in resp.results}
+        deletable = self.auth.authorized(acl.DELETE, acl.TOPIC, [n for n in names if n])
+        asked = [n for n in names if n in deletable]
+        resp = self.svc.delete_topics(controller_pb2.DeleteTopicsRequest(names=asked)) if asked else None
+        results = {r.name: [r.error, r.error_message or None] for r in (resp.results if resp else ())}
+        results.update({n: [E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."] for n in names
+                        if n and n not in deletable})
         late = self._await_metadata([n for n, r in results.items() if r[0] == E.NONE], False, ms(req.timeout))
         for name in late:
             results[name] = [E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"]
@@ -215,7 +250,9 @@ class BrokerApis(ApiHandlers):
         reach the offsets asked or the request's timeout passed."""
         from services.broker.record_deletion import delete_records
         asked = [(t.name, int(p.partition_index), int(p.offset)) for t in req.topics for p in t.partitions]
-        res = delete_records(self.rm, asked, ms(req.timeout))
+        deletable = self.auth.authorized(acl.DELETE, acl.TOPIC, [t for t, _, _ in asked])
+        res = delete_records(self.rm, [x for x in asked if x[0] in deletable], ms(req.timeout))
+        res.update({(t, p): (E.TOPIC_AUTHORIZATION_FAILED, -1, "") for t, p, _ in asked if t not in deletable})
         by_topic: dict[str, list] = {}
         for topic, partition, _ in asked:
             err, low, _msg = res[(topic, partition)]
@@ -233,10 +270,19 @@ class BrokerApis(ApiHandlers):
                                        add_partitions_to_txn=header.api_version >= 12)
         failed: dict[tuple[str, int], tuple[int, str]] = {}
         order: list[tuple[str, int]] = []
+        txn_refused = bool(req.transactional_id) and not self.auth.authorize(acl.WRITE, acl.TRANSACTIONAL_ID,
+                                                                             req.transactional_id)
+        writable = self.auth.authorized(acl.WRITE, acl.TOPIC, [td.name for td in req.topic_data])
         for td in req.topic_data:
             for pd in td.partition_data:
                 key = (td.name, int(pd.index))
                 order.append(key)
+                if txn_refused:                        # KafkaApis: the whole request, every partition
+                    failed[key] = (E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "")
+                    continue
+                if td.name not in writable:
+                    failed[key] = (E.TOPIC_AUTHORIZATION_FAILED, "")
+                    continue
                 if td.name in auth.INTERNAL_TOPICS:    # Kafka: clients cannot append to internal topics
                     failed[key] = (E.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {td.name}")
                     continue
@@ -260,7 +306,7 @@ class BrokerApis(ApiHandlers):
         for key in order:
             if key in failed:
                 code, msg = failed[key]
-                part = {"index": key[1], "error_code": code, "base_offset": -1, "error_message": msg}
+                part = {"index": key[1], "error_code": code, "base_offset": -1, "error_message": msg or None}
             else:
                 r = results[key]
                 # AddPartitionsToTxnManager: a KIP-890 verification's PRODUCER_FENCED reaches the producer
@@ -287,12 +333,20 @@ class BrokerApis(ApiHandlers):
         for t in req.topics:                           # entry, in its first place, with its last values
             for p in t.partitions:
                 wanted[(t.topic, int(p.partition))] = p
+        readable = self.auth.authorized(acl.READ, acl.TOPIC, [t for t, _ in wanted])
         for (topic, partition), p in wanted.items():
-            pb.partitions.add(topic=topic, partition=partition, fetch_offset=int(p.fetch_offset),
-                              current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-                              partition_max_bytes=int(p.partition_max_bytes))
-        resp = self.svc.Fetch(pb, None)
+            if topic in readable:
+                pb.partitions.add(topic=topic, partition=partition, fetch_offset=int(p.fetch_offset),
+                                  current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+                                  partition_max_bytes=int(p.partition_max_bytes))
+        resp = self.svc.Fetch(pb, None) if pb.partitions else broker_pb2.FetchResponse()
         by_topic: dict[str, list] = {}
+        for topic, partition in wanted:                # KafkaApis: unauthorized partitions answered first
+            if topic not in readable:
+                by_topic.setdefault(topic, []).append({
+                    "partition_index": partition, "error_code": E.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
+                    "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                    "preferred_read_replica": -1, "records": b""})
         for r in resp.partitions:
             by_topic.setdefault(r.topic, []).append({
                 "partition_index": r.partition, "error_code": r.error, "high_watermark": r.high_watermark,
@@ -308,11 +362,17 @@ class BrokerApis(ApiHandlers):
         pb = broker_pb2.ListOffsetsRequest(isolation_level=broker_pb2.READ_COMMITTED
                                            if int(getattr(req, "isolation_level", 0)) == 1
                                            else broker_pb2.READ_UNCOMMITTED)
+        described = self.auth.authorized(acl.DESCRIBE, acl.TOPIC, [t.name for t in req.topics])
+        by_topic: dict[str, list] = {}
         for t in req.topics:
             for p in t.partitions:
-                pb.partitions.add(topic=t.name, partition=int(p.partition_index), timestamp=int(p.timestamp))
+                if t.name in described:
+                    pb.partitions.add(topic=t.name, partition=int(p.partition_index), timestamp=int(p.timestamp))
+                else:
+                    by_topic.setdefault(t.name, []).append({
+                        "partition_index": int(p.partition_index), "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                        "timestamp": -1, "offset": -1, "leader_epoch": -1})
         resp = self.rm.list_offsets(pb)
-        by_topic: dict[str, list] = {}
         for r in resp.partitions:
             by_topic.setdefault(r.topic, []).append({
                 "partition_index": r.partition, "error_code": r.error,
@@ -335,9 +395,22 @@ class BrokerApis(ApiHandlers):
 
     # -- coordinators and producer ids ---------------------------------------------------------------
     def find_coordinator(self, header, req) -> dict:
-        return apis.find_coordinator(header, req, self.s.find_coordinator, self.endpoints, self.txn.txn_leader)
+        return apis.find_coordinator(header, req, self.s.find_coordinator, self.endpoints, self.txn.txn_leader,
+                                     self._coordinator_refused)
+
+    def _coordinator_refused(self, key_type: int, key: str) -> int | None:
+        """KafkaApis: DESCRIBE on the group (key type 0) or the transactional id (1)."""
+        if key_type == 1:
+            ok = self.auth.authorize(acl.DESCRIBE, acl.TRANSACTIONAL_ID, key)
+            return None if ok else E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        return None if self.auth.authorize(acl.DESCRIBE, acl.GROUP, key) else E.GROUP_AUTHORIZATION_FAILED
 
     def init_producer_id(self, header, req) -> dict:
+        """The idempotent producer's (a transactional one's is relayed): IDEMPOTENT_WRITE on the cluster,
+        or WRITE that some topic may allow (KIP-679), else CLUSTER_AUTHORIZATION_FAILED."""
+        if not req.transactional_id and not (self.auth.authorize_cluster(acl.IDEMPOTENT_WRITE) or
+                                             self.auth.authorize_by_resource_type(acl.WRITE, acl.TOPIC)):
+            return {"error_code": E.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1, "producer_epoch": -1}
         pb = broker_pb2.InitProducerIdRequest(transactional_id=req.transactional_id or "",
                                               transaction_timeout_ms=ms(req.transaction_timeout))
         r = self.svc.InitProducerId(pb, None)

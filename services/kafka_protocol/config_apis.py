@@ -16,6 +16,8 @@ answer; one bad resource never fails the others.
 """
 from __future__ import annotations
 
+from eoslab.common import acl
+from services.kafka_protocol.auth_helper import AuthHelper
 from eoslab.common import topic_configs as tc
 from eoslab.common.errors import E
 from eoslab.common.topics import validate_topic_name
@@ -35,7 +37,7 @@ BROKER_DEFAULTS = {"segment.bytes": "segment_bytes", "max.message.bytes": "max_m
 
 def register_config_apis(apis) -> None:
     """Serve the config APIs on a BrokerApis (its `s`, the KafkaServer, and `svc`, its BrokerService)."""
-    handlers = ConfigApis(apis.s, apis.svc)
+    handlers = ConfigApis(apis.s, apis.svc, getattr(apis, "auth", None))
     for key, fn in ((DESCRIBE_CONFIGS, handlers.describe_configs), (ALTER_CONFIGS, handlers.alter_configs),
                     (INCREMENTAL_ALTER_CONFIGS, handlers.incremental_alter_configs)):
         apis.register(key, *VERSIONS[key], fn)
@@ -48,9 +50,18 @@ def _entry(name, value, source, read_only, synonyms, config_type, include_synony
 
 
 class ConfigApis:
-    def __init__(self, server, service):
+    def __init__(self, server, service, auth=None):
         self.s = server
         self.svc = service
+        self.auth = auth or AuthHelper()
+
+    def _refused(self, r, operation: int) -> tuple[int, str] | None:
+        """KafkaApis: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker's."""
+        if r.resource_type == TOPIC and not self.auth.authorize(operation, acl.TOPIC, r.resource_name):
+            return E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        if r.resource_type in (BROKER, BROKER_LOGGER) and not self.auth.authorize_cluster(operation):
+            return E.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+        return None
 
     # -- DescribeConfigs --------------------------------------------------------------------------
     def describe_configs(self, header, req) -> dict:
@@ -61,6 +72,8 @@ class ConfigApis:
                    "error_message": None, "configs": []}
             keys = list(r.configuration_keys) if r.configuration_keys else None
             try:
+                if (refused := self._refused(r, acl.DESCRIBE_CONFIGS)) is not None:
+                    raise _Refused(*refused)
                 if r.resource_type == TOPIC:
                     res["configs"] = self._topic(r.resource_name, keys, syn)
                 elif r.resource_type == BROKER:
@@ -146,7 +159,9 @@ class ConfigApis:
                    "error_message": None}
             answers.append(res)
             names = [c.name for c in r.configs]
-            if len(set(names)) != len(names):
+            if (refused := self._refused(r, acl.ALTER_CONFIGS)) is not None:
+                res.update(error_code=refused[0], error_message=refused[1])
+            elif len(set(names)) != len(names):
                 res.update(error_code=E.INVALID_REQUEST, error_message="Error due to duplicate config keys")
             elif r.resource_type == BROKER:
                 res.update(error_code=E.INVALID_REQUEST,

@@ -28,6 +28,7 @@ def _owned(req) -> dict | None:
 class ConsumerGroupApis:
     def __init__(self, broker_apis):
         self.gc = broker_apis.s.group_coordinator
+        self.authorizer = getattr(broker_apis, "authorizer", None)
 
     def heartbeat(self, header, req) -> dict:
         err = self.gc.owns(req.group_id) if req.group_id else E.NONE
@@ -51,8 +52,8 @@ class ConsumerGroupApis:
         return out
 
     def describe(self, header, req) -> dict:
-        ops = authorized_operations("group", bool(req.include_authorized_operations), "4.0")   # served on 4.0 only
-        return {"groups": [self._describe(g, ops) for g in req.group_ids]}
+        return {"groups": [self._describe(g, authorized_operations(   # served on 4.0 only
+            "group", bool(req.include_authorized_operations), "4.0", self.authorizer, g)) for g in req.group_ids]}
 
     def _describe(self, group_id: str, ops: int) -> dict:
         base = {"group_id": group_id, "group_state": "", "group_epoch": 0, "assignment_epoch": 0,
@@ -89,5 +90,10 @@ def register_consumer_group_apis(apis, release: str | None = None) -> None:
     if not kafka_version.get(release).consumer_group_protocol:
         return
     c = ConsumerGroupApis(apis)
-    for key, fn in ((CONSUMER_GROUP_HEARTBEAT, c.heartbeat), (CONSUMER_GROUP_DESCRIBE, c.describe)):
+    heartbeat, describe = c.heartbeat, c.describe
+    if getattr(apis, "authorizer", None) is not None:      # checked first, as KafkaApis does
+        from services.kafka_protocol.group_authorization import GroupAuthorization
+        checked = GroupAuthorization(None, apis.auth, c)
+        heartbeat, describe = checked.consumer_group_heartbeat, checked.consumer_group_describe
+    for key, fn in ((CONSUMER_GROUP_HEARTBEAT, heartbeat), (CONSUMER_GROUP_DESCRIBE, describe)):
         apis.register(key, *VERSIONS[key], fn)

@@ -39,6 +39,7 @@ class GroupApis:
         self.gc = broker_apis.s.group_coordinator   # offsets with their leader epochs (not in the gRPC messages)
         self.metadata = broker_apis.s.metadata      # the broker's MetadataCache
         self.release = getattr(broker_apis.s, "kafka_version", None)
+        self.authorizer = getattr(broker_apis, "authorizer", None)
 
     def join_group(self, header, req) -> dict:
         def fail(err):
@@ -185,7 +186,8 @@ class GroupApis:
             err, fields = group_listing.describe_group(self.gc, group)
             out.append(dict(fields, error_code=err, group_id=group,
                             authorized_operations=authorized_operations(
-                                "group", bool(getattr(req, "include_authorized_operations", False)), self.release)))
+                                "group", bool(getattr(req, "include_authorized_operations", False)), self.release,
+                                self.authorizer, group)))
         return {"groups": out}
 
     def delete_groups(self, header, req) -> dict:
@@ -226,6 +228,9 @@ VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SY
 
 def register_group_apis(apis) -> None:
     g = GroupApis(apis)
+    if getattr(apis, "authorizer", None) is not None:      # checked first, as KafkaApis does
+        from services.kafka_protocol.group_authorization import GroupAuthorization
+        g = GroupAuthorization(g, apis.auth)
     for key, fn in ((JOIN_GROUP, g.join_group), (SYNC_GROUP, g.sync_group), (HEARTBEAT, g.heartbeat),
                     (LEAVE_GROUP, g.leave_group), (OFFSET_COMMIT, g.offset_commit), (OFFSET_FETCH, g.offset_fetch),
                     (TXN_OFFSET_COMMIT, g.txn_offset_commit), (LIST_GROUPS, g.list_groups),

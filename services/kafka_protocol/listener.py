@@ -49,6 +49,25 @@ PARKED_WORKERS = 256
 NO_RESPONSE = object()          # acks=0
 DROP_RESPONSE = object()        # lost-ACK fault: processed, connection closed without the answer
 STOP_GRACE_S = 2.0              # how long `stop` waits for the cancelled connections to end
+ANONYMOUS = "User:ANONYMOUS"    # Kafka's KafkaPrincipal.ANONYMOUS: what a PLAINTEXT listener authenticates
+_request = threading.local()
+
+
+def client_host() -> str:
+    """The peer address of the connection whose request this thread is handling ("" outside one)."""
+    return getattr(_request, "host", "")
+
+
+def client_principal() -> str:
+    return ANONYMOUS
+
+
+def _handle_for(handle, host: str, frame: bytes):
+    _request.host = host
+    try:
+        return handle(frame)
+    finally:
+        _request.host = ""
 
 
 class KafkaListener:
@@ -98,6 +117,7 @@ class KafkaListener:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) and peer else ""
         try:
             while True:
                 try:
@@ -120,7 +140,7 @@ class KafkaListener:
                 try:
                     key = _SIZE_KEY.unpack_from(frame)[0] if len(frame) >= 2 else -1
                     pool = self.parked_pool if key in PARKED_APIS else self.pool
-                    out = await self.loop.run_in_executor(pool, self.handle, frame)
+                    out = await self.loop.run_in_executor(pool, _handle_for, self.handle, host, frame)
                 except MalformedRequest as e:
                     log.warning("%s: malformed request from %s (%s): closing the connection", self.name, peer, e)
                     return

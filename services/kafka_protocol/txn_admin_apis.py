@@ -7,9 +7,11 @@ Guarantees, each Kafka's rule:
   own producer state (ReplicaManager.activeProducerState);
   NOT_LEADER_OR_FOLLOWER only when this broker hosts no replica of a partition
   the cluster has, UNKNOWN_TOPIC_OR_PARTITION when the cluster has none;
+- DescribeProducers needs READ on each topic (TOPIC_AUTHORIZATION_FAILED);
 - WriteTxnMarkers from a client is served on the Kafka listener (Kafka
-  authorizes it as CLUSTER_ACTION, which passes when no authorizer is
-  configured, as in the lab), so an admin client can abort a hanging
+  authorizes it as CLUSTER_ACTION on the cluster, which passes when no
+  authorizer is configured; every partition CLUSTER_AUTHORIZATION_FAILED
+  otherwise), so an admin client can abort a hanging
   transaction; it takes the same in-process path the coordinator's markers
   take (leader only, acks=all, producer and coordinator epochs checked). The
   lab's gRPC WriteTxnMarkers stays restricted to cluster members; a
@@ -29,6 +31,7 @@ Guarantees, each Kafka's rule:
 """
 from __future__ import annotations
 
+from eoslab.common import acl
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2, common_pb2
 
@@ -45,9 +48,14 @@ def register_broker(apis) -> None:
 
     def describe_producers(header, req) -> dict:
         topics = []
+        readable = apis.auth.authorized(acl.READ, acl.TOPIC, [t.name for t in req.topics])
         for t in req.topics:
             parts = []
             for i in t.partition_indexes:
+                if t.name not in readable:              # KafkaApis: READ on the topic
+                    parts.append({"partition_index": int(i), "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                                  "active_producers": []})
+                    continue
                 err, entries = rm.active_producer_state(t.name, int(i))
                 parts.append({"partition_index": int(i), "error_code": err, "active_producers": [
                     {"producer_id": e.producer_id, "producer_epoch": e.producer_epoch,
@@ -59,6 +67,12 @@ def register_broker(apis) -> None:
         return {"topics": topics}
 
     def write_txn_markers(header, req) -> dict:
+        if not apis.auth.authorize_cluster(acl.CLUSTER_ACTION):     # KafkaApis: the whole request refused
+            return {"markers": [{"producer_id": int(m.producer_id), "topics": [
+                {"name": t.name, "partitions": [{"partition_index": int(p),
+                                                 "error_code": E.CLUSTER_AUTHORIZATION_FAILED}
+                                                for p in t.partition_indexes]} for t in m.topics]}
+                for m in req.markers]}
         pb = broker_pb2.WriteTxnMarkersRequest()
         for m in req.markers:
             pb.markers.add(producer_id=int(m.producer_id), producer_epoch=int(m.producer_epoch),

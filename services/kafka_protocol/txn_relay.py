@@ -28,10 +28,12 @@ import logging
 import socket
 import struct
 
+from eoslab.common import acl
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.common import internal_topics as it
 from services.kafka_protocol import codec
+from services.kafka_protocol.auth_helper import AuthHelper
 from services.kafka_protocol.forwarding import recv_exactly
 from services.kafka_protocol.listener import DROP_RESPONSE
 from services.kafka_protocol.txn_admin_apis import _not_described
@@ -128,7 +130,12 @@ def register_txn_relay(apis, versions: dict[int, tuple[int, int]]) -> TxnRelay:
         return req.transactional_id
 
     def raw(frame, header, req):
-        out = relay.relay_one(frame, header, txn_id(header.api_key, req))
+        tid = txn_id(header.api_key, req)
+        if tid:
+            refused_answer = authorization_refused(apis.auth, header, req, tid)
+            if refused_answer is not None:
+                return refused_answer
+        out = relay.relay_one(frame, header, tid)
         return error_answer(header, req, out["error"]) if isinstance(out, dict) else out
 
     def init_producer_id(header, req):
@@ -143,12 +150,34 @@ def register_txn_relay(apis, versions: dict[int, tuple[int, int]]) -> TxnRelay:
     for key in (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN):
         apis.raw[key] = raw
     apis.register(DESCRIBE_TRANSACTIONS, *versions[DESCRIBE_TRANSACTIONS],
-                  lambda header, req: describe_transactions(relay, header, req))
-    apis.raw[DESCRIBE_TRANSACTIONS] = lambda frame, header, req: describe_transactions(relay, header, req, frame)
-    apis.raw[LIST_TRANSACTIONS] = lambda frame, header, req: list_transactions(relay, header, req, frame)
+                  lambda header, req: describe_transactions(relay, header, req, auth=apis.auth))
+    apis.raw[DESCRIBE_TRANSACTIONS] = lambda frame, header, req: describe_transactions(relay, header, req, frame,
+                                                                                       apis.auth)
+    apis.raw[LIST_TRANSACTIONS] = lambda frame, header, req: list_transactions(relay, header, req, frame, apis.auth)
     apis.register(LIST_TRANSACTIONS, *versions[LIST_TRANSACTIONS],
                   lambda header, req: {"error_code": 0, "unknown_state_filters": [], "transaction_states": []})
     return relay
+
+
+def authorization_refused(auth, header, req, tid: str) -> dict | None:
+    """KafkaApis' checks before a coordinator sees the request (None: allowed): WRITE on the
+    transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn WRITE on each topic
+    (its partitions TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED); AddOffsetsToTxn
+    READ on the group (GROUP_AUTHORIZATION_FAILED)."""
+    if not auth.authorize(acl.WRITE, acl.TRANSACTIONAL_ID, tid):
+        return error_answer(header, req, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if header.api_key == ADD_PARTITIONS_TO_TXN:
+        names = [t.name for t in req.v3_and_below_topics]
+        writable = auth.authorized(acl.WRITE, acl.TOPIC, names)
+        if len(writable) != len(set(names)):
+            return {"results_by_topic_v3_and_below": [
+                {"name": t.name, "results_by_partition": [
+                    {"partition_index": int(p), "partition_error_code":
+                     E.OPERATION_NOT_ATTEMPTED if t.name in writable else E.TOPIC_AUTHORIZATION_FAILED}
+                    for p in t.partitions]} for t in req.v3_and_below_topics]}
+    if header.api_key == ADD_OFFSETS_TO_TXN and not auth.authorize(acl.READ, acl.GROUP, req.group_id):
+        return error_answer(header, req, E.GROUP_AUTHORIZATION_FAILED)
+    return None
 
 
 def error_answer(header, req, err: int) -> dict:
@@ -179,12 +208,17 @@ def _millis(ts) -> int:
     return -1 if ts is None else int(ts.timestamp() * 1000)
 
 
-def describe_transactions(relay: TxnRelay, header, req, frame: bytes | None = None) -> dict:
+def describe_transactions(relay: TxnRelay, header, req, frame: bytes | None = None, auth=None) -> dict:
     """Each id answered by its coordinator: the whole request goes to every coordinator that owns one of
-    them (a coordinator answers NOT_COORDINATOR for the others), and each id's answer is its owner's."""
+    them (a coordinator answers NOT_COORDINATOR for the others), and each id's answer is its owner's; an
+    id without DESCRIBE is answered TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    auth = auth or AuthHelper()
     owners: dict[tuple[str, int], list[str]] = {}
     answers: dict[str, dict] = {}
     for tid in req.transactional_ids:
+        if tid and not auth.authorize(acl.DESCRIBE, acl.TRANSACTIONAL_ID, tid):
+            answers[tid] = _not_described(tid, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            continue
         err, ep, _ = relay.owner(tid) if tid else (E.INVALID_REQUEST, None, -1)
         if err != 0:
             answers[tid] = _not_described(tid, err)
@@ -198,8 +232,10 @@ def describe_transactions(relay: TxnRelay, header, req, frame: bytes | None = No
     return {"transaction_states": [answers[tid] for tid in req.transactional_ids]}
 
 
-def list_transactions(relay: TxnRelay, header, req, frame: bytes) -> dict:
-    """The transactions of the ids whose __transaction_state partitions this broker leads."""
+def list_transactions(relay: TxnRelay, header, req, frame: bytes, auth=None) -> dict:
+    """The transactions of the ids whose __transaction_state partitions this broker leads (those with
+    DESCRIBE on the id, as Kafka lists them)."""
+    auth = auth or AuthHelper()
     with relay.s.metadata.lock:
         led = {p for p, st in relay.s.metadata.partitions.get(it.TRANSACTION_STATE_TOPIC, {}).items()
                if st.leader == relay.s.broker_id}
@@ -222,5 +258,6 @@ def list_transactions(relay: TxnRelay, header, req, frame: bytes) -> dict:
         unknown = list(resp.unknown_state_filters)
         states += [{"transactional_id": s.transactional_id, "producer_id": int(s.producer_id),
                     "transaction_state": s.transaction_state}
-                   for s in resp.transaction_states if it.partition_for(s.transactional_id, count) in led]
+                   for s in resp.transaction_states if it.partition_for(s.transactional_id, count) in led
+                   and auth.authorize(acl.DESCRIBE, acl.TRANSACTIONAL_ID, s.transactional_id)]
     return {"error_code": error, "unknown_state_filters": unknown, "transaction_states": [] if error else states}

@@ -19,9 +19,10 @@ def test_a_groups_authorized_operations_gain_the_config_operations_on_4_0_only()
 
 
 def test_every_creation_and_every_filter_gets_its_own_security_disabled_answer():
-    created = acl_apis.create_acls(None, NS(creations=[object(), object(), object()]))
+    h = acl_apis.AclApis(NS())                     # a broker with no authorizer
+    created = h.create_acls(None, NS(creations=[object(), object(), object()]))
     assert [r["error_code"] for r in created["results"]] == [E.SECURITY_DISABLED] * 3
-    deleted = acl_apis.delete_acls(None, NS(filters=[object(), object()]))
+    deleted = h.delete_acls(None, NS(filters=[object(), object()]))
     assert [(r["error_code"], r["matching_acls"]) for r in deleted["filter_results"]] == [(E.SECURITY_DISABLED, [])] * 2
-    described = acl_apis.describe_acls(None, NS())
+    described = h.describe_acls(None, NS())
     assert (described["error_code"], described["resources"]) == (E.SECURITY_DISABLED, [])

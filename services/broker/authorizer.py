@@ -1,0 +1,83 @@
+"""AclAuthorizer: a broker's authorizer (`authorizer.class.name`), its ACLs in ZooKeeper (AclStore) and
+cached, Kafka's decision on every check (eoslab.common.acl.authorize).
+
+Guarantees:
+- the cache holds every stored binding; it is reloaded when any broker writes a change notification
+  (a child of `/kafka-acl-changes` or `/kafka-acl-extended-changes`, as Kafka's brokers watch them),
+  and at once after this broker's own create or delete, so an ACL this broker stored applies to its
+  next request;
+- `authorize` is allowed for `super.users` (Kafka's format "User:a;User:b"), decided from the ACLs
+  otherwise, and with no ACL on the resource allowed only under `allow.everyone.if.no.acl.found`;
+- a reload that fails (ZooKeeper out of reach) keeps the last cache and is retried on the next
+  notification or write; the decision never waits on ZooKeeper.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from kazoo.exceptions import KazooException, ZookeeperError
+
+from eoslab.common import acl as a
+from services.broker.acl_store import LITERAL_CHANGES, PREFIXED_CHANGES, AclStore
+
+log = logging.getLogger(__name__)
+ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+AUTHORIZERS = ("", ZK_ACL_AUTHORIZER, STANDARD_AUTHORIZER)
+
+
+def parse_super_users(text: str) -> frozenset[str]:
+    """Kafka's super.users: principals separated by ';' (KafkaPrincipal "Type:name")."""
+    return frozenset(p.strip() for p in (text or "").split(";") if p.strip())
+
+
+class AclAuthorizer:
+    def __init__(self, zk, super_users: frozenset[str] = frozenset(), allow_if_no_acls: bool = False):
+        self.store = AclStore(zk)
+        self.zk = zk
+        self.super_users = super_users
+        self.allow_if_no_acls = allow_if_no_acls
+        self._acls: tuple[a.AclBinding, ...] = ()
+        self._reload_lock = threading.Lock()
+
+    def start(self) -> None:
+        for path in (LITERAL_CHANGES, PREFIXED_CHANGES):
+            self.zk.ensure_path(path)
+            self.zk.ChildrenWatch(path, self._on_change, send_event=False)
+        self.reload()
+
+    def _on_change(self, _children) -> None:
+        threading.Thread(target=self.reload, name="acl-reload", daemon=True).start()
+
+    def reload(self) -> bool:
+        with self._reload_lock:
+            try:
+                self._acls = tuple(self.store.bindings())
+            except (KazooException, ZookeeperError) as e:
+                log.warning("ACLs not reloaded from ZooKeeper (%s): keeping the %d cached", e, len(self._acls))
+                return False
+            return True
+
+    @property
+    def acls(self) -> tuple[a.AclBinding, ...]:
+        return self._acls
+
+    def authorize(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
+        return a.authorize(self._acls, principal, host, operation, resource_type, name, self.super_users,
+                           self.allow_if_no_acls)
+
+    def create(self, bindings: list[a.AclBinding]) -> list[str | None]:
+        try:
+            return self.store.create(bindings)
+        finally:
+            self.reload()
+
+    def delete(self, filters: list[a.AclBindingFilter]) -> list[list[a.AclBinding]]:
+        try:
+            return self.store.delete(filters)
+        finally:
+            self.reload()
+
+    def describe(self, flt: a.AclBindingFilter) -> list[a.AclBinding]:
+        return [b for b in self._acls if flt.matches(b)]

@@ -20,8 +20,10 @@ INVALID_PRODUCER_EPOCH, as Kafka's produce path does; at Produce v12
 partition that starts the producer's transaction, as the client sends no
 AddPartitionsToTxn. Metadata naming an
 unknown topic is answered by services.broker.auto_topic_creation (the
-request's v4+ flag allows creation; before v4 it is always allowed), as is
-the defaulting and refusal of CreateTopics' partition and replica counts.
+request's v4+ flag allows creation; before v4 it is always allowed); the
+topic administration requests are topic_admin_apis'. Every request is
+authorized as KafkaApis authorizes it (auth_helper; docs/kafka-protocol.md,
+"Authorization"): with no authorizer everything is allowed.
 """
 from __future__ import annotations
 
@@ -31,13 +33,14 @@ from eoslab.common import kafka_records as kr
 from eoslab.v1 import broker_pb2
 from eoslab.common import auth
 from eoslab.common.topics import topic_id_text
-from services.broker.auto_topic_creation import creatable, unknown_topics
+from services.broker.auto_topic_creation import unknown_topics
 from services.kafka_protocol import apis
 from services.kafka_protocol.acl_apis import authorized_operations
 from services.kafka_protocol.apis import ApiHandlers, Dropped, ms
 from services.kafka_protocol.auth_helper import AuthHelper
 from eoslab.common import acl
 from services.kafka_protocol.endpoints import KafkaEndpoints
+from services.kafka_protocol.topic_admin_apis import TopicAdminApis
 from services.kafka_protocol.listener import NO_RESPONSE
 
 E = apis.E
@@ -51,7 +54,7 @@ VERSIONS = {DESCRIBE_CLUSTER: (0, 1), DELETE_RECORDS: (0, 2), apis.METADATA: (0,
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 5)}
 
 
-class BrokerApis(ApiHandlers):
+class BrokerApis(TopicAdminApis, ApiHandlers):
     def __init__(self, server, service):
         super().__init__()
         self.s = server            # KafkaServer
@@ -153,112 +156,6 @@ class BrokerApis(ApiHandlers):
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
         unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None),
                        getattr(self.s, "num_partitions", 1))
-
-    def create_topics(self, header, req) -> dict:
-        refused, pb = [], broker_pb2.CreateTopicsRequest(validate_only=bool(req.validate_only))
-        cluster_create = self.auth.authorize_cluster(acl.CREATE)
-        for t in req.topics:
-            manual = list(t.assignments or ())
-            if not cluster_create and not self.auth.authorize(acl.CREATE, acl.TOPIC, t.name):
-                err, message = E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
-            elif manual and (int(t.num_partitions) != -1 or int(t.replication_factor) != -1):
-                err, message = E.INVALID_REQUEST, ("Both numPartitions or replicationFactor and replicasAssignments "
-                                                   "were set. Both cannot be used at the same time.")
-            elif manual:
-                err, message, partitions, rf = E.NONE, "", 0, 0
-            else:
-                err, message, partitions, rf = creatable(int(t.num_partitions), int(t.replication_factor),
-                                                         getattr(self.s, "num_partitions", 1))
-            if err != E.NONE:
-                refused.append({"name": t.name, "error_code": err, "error_message": message, "num_partitions": -1,
-                                "replication_factor": -1, "configs": []})
-                continue
-            pb.topics.add(name=t.name, num_partitions=partitions, replication_factor=rf,
-                          configs={c.name: c.value for c in t.configs if c.value is not None},
-                          assignments=[broker_pb2.CreatableReplicaAssignment(
-                              partition=int(a.partition_index), broker_ids=list(a.broker_ids)) for a in manual])
-        resp = self.svc.CreateTopics(pb, None) if pb.topics else broker_pb2.CreateTopicsResponse()
-        # Kafka's DelayedCreatePartitions: answered once this broker's metadata has the new topics
-        created = [] if pb.validate_only else [r.name for r in resp.topics if r.error == E.NONE]
-        late = self._await_metadata(created, True, ms(req.timeout))
-        for r in resp.topics:
-            if r.name in late:
-                r.error, r.error_message = E.REQUEST_TIMED_OUT, "the topic has not reached this broker's metadata yet"
-        return {"topics": refused + [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None,
-                                      "num_partitions": r.num_partitions or -1,
-                                      "replication_factor": r.replication_factor or -1, "configs": []}
-                                     for r in resp.topics]}
-
-    def _await_metadata(self, names: list[str], present: bool, timeout_ms: int) -> set[str]:
-        """Topics of `names` not yet (present) or still (not present) in this broker's metadata after
-        the request's timeout; a timeout of 0 or less answers at once, as Kafka's ZkAdminManager does."""
-        if timeout_ms <= 0 or not names:
-            return set()
-        return self.s.metadata.await_topics(names, present, timeout_ms / 1000.0)
-
-    def create_partitions(self, header, req) -> dict:
-        from eoslab.v1 import controller_pb2
-        pb = controller_pb2.CreatePartitionsRequest(validate_only=bool(req.validate_only))
-        refused = []
-        for t in req.topics:
-            if not self.auth.authorize(acl.ALTER, acl.TOPIC, t.name):
-                refused.append({"name": t.name, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
-                                "error_message": "Authorization failed."})
-                continue
-            pb.topics.add(name=t.name, count=int(t.count), has_assignments=t.assignments is not None,
-                          assignments=[controller_pb2.ReplicaList(broker_ids=list(a.broker_ids))
-                                       for a in t.assignments or ()])
-        resp = self.svc.create_partitions(pb) if pb.topics else controller_pb2.CreatePartitionsResponse()
-        return {"results": refused + [{"name": r.name, "error_code": r.error, "error_message": r.error_message or None}
-                                      for r in resp.results]}
-
-    def delete_topics(self, header, req) -> dict:
-        """DeleteTopics v0-v6 (names; v6 names or topic ids, an unknown id UNKNOWN_TOPIC_ID). As Kafka's
-        DelayedDeleteTopics, a deleted topic's answer waits until this broker's metadata no longer has
-        it, at most the request's timeout (then REQUEST_TIMED_OUT); CreateTopics likewise waits until the
-        topic is there."""
-        from eoslab.v1 import controller_pb2
-        from eoslab.common.topics import topic_id_text, topic_id_uuid
-        md = self.s.metadata
-        if header.api_version >= 6:
-            names = [t.name or md.topic_name(topic_id_text(t.topic_id)) for t in req.topics]
-            ids = {n: topic_id_uuid(md.topic_ids.get(n)) for n in names if n}
-        else:
-            names, ids = list(req.topic_names), {}
-        deletable = self.auth.authorized(acl.DELETE, acl.TOPIC, [n for n in names if n])
-        asked = [n for n in names if n in deletable]
-        resp = self.svc.delete_topics(controller_pb2.DeleteTopicsRequest(names=asked)) if asked else None
-        results = {r.name: [r.error, r.error_message or None] for r in (resp.results if resp else ())}
-        results.update({n: [E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."] for n in names
-                        if n and n not in deletable})
-        late = self._await_metadata([n for n, r in results.items() if r[0] == E.NONE], False, ms(req.timeout))
-        for name in late:
-            results[name] = [E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"]
-        out = []
-        for i, n in enumerate(names):
-            err, msg = results[n] if n else [E.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."]
-            entry = {"name": n, "error_code": err}
-            if header.api_version >= 5:
-                entry["error_message"] = msg
-            if header.api_version >= 6:
-                entry["topic_id"] = ids.get(n) if n else req.topics[i].topic_id
-            out.append(entry)
-        return {"responses": out}
-
-    def delete_records(self, header, req) -> dict:
-        """DeleteRecords v0-v2: services/broker/record_deletion.py, answered once the low watermarks
-        reach the offsets asked or the request's timeout passed."""
-        from services.broker.record_deletion import delete_records
-        asked = [(t.name, int(p.partition_index), int(p.offset)) for t in req.topics for p in t.partitions]
-        deletable = self.auth.authorized(acl.DELETE, acl.TOPIC, [t for t, _, _ in asked])
-        res = delete_records(self.rm, [x for x in asked if x[0] in deletable], ms(req.timeout))
-        res.update({(t, p): (E.TOPIC_AUTHORIZATION_FAILED, -1, "") for t, p, _ in asked if t not in deletable})
-        by_topic: dict[str, list] = {}
-        for topic, partition, _ in asked:
-            err, low, _msg = res[(topic, partition)]
-            by_topic.setdefault(topic, []).append({"partition_index": partition, "low_watermark": low,
-                                                   "error_code": err})
-        return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
     # -- produce ----------------------------------------------------------------------------------
     def produce(self, header, req):

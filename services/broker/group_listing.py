@@ -3,7 +3,8 @@ GroupCoordinator.handleListGroups / handleDescribeGroups and ClassicGroup.summar
 
 Guarantees: a broker lists every group of the __consumer_offsets partitions it leads: groups with
 members, groups known only by their committed offsets (Empty, no protocol type), as Kafka loads
-both, and consumer-protocol (KIP-848) groups with their state; a state filter keeps the groups in those states. A described group of another broker is
+both, and consumer-protocol (KIP-848) groups with their state; a state filter keeps the groups in those states, a type filter (ListGroups v5, case-insensitive) those of
+those types. A described group of another broker is
 NOT_COORDINATOR; an unknown one is "Dead" with no error, as in Kafka. A Stable group shows its
 protocol and each member's metadata for that protocol and its assignment as the leader sent them; a
 group in any other state shows its members without metadata or assignment and no protocol.
@@ -15,29 +16,33 @@ from services.broker import group_protocols
 from services.broker.membership import EMPTY, STABLE
 
 DEAD = "Dead"
+CLASSIC, CONSUMER = "classic", "consumer"     # KIP-848 group types (ListGroups v5)
 
 
-def list_groups(gc, states_filter=()) -> list[tuple[str, str, str]]:
-    """(group id, protocol type, state) of every group this broker coordinates."""
+def list_groups(gc, states_filter=(), types_filter=()) -> list[tuple[str, str, str, str]]:
+    """(group id, protocol type, state, group type) of every group this broker coordinates; the group
+    type is KIP-848's: "consumer" for a consumer-protocol group, "classic" for the others."""
     led = gc.led_partition_states()
-    found: dict[str, tuple[str, str]] = {}
+    found: dict[str, tuple[str, str, str]] = {}
     for st in led.values():
         for g in set(st.offsets) | {g for g, meta in st.groups.items() if meta is not None}:
-            found[g] = ("", str(EMPTY))
+            found[g] = ("", str(EMPTY), CLASSIC)
     with gc.membership.cond:
         for g, grp in gc.membership.groups.items():
             if gc.partition_for(g) not in led:
                 continue
             if grp.members:
-                found[g] = (grp.protocol_type, str(grp.state))
+                found[g] = (grp.protocol_type, str(grp.state), CLASSIC)
             elif g in found or grp.protocol_type:
-                found[g] = (grp.protocol_type, str(EMPTY))
+                found[g] = (grp.protocol_type, str(EMPTY), CLASSIC)
     with gc.consumer_groups.lock:            # KIP-848 groups: type "consumer", Empty/Assigning/Reconciling/Stable
         for g, cg in gc.consumer_groups.groups.items():
             if gc.partition_for(g) in led:
-                found[g] = (cg.protocol_type, str(cg.state))
-    wanted = {s.lower() for s in states_filter}
-    return sorted((g, t, s) for g, (t, s) in found.items() if not wanted or s.lower() in wanted)
+                found[g] = (cg.protocol_type, str(cg.state), CONSUMER)
+    states = {s.lower() for s in states_filter}
+    types = {t.lower() for t in types_filter}
+    return sorted((g, t, s, k) for g, (t, s, k) in found.items()
+                  if (not states or s.lower() in states) and (not types or k in types))
 
 
 def describe_group(gc, group: str) -> tuple[int, dict]:

@@ -176,9 +176,10 @@ class GroupApis:
         return r.error, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
     def list_groups(self, header, req) -> dict:
-        groups = group_listing.list_groups(self.gc, getattr(req, "states_filter", None) or ())
-        return {"error_code": E.NONE, "groups": [{"group_id": g, "protocol_type": t, "group_state": st}
-                                                 for g, t, st in groups]}
+        groups = group_listing.list_groups(self.gc, getattr(req, "states_filter", None) or (),
+                                           getattr(req, "types_filter", None) or ())
+        return {"error_code": E.NONE, "groups": [{"group_id": g, "protocol_type": t, "group_state": st,
+                                                  "group_type": kind} for g, t, st, kind in groups]}
 
     def describe_groups(self, header, req) -> dict:
         out = []
@@ -222,7 +223,7 @@ class GroupApis:
         return {"error_code": E.NONE, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 4), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
+VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 5), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
             OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 5), DELETE_GROUPS: (0, 2), OFFSET_DELETE: (0, 0)}
 
 

@@ -112,3 +112,19 @@ def test_librdkafka_is_told_every_operation_is_authorized_on_a_topic_a_group_and
                                                        Op.ALTER_CONFIGS}       # 4.0: the group configs' two
     [plain] = admin.describe_consumer_groups([group]).values()
     assert not plain.result(30).authorized_operations                        # not asked for: none reported
+
+
+def test_librdkafka_lists_groups_by_their_kip_848_type(kcluster):
+    """ListGroups v5: each group's type (classic here: a group known by its committed offsets) and the
+    types filter; librdkafka asks v5 of a 4.0 broker and reports the type it is told."""
+    from confluent_kafka import ConsumerGroupType
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "lt")
+    group = f"lt-{uuid.uuid4().hex[:6]}"
+    _commit(boot, group, topic, {0: 1})
+    admin = AdminClient({"bootstrap.servers": boot})
+    classic = {g.group_id: g.type for g in admin.list_consumer_groups(
+        types={ConsumerGroupType.CLASSIC}).result(30).valid}
+    assert classic.get(group) == ConsumerGroupType.CLASSIC
+    consumer = {g.group_id for g in admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30).valid}
+    assert group not in consumer

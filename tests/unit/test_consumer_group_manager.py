@@ -175,7 +175,9 @@ def test_list_groups_shows_a_consumer_protocol_group_with_its_state():
     join(m)
     gc = SimpleNamespace(led_partition_states=lambda: {0: SimpleNamespace(offsets={}, groups={})},
                          membership=GroupMembership(time=MockTime()), consumer_groups=m, partition_for=lambda g: 0)
-    assert group_listing.list_groups(gc) == [("g", "consumer", "Stable")]
+    assert group_listing.list_groups(gc) == [("g", "consumer", "Stable", "consumer")]
+    assert group_listing.list_groups(gc, types_filter=["Classic"]) == []
+    assert group_listing.list_groups(gc, types_filter=["CONSUMER"]) == [("g", "consumer", "Stable", "consumer")]
     assert group_listing.list_groups(gc, ["Empty"]) == []
 
 

@@ -50,6 +50,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"python -m services.broker: --group-consumer-assignors: {e}")
     consumer_groups = {"session_timeout_ms": a.group_consumer_session_timeout_ms,
                        "heartbeat_interval_ms": a.group_consumer_heartbeat_interval_ms, "assignors": names}
+    group_config_bounds = {"session_bounds": (a.group_consumer_min_session_timeout_ms,
+                                              a.group_consumer_max_session_timeout_ms),
+                           "heartbeat_bounds": (a.group_consumer_min_heartbeat_interval_ms,
+                                                a.group_consumer_max_heartbeat_interval_ms)}
     rpc.setup_logging(f"broker-{a.broker_id}")
     cfg = log_config(a, v)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
@@ -59,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
                           num_partitions=a.num_partitions, kafka_version=a.kafka_version,
                           txn_offset_commit_verification=v.txn_offset_commit_verification,
                           transactional_produce_needs_id=v.transactional_produce_needs_id,
-                          consumer_groups=consumer_groups, authorizer=authorizer_settings(a))
+                          consumer_groups=consumer_groups, authorizer=authorizer_settings(a),
+                          group_config_bounds=group_config_bounds)
     server.config = a           # DescribeConfigs of this broker lists these settings
     server.start()
     rpc.wait_for_termination()

@@ -68,6 +68,14 @@ class BrokerConfig(ServiceConfig):
                    min=1)
            .define("group.consumer.heartbeat.interval.ms", int, 1000,
                    "the heartbeat interval told to consumer-protocol members (Kafka: 5000)", min=1)
+           .define("group.consumer.min.session.timeout.ms", int, 2000,
+                   "the smallest consumer.session.timeout.ms a group may set (Kafka: 45000)", min=1)
+           .define("group.consumer.max.session.timeout.ms", int, 60000,
+                   "the largest consumer.session.timeout.ms a group may set", min=1)
+           .define("group.consumer.min.heartbeat.interval.ms", int, 500,
+                   "the smallest consumer.heartbeat.interval.ms a group may set (Kafka: 5000)", min=1)
+           .define("group.consumer.max.heartbeat.interval.ms", int, 15000,
+                   "the largest consumer.heartbeat.interval.ms a group may set", min=1)
            .define("group.consumer.assignors", str, "uniform,range",
                    "the server-side assignors of consumer-protocol groups, comma-separated (uniform, range); the "
                    "first is used when members ask for none")

@@ -70,6 +70,7 @@ class ConsumerGroupManager(StoredGroups):
         `store(group, stored or None)`: write the group's record (None: its tombstone), its error."""
         self.topics, self.time = topics, time
         self.session_timeout_ms, self.heartbeat_interval_ms = session_timeout_ms, heartbeat_interval_ms
+        self.group_config = lambda group_id: {}   # a group's own configs (KafkaServer: GroupConfigs.of)
         self.assignors = make_assignors(assignors)
         self.classic_members, self.drop_classic, self.store = classic_members, drop_classic, store
         self.lock = threading.RLock()          # the tables below; held briefly, never while storing
@@ -79,6 +80,13 @@ class ConsumerGroupManager(StoredGroups):
         self.rebalances: dict[tuple[str, str], tuple[float, int]] = {}  # -> (deadline, epoch to leave)
 
     # -- the API ------------------------------------------------------------------------------
+
+    def session_ms(self, group_id: str) -> int:
+        """The group's consumer.session.timeout.ms, else the broker's group.consumer.session.timeout.ms."""
+        return self.group_config(group_id).get("consumer.session.timeout.ms", self.session_timeout_ms)
+
+    def heartbeat_ms(self, group_id: str) -> int:
+        return self.group_config(group_id).get("consumer.heartbeat.interval.ms", self.heartbeat_interval_ms)
     def heartbeat(self, r: Heartbeat) -> dict:
         try:
             validate(r, self.assignors)
@@ -286,10 +294,10 @@ class ConsumerGroupManager(StoredGroups):
                 else:
                     self.rebalances.pop(key, None)
         g.update_member(updated)
-        self.sessions[(g.group_id, member_id)] = self.time.monotonic() + self.session_timeout_ms / 1000.0
+        self.sessions[(g.group_id, member_id)] = self.time.monotonic() + self.session_ms(g.group_id) / 1000.0
         full = join or (r.rebalance_timeout_ms != -1 and r.subscribed_topic_names is not None and r.owned is not None)
         out = {"error_code": E.NONE, "error_message": None, "member_id": member_id,
-               "member_epoch": updated.member_epoch, "heartbeat_interval_ms": self.heartbeat_interval_ms,
+               "member_epoch": updated.member_epoch, "heartbeat_interval_ms": self.heartbeat_ms(g.group_id),
                "assignment": None}
         if full or updated.assigned != member.assigned:
             out["assignment"] = {t: sorted(ps) for t, ps in updated.assigned.items()}

@@ -78,7 +78,7 @@ class StoredGroups:
             g = self.groups[group_id] = ConsumerGroup.from_record(group_id, stored)
             now = self.time.monotonic()
             for m in g.members.values():
-                self.sessions[(group_id, m.member_id)] = now + self.session_timeout_ms / 1000.0
+                self.sessions[(group_id, m.member_id)] = now + self.session_ms(group_id) / 1000.0
                 if m.state == MemberState.UNREVOKED_PARTITIONS:
                     self.rebalances[(group_id, m.member_id)] = (now + max(m.rebalance_timeout_ms, 0) / 1000.0,
                                                                 m.member_epoch)

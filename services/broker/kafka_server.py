@@ -28,6 +28,7 @@ from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import rpc
 from services.broker.authorizer import AclAuthorizer
+from services.broker.group_configs import GroupConfigs
 from services.common import zk_paths
 from services.common.zk_client import zk_client
 from eoslab.common.errors import E
@@ -46,7 +47,7 @@ class KafkaServer:
                  auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False,
                  transactional_produce_needs_id: bool = True, num_partitions: int = 1,
                  kafka_version: str | None = None, consumer_groups: dict | None = None,
-                 authorizer: dict | None = None):
+                 authorizer: dict | None = None, group_config_bounds: dict | None = None):
         self.time = time
         # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
         self.transactional_produce_needs_id = transactional_produce_needs_id
@@ -79,6 +80,12 @@ class KafkaServer:
             self.replica_manager, self.metadata, log_config.txn_offset_commit_member_check, time=time,
             txn_offset_commit_verification=txn_offset_commit_verification and log_config.transaction_verification,
             consumer_groups=consumer_groups)
+        # KIP-848 group configs (IncrementalAlterConfigs on a GROUP), applied by the consumer groups' coordinator
+        cg = self.group_coordinator.consumer_groups
+        self.group_configs = GroupConfigs(self.zk, cg.session_timeout_ms, cg.heartbeat_interval_ms,
+                                          **(group_config_bounds or {"session_bounds": (1, 2 ** 31 - 1),
+                                                                     "heartbeat_bounds": (1, 2 ** 31 - 1)}))
+        cg.group_config = self.group_configs.of
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False
@@ -98,6 +105,7 @@ class KafkaServer:
         zk_paths.connect(self.zk, (zk_paths.BROKER_IDS,))
         if self.authorizer is not None:      # as Kafka's broker: the ACLs are loaded before a client is served
             self.authorizer.start()
+        self.group_configs.start()
         if self.kafka_listen:
             from services.kafka_protocol.broker_apis import BrokerApis
             from services.kafka_protocol.listener import KafkaListener

@@ -1,5 +1,5 @@
 """A broker's config requests: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs (Kafka's
-ConfigHelper and ZkAdminManager), for topics and for the broker itself.
+ConfigHelper and ZkAdminManager), for topics, the broker itself and, on 4.0, KIP-848 groups.
 
 Guarantees: DescribeConfigs of a topic lists every topic config of Kafka's table
 (eoslab.common.topic_configs), or the keys asked for, with the value in force: the topic's own
@@ -11,8 +11,10 @@ Kafka name (read-only, as static broker configs are); "" lists the cluster's dyn
 which the lab has none; another broker's id is INVALID_REQUEST, as Kafka answers. AlterConfigs and
 IncrementalAlterConfigs of topics go to the active controller (services/controller/topic_config_change.py),
 validate_only included; a broker resource is refused with INVALID_REQUEST (the lab takes no dynamic
-broker configs); duplicate keys in one resource are INVALID_REQUEST. Every resource gets its own
-answer; one bad resource never fails the others.
+broker configs); duplicate keys in one resource are INVALID_REQUEST. A group's configs (4.0; an older
+release answers its resource type INVALID_REQUEST) are services/broker/group_configs.py's: described
+and changed by IncrementalAlterConfigs (an empty group name INVALID_REQUEST). Every resource gets its
+own answer; one bad resource never fails the others.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from eoslab.common.errors import E
 from eoslab.common.topics import validate_topic_name
 from eoslab.v1 import controller_pb2
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # DescribeConfigsResponse.ConfigSource
 TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
@@ -61,7 +63,21 @@ class ConfigApis:
             return E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
         if r.resource_type in (BROKER, BROKER_LOGGER) and not self.auth.authorize_cluster(operation):
             return E.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+        if r.resource_type == GROUP and self._groups() is not None and \
+                not self.auth.authorize(operation, acl.GROUP, r.resource_name):
+            return E.GROUP_AUTHORIZATION_FAILED, "Authorization failed."
         return None
+
+    def _groups(self):
+        """The broker's group configs where the release has them (KIP-848's, Kafka 4.0), else None."""
+        from eoslab import kafka_version
+        if not kafka_version.get(getattr(self.s, "kafka_version", None)).group_config_operations:
+            return None
+        return getattr(self.s, "group_configs", None)
+
+    def _group_name(self, name: str) -> None:
+        if not name:
+            raise _Refused(E.INVALID_REQUEST, "Group name must not be empty")
 
     # -- DescribeConfigs --------------------------------------------------------------------------
     def describe_configs(self, header, req) -> dict:
@@ -80,6 +96,9 @@ class ConfigApis:
                     res["configs"] = self._broker(r.resource_name, keys, syn)
                 elif r.resource_type == BROKER_LOGGER:
                     self._own_broker_id(r.resource_name, empty_ok=False)
+                elif r.resource_type == GROUP and self._groups() is not None:
+                    self._group_name(r.resource_name)
+                    res["configs"] = self._groups().describe(r.resource_name, keys, syn)
                 else:
                     raise _Refused(E.INVALID_REQUEST, f"Unsupported resource type: {r.resource_type}")
             except _Refused as e:
@@ -163,6 +182,14 @@ class ConfigApis:
                 res.update(error_code=refused[0], error_message=refused[1])
             elif len(set(names)) != len(names):
                 res.update(error_code=E.INVALID_REQUEST, error_message="Error due to duplicate config keys")
+            elif r.resource_type == GROUP and incremental and self._groups() is not None:
+                if not r.resource_name:
+                    res.update(error_code=E.INVALID_REQUEST, error_message="Group name must not be empty")
+                else:
+                    err, msg = self._groups().alter(r.resource_name, [
+                        (c.name, int(getattr(c, "config_operation", 0)), c.value) for c in r.configs],
+                        bool(req.validate_only))
+                    res.update(error_code=err, error_message=msg)
             elif r.resource_type == BROKER:
                 res.update(error_code=E.INVALID_REQUEST,
                            error_message="Cannot update these configs dynamically: the lab's brokers take no "

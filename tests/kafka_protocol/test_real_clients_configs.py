@@ -234,3 +234,38 @@ def test_topics_have_ids_in_metadata_and_deletetopics_takes_one(kcluster):
         _, r = _response(_read_frame(s), 20, 6)
     assert [(x.name, x.error_code.value, x.topic_id) for x in r.responses] == [(topic, 0, tid), (None, 100, gone)]
     h.wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, timeout=30, what="the topic deleted")
+
+
+def test_a_consumer_groups_own_configs_are_set_described_and_refused_as_kafka_4_does(kcluster):
+    """KIP-848 group configs through librdkafka: IncrementalAlterConfigs on a GROUP resource, then
+    DescribeConfigs shows the group's value (GROUP_CONFIG) beside the broker's default."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import ConfigSource, ResourceType
+    admin = AdminClient({"bootstrap.servers": kcluster.info().kafka_bootstrap})
+    group = f"gc-{uuid.uuid4().hex[:6]}"
+
+    def alter(*entries):
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry(n, v, incremental_operation=op) for n, v, op in entries])
+        try:
+            admin.incremental_alter_configs([res])[res].result(30)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    def described():
+        res = ConfigResource(ResourceType.GROUP, group)
+        got = admin.describe_configs([res])[res].result(30)
+        return {n: (e.value, e.source) for n, e in got.items()}
+
+    before = described()
+    assert before["consumer.session.timeout.ms"][1] == ConfigSource.DEFAULT_CONFIG.value
+    assert alter(("consumer.session.timeout.ms", "50000", AlterConfigOpType.SET)) is None
+    after = described()
+    assert after["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG.value)
+    assert after["consumer.heartbeat.interval.ms"] == before["consumer.heartbeat.interval.ms"]
+    assert alter(("consumer.session.timeout.ms", "70000", AlterConfigOpType.SET)) == KafkaError.INVALID_CONFIG
+    assert alter(("consumer.no.such.config", "1", AlterConfigOpType.SET)) == KafkaError.INVALID_CONFIG
+    assert described()["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG.value)   # unchanged
+    assert alter(("consumer.session.timeout.ms", "", AlterConfigOpType.DELETE)) is None
+    assert described()["consumer.session.timeout.ms"] == before["consumer.session.timeout.ms"]

@@ -188,3 +188,21 @@ def test_a_broken_guarantee_is_answered_unknown_server_error_not_raised():
     g.partition_epochs[(TID, 0)] = ("someone-else", 9)      # as if another member held a partition a holds
     r = beat(m, a, owned=[0, 1, 2, 3], subscribed_topic_names=["orders", "other"])
     assert r["error_code"] == E.UNKNOWN_SERVER_ERROR
+
+
+def test_a_groups_own_configs_set_its_session_timeout_and_heartbeat_interval():
+    """KIP-848 group configs (GroupConfigs.of): the coordinator fences on the group's own
+    consumer.session.timeout.ms and tells the member the group's consumer.heartbeat.interval.ms."""
+    clock = MockTime()
+    m = manager(clock)
+    own = {}
+    m.group_config = lambda group_id: own if group_id == "g" else {}
+    a = join(m)
+    assert a["heartbeat_interval_ms"] == 1000                 # the broker's defaults
+    own.update({"consumer.session.timeout.ms": 3000, "consumer.heartbeat.interval.ms": 700})
+    a = beat(m, a, owned=parts(a))
+    assert a["heartbeat_interval_ms"] == 700
+    clock.sleep(2.5)
+    assert m.expire() == []
+    clock.sleep(1.0)                                           # 3.5 s > the group's 3 s (the broker's: 10 s)
+    assert m.expire() == [("g", a["member_id"])]

@@ -12,26 +12,24 @@ Guarantees, each Kafka's rule (GroupConfig, ConfigHelper):
   outside group.consumer.min/max.session.timeout.ms, a heartbeat interval outside
   group.consumer.min/max.heartbeat.interval.ms, or a session timeout not above the heartbeat interval
   is INVALID_CONFIG and changes nothing; validate_only changes nothing either;
-- layout (the lab's; Kafka 4.0 keeps them as KRaft config records): `/config/groups/<group>` holds
-  `{"version": 1, "config": {name: value}}`, written conditionally on the version read (concurrent
-  changes on two brokers lose nothing), each change followed by a sequential
-  `/config/changes/config_change_` naming `groups/<group>`;
+- layout (the lab's; Kafka 4.0 keeps them as KRaft config records): the group's entity configs
+  (services.broker.entity_configs: `/config/groups/<group>`, written conditionally on the version
+  read, so concurrent changes on two brokers lose nothing, with a change notification);
 - every broker caches them and reloads on a change notification, so the group's coordinator applies a
   new session timeout at the member's next heartbeat and tells it the new heartbeat interval there.
 """
 from __future__ import annotations
 
-import json
 import logging
 import threading
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError, ZookeeperError
+from kazoo.exceptions import KazooException, ZookeeperError
 
 from eoslab.common.errors import E
-from services.broker.scram_credentials import sanitize
+from services.broker import entity_configs
 
 log = logging.getLogger(__name__)
-GROUPS, CHANGES = "/config/groups", "/config/changes"
+CHANGES = entity_configs.CHANGES
 SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
 NAMES = (HEARTBEAT, SESSION)
 SET, DELETE = 0, 1
@@ -57,12 +55,11 @@ class GroupConfigs:
     def reload(self) -> None:
         with self._reload_lock:
             try:
-                nodes = self.zk.get_children(GROUPS) if self.zk.exists(GROUPS) else []
                 fresh = {}
-                for node in nodes:
-                    config, _ = self._read_node(node)
+                for group_id in entity_configs.names(self.zk, "groups"):
+                    config, _ = self._read(group_id)
                     if config:
-                        fresh[_unsanitize(node)] = {k: int(v) for k, v in config.items() if k in NAMES}
+                        fresh[group_id] = {k: int(v) for k, v in config.items() if k in NAMES}
                 self._cache = fresh
             except (KazooException, ZookeeperError) as e:
                 log.warning("group configs not reloaded from ZooKeeper (%s): keeping the cached", e)
@@ -90,7 +87,6 @@ class GroupConfigs:
 
     def alter(self, group_id: str, ops: list[tuple[str, int, str | None]], validate_only: bool) -> tuple[int, str | None]:
         """ops: (name, operation, value). (error, message)."""
-        path = f"{GROUPS}/{sanitize(group_id)}"
         while True:
             config, version = self._read(group_id)
             new = dict(config)
@@ -107,18 +103,9 @@ class GroupConfigs:
                 return E.INVALID_CONFIG, why
             if validate_only or new == config:
                 return E.NONE, None
-            data = json.dumps({"version": 1, "config": new}, separators=(",", ":")).encode()
-            try:
-                if version is None:
-                    self.zk.create(path, data, makepath=True)
-                else:
-                    self.zk.set(path, data, version=version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
-            note = json.dumps({"version": 2, "entity_path": f"groups/{sanitize(group_id)}"}).encode()
-            self.zk.create(f"{CHANGES}/config_change_", note, sequence=True, makepath=True)
-            self.reload()
-            return E.NONE, None
+            if entity_configs.write(self.zk, "groups", group_id, new, version):
+                self.reload()
+                return E.NONE, None                        # else changed under us: read again
 
     def _invalid(self, config: dict) -> str | None:
         for name in config:
@@ -141,16 +128,4 @@ class GroupConfigs:
         return None
 
     def _read(self, group_id: str) -> tuple[dict, int | None]:
-        return self._read_node(sanitize(group_id))
-
-    def _read_node(self, node: str) -> tuple[dict, int | None]:
-        try:
-            data, stat = self.zk.get(f"{GROUPS}/{node}")
-        except NoNodeError:
-            return {}, None
-        return dict(json.loads(data or b"{}").get("config", {})), stat.version
-
-
-def _unsanitize(node: str) -> str:
-    from urllib.parse import unquote
-    return unquote(node)
+        return entity_configs.read(self.zk, "groups", group_id)

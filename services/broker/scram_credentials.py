@@ -2,9 +2,9 @@
 (ZkAdminManager's DescribeUserScramCredentials and AlterUserScramCredentials).
 
 Guarantees, each ZkAdminManager's rule:
-- layout: `/config/users/<sanitized user>` holds `{"version": 1, "config": {"SCRAM-SHA-256": "salt=..,
-  stored_key=..,server_key=..,iterations=N", ...}}` (base64 fields, ScramCredentialUtils' format);
-  every change also writes a sequential `/config/changes/config_change_` naming `users/<user>`;
+- layout: the user's entity configs (services.broker.entity_configs: `/config/users/<sanitized user>`,
+  with a change notification) hold `"SCRAM-SHA-256": "salt=..,stored_key=..,server_key=..,iterations=N"`
+  (base64 fields, ScramCredentialUtils' format), one entry per mechanism;
 - an upsertion stores the salt, the iterations and the keys derived from the salted password the
   client sent (ScramFormatter: stored key H(HMAC(salted, "Client Key")), server key
   HMAC(salted, "Server Key")); the password itself is never seen;
@@ -24,23 +24,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import json
-
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from eoslab.common.errors import E
+from services.broker import entity_configs
 
-USERS = "/config/users"
-CHANGES = "/config/changes"
 MECHANISMS = {1: ("SCRAM-SHA-256", hashlib.sha256), 2: ("SCRAM-SHA-512", hashlib.sha512)}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 NO_SUCH_USER = "Attempt to describe a user credential that does not exist"
-
-
-def sanitize(user: str) -> str:
-    """Kafka's Sanitizer.sanitize: URL encoding in which only letters, digits, '-', '.' and '_' stay."""
-    return "".join(c if c.isascii() and (c.isalnum() or c in "-._") else
-                   "".join(f"%{b:02X}" for b in c.encode()) for c in user)
 
 
 def credential(mechanism: int, salt: bytes, salted_password: bytes, iterations: int) -> str:
@@ -62,11 +52,7 @@ class ScramCredentials:
         self.zk = zk
 
     def _read(self, user: str) -> tuple[dict, int | None]:
-        try:
-            data, stat = self.zk.get(f"{USERS}/{sanitize(user)}")
-        except NoNodeError:
-            return {}, None
-        return dict(json.loads(data or b"{}").get("config", {})), stat.version
+        return entity_configs.read(self.zk, "users", user)
 
     def _scram(self, config: dict) -> list[dict]:
         return [{"mechanism": m, "iterations": iterations_of(config[name])}
@@ -75,8 +61,7 @@ class ScramCredentials:
     def describe(self, users: list[str] | None) -> list[dict]:
         if not users:
             out = []
-            for node in sorted(self._children(USERS)):
-                user = _desanitize(node)
+            for user in entity_configs.names(self.zk, "users"):
                 infos = self._scram(self._read(user)[0])
                 if infos:
                     out.append({"user": user, "error_code": E.NONE, "error_message": None, "credential_infos": infos})
@@ -127,7 +112,6 @@ class ScramCredentials:
         return results
 
     def _alter_user(self, user: str, ups: list, dels: list) -> tuple[int, str | None]:
-        path = f"{USERS}/{sanitize(user)}"
         while True:
             config, version = self._read(user)
             if any(MECHANISMS[m][0] not in config for m in dels):
@@ -136,23 +120,8 @@ class ScramCredentials:
                 config.pop(MECHANISMS[m][0])
             for m, value in ups:
                 config[MECHANISMS[m][0]] = value
-            data = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
-            try:
-                if version is None:
-                    self.zk.create(path, data, makepath=True)
-                else:
-                    self.zk.set(path, data, version=version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue                                   # changed under us: read again
-            note = json.dumps({"version": 2, "entity_path": f"users/{sanitize(user)}"}).encode()
-            self.zk.create(f"{CHANGES}/config_change_", note, sequence=True, makepath=True)
-            return E.NONE, None
-
-    def _children(self, path: str) -> list[str]:
-        try:
-            return self.zk.get_children(path)
-        except NoNodeError:
-            return []
+            if entity_configs.write(self.zk, "users", user, config, version):
+                return E.NONE, None                        # else changed under us: read again
 
 
 def _invalid(user: str, mechanism: int) -> tuple[int, str] | None:
@@ -165,8 +134,3 @@ def _invalid(user: str, mechanism: int) -> tuple[int, str] | None:
 
 def _error(user: str, code: int, message: str) -> dict:
     return {"user": user, "error_code": code, "error_message": message, "credential_infos": []}
-
-
-def _desanitize(node: str) -> str:
-    from urllib.parse import unquote
-    return unquote(node)

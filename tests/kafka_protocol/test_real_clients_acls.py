@@ -2,7 +2,6 @@
 Kafka's ZooKeeper ACL authorizer with allow.everyone.if.no.acl.found: ACLs created, described and deleted
 through the Admin API, and enforced by every broker (each partition leader, the transaction relay, the
 group coordinator) for the lab's clients, who are all User:ANONYMOUS on the PLAINTEXT listener."""
-import os
 import time
 import uuid
 
@@ -13,7 +12,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
                                    AdminClient, ResourcePatternType, ResourceType)
-from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
+from tests.kafka_protocol.real_clients_support import _topic, start_kcluster  # noqa: E402
 
 ANON = "User:ANONYMOUS"
 AUTHORIZER = ["--authorizer-class-name=kafka.security.authorizer.AclAuthorizer",
@@ -22,17 +21,7 @@ AUTHORIZER = ["--authorizer-class-name=kafka.security.authorizer.AclAuthorizer",
 
 @pytest.fixture(scope="module")
 def acl_cluster(eoslab_home):
-    from cluster.local import LocalRuntime
-    from tests.conftest import _zookeeper_missing
-    missing = _zookeeper_missing()
-    if missing:
-        pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
-    rt = LocalRuntime(f"t-{worker}-acl-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1,
-                      broker_args=AUTHORIZER)
-    rt.up()
-    yield rt
-    rt.down()
+    yield from start_kcluster(eoslab_home, "acl", AUTHORIZER)
 
 
 def _acl(rtype, name, op, perm, principal=ANON):
@@ -53,6 +42,16 @@ def _until(what, check, timeout_s=30.0):
             assert got, f"{what}: not within {timeout_s:.0f} s"
             return got
         time.sleep(0.2)
+
+
+def _first_error(consumer, timeout_s=30.0):
+    """The code of the first error the consumer's poll reports (None: none within timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error():
+            return m.error().code()
+    return None
 
 
 def test_acls_are_created_described_and_deleted_through_the_admin_api(acl_cluster):
@@ -119,13 +118,7 @@ def test_every_partition_leader_refuses_a_write_its_acls_deny(acl_cluster):
     try:
         from confluent_kafka import TopicPartition
         c.assign([TopicPartition(topic, 0, 0)])            # READ is neither allowed nor denied: denied
-        t0 = time.monotonic()
-        err = None
-        while err is None and time.monotonic() - t0 < 30:
-            m = c.poll(0.5)
-            if m is not None and m.error():
-                err = m.error().code()
-        assert err == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        assert _first_error(c) == KafkaError.TOPIC_AUTHORIZATION_FAILED
     finally:
         c.close()
 
@@ -149,12 +142,7 @@ def test_a_transactional_id_without_write_cannot_init_and_a_group_without_read_c
     c = Consumer({"bootstrap.servers": boot, "group.id": group})
     try:
         c.subscribe([topic])
-        t0, err = time.monotonic(), None
-        while err is None and time.monotonic() - t0 < 30:
-            m = c.poll(0.5)
-            if m is not None and m.error():
-                err = m.error().code()
-        assert err == KafkaError.GROUP_AUTHORIZATION_FAILED
+        assert _first_error(c) == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         c.close()
 

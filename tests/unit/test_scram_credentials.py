@@ -6,7 +6,8 @@ import hmac
 
 import pytest
 
-from services.broker.scram_credentials import credential, iterations_of, sanitize
+from services.broker.entity_configs import sanitize
+from services.broker.scram_credentials import credential, iterations_of
 
 pytestmark = pytest.mark.fast
 

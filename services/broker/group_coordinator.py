@@ -83,6 +83,11 @@ STORE_ERRORS = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERR
                 E.NOT_COORDINATOR: E.NOT_COORDINATOR}
 
 
+def store_error(err: int) -> int:
+    """A failed write's error as the group request answers it (COORDINATOR_NOT_AVAILABLE by default)."""
+    return STORE_ERRORS.get(err, E.COORDINATOR_NOT_AVAILABLE)
+
+
 class GroupCoordinator:
     def __init__(self, replica_manager, metadata, txn_offset_commit_member_check: bool = True,
                  time: Time = SYSTEM, txn_offset_commit_verification: bool = False,
@@ -203,7 +208,7 @@ class GroupCoordinator:
         err = self._append(p, [(_consumer_group_key(group), value, 0)])
         if err != E.NONE:
             log.warning("consumer group %s: not stored (%s)", group, E.Name(err))
-            return STORE_ERRORS.get(err, E.COORDINATOR_NOT_AVAILABLE)
+            return store_error(err)
         st.stored_group(group, stored, consumer=True)
         return E.NONE
 

@@ -23,13 +23,9 @@ written and forgotten under its shard's lock, as its heartbeats are.
 from __future__ import annotations
 
 from eoslab.common.errors import E
+from services.broker.group_coordinator import store_error
 from services.broker.group_protocols import CONSUMER
 from services.broker.offsets_partition_state import _consumer_group_key, _key, _meta_key
-
-
-def _store_error(err: int) -> int:
-    from services.broker.group_coordinator import STORE_ERRORS
-    return STORE_ERRORS.get(err, E.COORDINATOR_NOT_AVAILABLE)
 
 
 def delete_groups(gc, group_ids: list[str]) -> list[tuple[str, int]]:
@@ -62,7 +58,7 @@ def _delete_group(gc, group: str) -> int:
             if classic is not None:
                 with gc.membership.cond:
                     gc.membership.groups.setdefault(group, classic)
-            return _store_error(err)
+            return store_error(err)
         if modern is not None:
             gc.consumer_groups.remove_group(group)
     with gc.lock:
@@ -119,7 +115,7 @@ def delete_offsets(gc, group: str, topics: list[tuple[str, list[int]]]) -> tuple
         if tombstones:
             err = gc._append(p, [(_key(group, t, n), None, 0) for t, n in sorted(tombstones)])
             if err != E.NONE:
-                return _store_error(err), []
+                return store_error(err), []
     with gc.lock:
         for tp in tombstones:
             st.remove_offset(group, tp)

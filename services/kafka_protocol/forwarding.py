@@ -48,8 +48,8 @@ class Forwarder:
             try:
                 with socket.create_connection((host, port), timeout=RELAY_TIMEOUT_S) as s:
                     s.sendall(_SIZE.pack(len(frame)) + frame)
-                    head = _recv(s, 4)
-                    return head + _recv(s, _SIZE.unpack(head)[0])
+                    head = recv_exactly(s, 4)
+                    return head + recv_exactly(s, _SIZE.unpack(head)[0])
             except OSError as e:
                 log.info("relaying API %d to broker %s:%d failed: %r", struct.unpack_from(">h", frame)[0],
                          host, port, e)
@@ -66,8 +66,6 @@ def recv_exactly(s, n: int, closed=ConnectionError, who: str = "the broker") -> 
         out += chunk
     return bytes(out)
 
-
-_recv = recv_exactly
 
 
 def register_forwarded(apis, zk, endpoints) -> None:

@@ -108,8 +108,10 @@ def _reap_lost(o: dict) -> None:
     slot = o["slot"]
     netfilter.kill_cgroups(slot, cwd=o["dir"])
     lock = slots.lock_record(slot)
-    if netfilter.node_pids(slot) or (lock is not None and lock.get("dir") != o["dir"]):
+    running = [p for ps in netfilter.node_pids(slot).values() for p in ps if not procfs.gone(p)]
+    if running or (lock is not None and lock.get("dir") != o["dir"]):
         return                                         # something else runs in the slot: leave it be
+    # (a killed node that init has not reaped yet is still listed in its group: it runs no more)
     try:
         netfilter.heal(slot)
     except netfilter.NetfilterUnavailable:

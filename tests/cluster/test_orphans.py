@@ -42,6 +42,11 @@ def test_an_owner_record_is_alive_only_while_that_very_process_runs():
     assert not orphans.owner_alive({"pid": p.pid, "start": None})
 
 
+def _ended(pid: int, started: dict[int, int | None]) -> bool:
+    """The process that had this pid has exited: gone, or the pid now names a newer process (a full
+    CI run wraps this machine's pid_max of 32768, and another worker's node may get the pid)."""
+    return procfs.gone(pid) or procfs.start_time(pid) != started[pid]
+
 @pytest.mark.integration
 def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next_up_and_a_standing_one_is_not(eoslab_home):
     from cluster.local import LocalRuntime
@@ -57,9 +62,10 @@ def test_a_cluster_whose_owner_was_killed_is_stopped_by_the_next_up_and_a_standi
         assert "standing" not in found
         assert sorted(found["orphan-of-a-killed-run"]["live_nodes"]) == sorted(pids)
         assert all(not procfs.gone(p) for p in pids.values())   # nothing stops them on its own
+        orphan_started = {p: procfs.start_time(p) for p in pids.values()}
         rt = LocalRuntime("next", home=eoslab_home, brokers=1, controllers=1, txn_coordinators=0)
         rt.up()
-        h.wait_for(lambda: all(procfs.gone(p) for p in pids.values()), 30, "the orphan's nodes gone")
+        h.wait_for(lambda: all(_ended(p, orphan_started) for p in pids.values()), 30, "the orphan's nodes gone")
         assert not os.path.exists(os.path.join(eoslab_home, "clusters", "orphan-of-a-killed-run"))
         assert "orphan-of-a-killed-run" not in {o["name"] for o in orphans.find()}
         assert all(not procfs.gone(p) for p in standing_pids.values())
@@ -90,14 +96,16 @@ def test_a_cluster_whose_directory_was_removed_under_it_is_found_by_its_slot_and
         owner.wait()
         subprocess.run(["rm", "-rf", cluster_dir], check=True)     # state.json goes with it
         assert all(not procfs.gone(p) for p in pids.values())    # the nodes run on, nobody knows them
+        started = {p: procfs.start_time(p) for p in pids.values()}   # a pid is reused (pid_max 32768 wraps)
         lost = [o for o in orphans.find() if o.get("lost") and o["slot"] == slot]
         assert len(lost) == 1 and lost[0]["dir"] == os.path.realpath(cluster_dir)
         assert set(lost[0]["live_nodes"]) <= set(pids) and lost[0]["live_nodes"]
         assert orphans.reap(log=open(os.devnull, "w")).count("lost-home") == 1
-        h.wait_for(lambda: all(procfs.gone(p) for p in pids.values()), 30, "the lost cluster's nodes gone")
+        h.wait_for(lambda: all(_ended(p, started) for p in pids.values()), 30, "the lost cluster's nodes gone")
         # the freed slot may already hold the next cluster of another pytest worker: nothing of this one is left
         left = netfilter.slot_cgroups().get(slot, {})
-        assert not {p for ps in left.values() for p in ps} & set(pids.values())
+        ours = {p for ps in left.values() for p in ps if p in started and not _ended(p, started)}
+        assert not ours                              # an exited node not yet reaped by init may still be listed
         lock = slots.lock_record(slot)
         assert lock is None or lock.get("dir") != os.path.realpath(cluster_dir)
         assert not [o for o in orphans.find() if o.get("slot") == slot and o["dir"] == os.path.realpath(cluster_dir)]

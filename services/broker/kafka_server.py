@@ -10,6 +10,7 @@ the producer id manager, and its own retry pauses and timestamps read it too.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
@@ -28,6 +29,7 @@ from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import rpc
 from services.broker.authorizer import AclAuthorizer
+from services.broker.dynamic_config import DynamicBrokerConfig
 from services.broker.group_configs import GroupConfigs
 from services.common import zk_paths
 from services.common.zk_client import zk_client
@@ -86,6 +88,9 @@ class KafkaServer:
                                           **(group_config_bounds or {"session_bounds": (1, 2 ** 31 - 1),
                                                                      "heartbeat_bounds": (1, 2 ** 31 - 1)}))
         cg.group_config = self.group_configs.of
+        # dynamic broker configs (AlterConfigs on this broker or the cluster default), applied to the log defaults
+        self._static_log_config = dataclasses.replace(log_config)
+        self.dynamic_config = DynamicBrokerConfig(self.zk, broker_id, self._apply_dynamic_config)
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False
@@ -106,6 +111,7 @@ class KafkaServer:
         if self.authorizer is not None:      # as Kafka's broker: the ACLs are loaded before a client is served
             self.authorizer.start()
         self.group_configs.start()
+        self.dynamic_config.start()
         if self.kafka_listen:
             from services.kafka_protocol.broker_apis import BrokerApis
             from services.kafka_protocol.listener import KafkaListener
@@ -115,6 +121,27 @@ class KafkaServer:
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller)
         self.zk.DataWatch(zk_paths.TXN_COORDINATOR_ASSIGNMENT, self._on_txn_assignment)
         self._register()
+
+    # Kafka's DynamicLogConfig and DynamicProducerStateManagerConfig, for the settings the lab's log models
+    DYNAMIC_LOG_SETTINGS = {"message.max.bytes": ("max_message_bytes", int), "log.segment.bytes": ("segment_bytes", int),
+                            "min.insync.replicas": ("min_insync_replicas", int),
+                            "log.flush.interval.messages": ("flush_messages", int),
+                            "log.flush.interval.ms": ("flush_ms", int),
+                            "transaction.partition.verification.enable":
+                                ("transaction_verification", lambda v: v.strip().lower() == "true"),
+                            "producer.id.expiration.ms": ("producer_id_expiration_ms", int)}
+
+    def _apply_dynamic_config(self, overrides: dict[str, str]) -> None:
+        """The log defaults are the static ones with the dynamic values in force; every partition here
+        takes them at once, under its topic's own configs (Kafka's DynamicLogConfig.reconfigure)."""
+        defaults = self.replica_manager.defaults
+        for name, (field_name, parse) in self.DYNAMIC_LOG_SETTINGS.items():
+            value = parse(overrides[name]) if name in overrides else getattr(self._static_log_config, field_name)
+            setattr(defaults, field_name, value)
+        defaults.default_compacted = "compact" in (overrides.get("log.cleanup.policy") or "delete").split(",")
+        with self.replica_manager.lock:
+            topics = {t for t, _ in self.replica_manager.partitions}
+        self.replica_manager.update_topic_configs(topics)
 
     def _on_zk_state(self, state) -> None:
         if state == KazooState.CONNECTED and self.broker_epoch != -1 and not self._stopping:

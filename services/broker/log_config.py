@@ -40,6 +40,7 @@ class LogConfig:
     flush_scheduler_interval_ms: int = FLUSH_NEVER  # log.flush.scheduler.interval.ms: how often flush.ms is checked
     recovery_point_checkpoint_interval_ms: int = 60000   # log.flush.offset.checkpoint.interval.ms
     compacted: bool = False                        # cleanup.policy has compact: records need keys
+    default_compacted: bool = False                # the broker's log.cleanup.policy (dynamic) has compact
     extra: dict = field(default_factory=dict)
 
     def apply_topic_configs(self, tc: dict) -> "LogConfig":
@@ -48,5 +49,5 @@ class LogConfig:
             self.flush_messages = int(tc["flush.messages"])
         if "flush.ms" in tc:
             self.flush_ms = int(tc["flush.ms"])
-        self.compacted = topic_configs.is_compacted(tc)
+        self.compacted = topic_configs.is_compacted(tc) if "cleanup.policy" in tc else self.default_compacted
         return self

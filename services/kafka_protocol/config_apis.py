@@ -7,11 +7,12 @@ Guarantees: DescribeConfigs of a topic lists every topic config of Kafka's table
 (STATIC_BROKER_CONFIG, under the broker setting's name as synonym), else Kafka's default
 (DEFAULT_CONFIG); with include_synonyms, that chain. An unknown topic is UNKNOWN_TOPIC_OR_PARTITION, an
 illegal name INVALID_TOPIC_EXCEPTION. Of a broker: this broker's own id lists its settings that have a
-Kafka name (read-only, as static broker configs are); "" lists the cluster's dynamic defaults, of
-which the lab has none; another broker's id is INVALID_REQUEST, as Kafka answers. AlterConfigs and
+Kafka name (read-only but for Kafka's dynamic ones) and its dynamic configs in force ahead of them
+(DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG); "" lists the cluster's dynamic defaults;
+another broker's id is INVALID_REQUEST, as Kafka answers. AlterConfigs and
 IncrementalAlterConfigs of topics go to the active controller (services/controller/topic_config_change.py),
-validate_only included; a broker resource is refused with INVALID_REQUEST (the lab takes no dynamic
-broker configs); duplicate keys in one resource are INVALID_REQUEST. A group's configs (4.0; an older
+validate_only included; of this broker's id or "" (the cluster default), to its dynamic configs
+(services/broker/dynamic_config.py); duplicate keys in one resource are INVALID_REQUEST. A group's configs (4.0; an older
 release answers its resource type INVALID_REQUEST) are services/broker/group_configs.py's: described
 and changed by IncrementalAlterConfigs (an empty group name INVALID_REQUEST). Every resource gets its
 own answer; one bad resource never fails the others.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from eoslab.common import acl
 from services.kafka_protocol.auth_helper import AuthHelper
+from eoslab.common import dynamic_broker_configs as dbc
 from eoslab.common import topic_configs as tc
 from eoslab.common.errors import E
 from eoslab.common.topics import validate_topic_name
@@ -27,7 +29,7 @@ from eoslab.v1 import controller_pb2
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # DescribeConfigsResponse.ConfigSource
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 3, 4, 5
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 VERSIONS = {DESCRIBE_CONFIGS: (1, 4), ALTER_CONFIGS: (0, 2), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
 GRPC_ADDRESSES = ("listen", "advertise")     # the lab's gRPC addresses: Kafka's listeners are kafka.*
@@ -146,10 +148,15 @@ class ConfigApis:
         return True
 
     def _broker(self, name: str, keys, syn: bool) -> list[dict]:
-        if not self._own_broker_id(name, empty_ok=True):
-            return []                     # dynamic cluster-wide defaults: the lab has none
+        dyn = getattr(self.s, "dynamic_config", None)
+        if not self._own_broker_id(name, empty_ok=True):      # "": the cluster's dynamic defaults
+            own = dyn.entity("") if dyn is not None else {}
+            return [_entry(n, None if n in dbc.SENSITIVE else v, DYNAMIC_DEFAULT_BROKER_CONFIG, False,
+                           [{"name": n, "value": v, "source": DYNAMIC_DEFAULT_BROKER_CONFIG}], dbc.DYNAMIC[n], syn)
+                    for n, v in sorted(own.items()) if keys is None or n in keys]
+        overrides = dyn.overrides() if dyn is not None else {}
         cfg = getattr(self.s, "config", None)
-        out = []
+        out, seen = [], set()
         for k in cfg.DEF.keys if cfg is not None else ():
             if k.kafka_name == "" or k.name in GRPC_ADDRESSES:
                 continue
@@ -159,8 +166,16 @@ class ConfigApis:
             value = getattr(cfg, k.dest)
             text = None if value is None else (str(value).lower() if isinstance(value, bool) else str(value))
             source = DEFAULT_CONFIG if value == k.default else STATIC_BROKER_CONFIG
-            out.append(_entry(kname, text, source, True, [{"name": kname, "value": text, "source": source}],
-                              _type_id(k.type), syn))
+            chain = [{"name": kname, "value": text, "source": source}]
+            if kname in overrides:                              # a dynamic value comes first
+                text, source = overrides[kname]
+                chain.insert(0, {"name": kname, "value": text, "source": source})
+            seen.add(kname)
+            out.append(_entry(kname, text, source, kname not in dbc.DYNAMIC, chain, _type_id(k.type), syn))
+        for n, (v, source) in sorted(overrides.items()):        # dynamic configs the lab has no setting for
+            if n not in seen and (keys is None or n in keys):
+                out.append(_entry(n, None if n in dbc.SENSITIVE else v, source, False,
+                                  [{"name": n, "value": v, "source": source}], dbc.DYNAMIC[n], syn))
         return out
 
     # -- AlterConfigs / IncrementalAlterConfigs -----------------------------------------------------
@@ -191,9 +206,17 @@ class ConfigApis:
                         bool(req.validate_only))
                     res.update(error_code=err, error_message=msg)
             elif r.resource_type == BROKER:
-                res.update(error_code=E.INVALID_REQUEST,
-                           error_message="Cannot update these configs dynamically: the lab's brokers take no "
-                                         f"dynamic broker configs ({', '.join(sorted(names))})")
+                try:
+                    self._own_broker_id(r.resource_name, empty_ok=True)
+                    dyn = getattr(self.s, "dynamic_config", None)
+                    if dyn is None:
+                        raise _Refused(E.INVALID_REQUEST, "this broker takes no dynamic configs")
+                    err, msg = dyn.alter(r.resource_name, [
+                        (c.name, int(getattr(c, "config_operation", 0)) if incremental else 0, c.value)
+                        for c in r.configs], incremental, bool(req.validate_only))
+                except _Refused as e:
+                    err, msg = e.code, str(e)
+                res.update(error_code=err, error_message=msg)
             elif r.resource_type != TOPIC:
                 res.update(error_code=E.INVALID_REQUEST, error_message="AlterConfigs is only supported for topics "
                            f"and brokers, but resource type is {r.resource_type}")

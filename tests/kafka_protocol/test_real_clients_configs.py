@@ -269,3 +269,68 @@ def test_a_consumer_groups_own_configs_are_set_described_and_refused_as_kafka_4_
     assert described()["consumer.session.timeout.ms"] == ("50000", ConfigSource.GROUP_CONFIG.value)   # unchanged
     assert alter(("consumer.session.timeout.ms", "", AlterConfigOpType.DELETE)) is None
     assert described()["consumer.session.timeout.ms"] == before["consumer.session.timeout.ms"]
+
+
+def test_dynamic_broker_configs_are_taken_described_and_applied_as_kafka_does(kcluster):
+    """AlterConfigs / IncrementalAlterConfigs on a broker and on the cluster default, through librdkafka:
+    Kafka's dynamic names only (the per-broker ones not at the default), described as dynamic, and a
+    dynamic message.max.bytes default applied by every partition leader at once."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import ConfigSource
+    admin = _admin(kcluster)
+    node = str(min(admin.list_topics(timeout=10).brokers))
+
+    def alter(name, entries, incremental=True):
+        if incremental:
+            res = ConfigResource(ResourceType.BROKER, name, incremental_configs=[
+                ConfigEntry(n, v, incremental_operation=op) for n, v, op in entries])
+            fut = admin.incremental_alter_configs([res])[res]
+        else:
+            res = ConfigResource(ResourceType.BROKER, name, set_config={n: v for n, v, _ in entries})
+            fut = admin.alter_configs([res])[res]
+        try:
+            fut.result(30)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    SET, APPEND = AlterConfigOpType.SET, AlterConfigOpType.APPEND
+    assert alter(node, [("sasl.kerberos.min.time.before.relogin", "58000", SET)], incremental=False) is None
+    assert alter(node, [("background.threads", "9", SET), ("log.cleanup.policy", "compact", APPEND)]) is None
+    res = ConfigResource(ResourceType.BROKER, node)
+    got = admin.describe_configs([res])[res].result(30)
+    assert (got["background.threads"].value, got["background.threads"].source) == (
+        "9", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert got["log.cleanup.policy"].value == "delete,compact"         # appended to Kafka's default
+    assert alter(node, [("num.partitions", "3", SET)]) == KafkaError.INVALID_REQUEST          # not dynamic
+    assert alter(node, [("background.threads", "many", SET)]) == KafkaError.INVALID_CONFIG
+    assert alter(node, [("log.cleanup.policy", "compact", AlterConfigOpType.DELETE)]) is None
+
+    # The cluster default (resource name ""), which neither PyPI client sends, through the brokers' own
+    # store on the cluster's ZooKeeper: every broker takes it from the change notification.
+    from kazoo.client import KazooClient
+    from eoslab.common import auth
+    from eoslab.common.errors import E
+    from services.broker.dynamic_config import DELETE, SET as SET_OP, DynamicBrokerConfig
+    zk = KazooClient(hosts=kcluster.info().zookeeper, **auth.zk_kwargs(auth.read_secret_file(kcluster.secret_path)))
+    zk.start()
+    store = DynamicBrokerConfig(zk, broker_id=-1)
+    topic = _create(admin, {})
+    boot = kcluster.info().kafka_bootstrap
+    try:
+        assert store.alter("", [("ssl.protocol", SET_OP, "TLSv1.3")], True, False)[0] == E.INVALID_REQUEST
+        assert store.alter("", [("message.max.bytes", SET_OP, "2000")], True, False) == (E.NONE, None)
+
+        def refused():
+            errors = []
+            p = Producer({"bootstrap.servers": boot, "message.max.bytes": 100000, "retries": 0})
+            p.produce(topic, b"x" * 3000, on_delivery=lambda err, msg: errors.append(err and err.code()))
+            p.flush(20)
+            return errors == [KafkaError.MSG_SIZE_TOO_LARGE]
+        h.wait_for(refused, 30, "a 3000-byte record refused under the dynamic message.max.bytes 2000")
+        got = admin.describe_configs([res])[res].result(30)
+        assert (got["message.max.bytes"].value, got["message.max.bytes"].source) == (
+            "2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    finally:
+        store.alter("", [("message.max.bytes", DELETE, None)], True, False)
+        zk.stop()

@@ -13,7 +13,8 @@ Guarantees:
 - every read-modify-write of a node is conditional on the version read (ZooKeeper's setData/delete
   with a version), retried when another broker changed the node meanwhile, so concurrent creates and
   deletes on different brokers lose nothing;
-- `bindings()` lists every stored binding (read from ZooKeeper, not cached).
+- `bindings()` lists every stored binding, `bindings_at(path)` those of one resource node (the data of
+  a change notification), both read from ZooKeeper, not cached.
 """
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ _BY_NAME = {"resource": {v: k for k, v in RESOURCE_NAMES.items()}, "op": {v: k f
 def _path(resource_type: int, name: str, pattern: int) -> str:
     root = LITERAL_ROOT if pattern == a.LITERAL else PREFIXED_ROOT
     return f"{root}/{RESOURCE_NAMES[resource_type]}/{name}"
+
+
+def acl_path(b: a.AclBinding) -> str:
+    """The node holding the binding's ACEs."""
+    return _path(b.resource_type, b.name, b.pattern_type)
 
 
 def _ace(b: a.AclBinding) -> dict:
@@ -109,6 +115,13 @@ class AclStore:
                     aces, _ = self._read(f"{root}/{kind}/{name}")
                     out += [_binding(rtype, name, pattern, ace) for ace in aces]
         return out
+
+    def bindings_at(self, path: str) -> list[a.AclBinding]:
+        for root, pattern in ((LITERAL_ROOT, a.LITERAL), (PREFIXED_ROOT, a.PREFIXED)):
+            kind, _, name = path.removeprefix(root + "/").partition("/") if path.startswith(root + "/") else ("", "", "")
+            if (rtype := _BY_NAME["resource"].get(kind)) is not None and name:
+                return [_binding(rtype, name, pattern, ace) for ace in self._read(path)[0]]
+        return []
 
     def _children(self, path: str) -> list[str]:
         try:

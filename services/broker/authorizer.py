@@ -2,14 +2,15 @@
 cached, Kafka's decision on every check (eoslab.common.acl.authorize).
 
 Guarantees:
-- the cache holds every stored binding; it is reloaded when any broker writes a change notification
-  (a child of `/kafka-acl-changes` or `/kafka-acl-extended-changes`, as Kafka's brokers watch them),
-  and at once after this broker's own create or delete, so an ACL this broker stored applies to its
-  next request;
+- the cache holds every stored binding, by resource node; it is loaded at start, a resource's
+  bindings are read again when a change notification names its node (a child of `/kafka-acl-changes`
+  or `/kafka-acl-extended-changes`, as Kafka's brokers watch them, taken in order on one listener
+  thread each: services.broker.change_notifications), and everything is read again at once after this
+  broker's own create or delete, so an ACL this broker stored applies to its next request;
 - `authorize` is allowed for `super.users` (Kafka's format "User:a;User:b"), decided from the ACLs
   otherwise, and with no ACL on the resource allowed only under `allow.everyone.if.no.acl.found`;
-- a reload that fails (ZooKeeper out of reach) keeps the last cache and is retried on the next
-  notification or write; the decision never waits on ZooKeeper.
+- a reload that fails (ZooKeeper out of reach) keeps the last cache; a notification's is retried by its
+  listener; the decision never waits on ZooKeeper.
 """
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ import threading
 from kazoo.exceptions import KazooException, ZookeeperError
 
 from eoslab.common import acl as a
-from services.broker.acl_store import LITERAL_CHANGES, PREFIXED_CHANGES, AclStore
+from services.broker.acl_store import LITERAL_CHANGES, PREFIXED_CHANGES, AclStore, acl_path
+from services.broker.change_notifications import ChangeNotificationListener
 
 log = logging.getLogger(__name__)
 ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -40,15 +42,24 @@ class AclAuthorizer:
         self.allow_if_no_acls = allow_if_no_acls
         self._acls: tuple[a.AclBinding, ...] = ()
         self._reload_lock = threading.Lock()
+        self._listeners = [ChangeNotificationListener(zk, path, self._on_notification, name=f"acl-changes{n}")
+                           for n, path in enumerate((LITERAL_CHANGES, PREFIXED_CHANGES))]
 
     def start(self) -> None:
-        for path in (LITERAL_CHANGES, PREFIXED_CHANGES):
-            self.zk.ensure_path(path)
-            self.zk.ChildrenWatch(path, self._on_change, send_event=False)
+        for listener in self._listeners:     # before the load, so no change falls between the two
+            listener.start()
         self.reload()
 
-    def _on_change(self, _children) -> None:
-        threading.Thread(target=self.reload, name="acl-reload", daemon=True).start()
+    def close(self) -> None:
+        for listener in self._listeners:
+            listener.close()
+
+    def _on_notification(self, data: bytes) -> None:
+        """One resource node changed (the notification's data is its path): its bindings, read again."""
+        path = data.decode()
+        with self._reload_lock:
+            fresh = self.store.bindings_at(path)
+            self._acls = tuple(b for b in self._acls if acl_path(b) != path) + tuple(fresh)
 
     def reload(self) -> bool:
         with self._reload_lock:

@@ -10,8 +10,10 @@ Guarantees, each Kafka's rule:
   or SUBTRACTs from list configs; validate_only writes nothing;
 - the value in force is the broker's own, else the cluster default, else the static setting:
   `overrides()` gives name -> (value, source), DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG;
-- every broker reloads both on a change notification (and at once after its own change) and calls
-  `apply(overrides)` when they changed.
+- every broker loads both at start, reads them again when a change notification names its own id or
+  the default (`changed`, called by the broker's one `/config/changes` listener:
+  services.broker.change_notifications) and at once after its own change, and calls `apply(overrides)`
+  when they changed.
 """
 from __future__ import annotations
 
@@ -20,14 +22,14 @@ import threading
 
 from kazoo.exceptions import KazooException, ZookeeperError
 
+from eoslab.common import config_ops
 from eoslab.common import dynamic_broker_configs as d
 from eoslab.common.errors import E
 from services.broker import entity_configs
 
 log = logging.getLogger(__name__)
 DEFAULT_ENTITY = "<default>"
-DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = config_ops.DYNAMIC_BROKER_CONFIG, config_ops.DYNAMIC_DEFAULT_BROKER_CONFIG
 
 
 class DynamicBrokerConfig:
@@ -36,26 +38,28 @@ class DynamicBrokerConfig:
         self._overrides: dict[str, tuple[str, int]] = {}
         self._lock = threading.Lock()
 
-    def start(self) -> None:
-        self.zk.ensure_path(entity_configs.CHANGES)
-        self.zk.ChildrenWatch(entity_configs.CHANGES, lambda _c: threading.Thread(
-            target=self.reload, name="dynamic-config-reload", daemon=True).start(), send_event=False)
-        self.reload()
+    def load(self) -> None:
+        """Read both entities again (at start); a ZooKeeper error keeps the last."""
+        try:
+            self.reload()
+        except (KazooException, ZookeeperError) as e:
+            log.warning("dynamic broker configs not loaded (%s): keeping the last", e)
+
+    def changed(self, name: str) -> None:
+        """A change notification named broker entity `name`; other brokers' own configs are not ours."""
+        if name in (DEFAULT_ENTITY, str(self.broker_id)):
+            self.reload()
 
     def reload(self) -> None:
         with self._lock:
-            try:
-                default, _ = entity_configs.read(self.zk, "brokers", DEFAULT_ENTITY)
-                own, _ = entity_configs.read(self.zk, "brokers", str(self.broker_id))
-            except (KazooException, ZookeeperError) as e:
-                log.warning("dynamic broker configs not reloaded (%s): keeping the last", e)
-                return
+            default, _ = entity_configs.read(self.zk, "brokers", DEFAULT_ENTITY)
+            own, _ = entity_configs.read(self.zk, "brokers", str(self.broker_id))
             fresh = {n: (v, DYNAMIC_DEFAULT_BROKER_CONFIG) for n, v in default.items() if n in d.DYNAMIC}
             fresh.update({n: (v, DYNAMIC_BROKER_CONFIG) for n, v in own.items() if n in d.DYNAMIC})
-            changed = fresh != self._overrides
-            self._overrides = fresh
-        if changed:
-            self.apply({n: v for n, (v, _) in fresh.items()})
+            if fresh != self._overrides:
+                self._overrides = fresh
+                # under the lock: two reloads (a request's and the listener's) apply in the order they read
+                self.apply({n: v for n, (v, _) in fresh.items()})
 
     def overrides(self) -> dict[str, tuple[str, int]]:
         return dict(self._overrides)
@@ -76,26 +80,10 @@ class DynamicBrokerConfig:
                                        f"specified: Set({', '.join(per)})")
         while True:
             current, version = entity_configs.read(self.zk, "brokers", entity)
-            new = dict(current) if incremental else {}
-            for n, op, value in ops:
-                if op == DELETE:
-                    new.pop(n, None)
-                    continue
-                if op in (APPEND, SUBTRACT):
-                    if d.DYNAMIC[n] != d.LIST:
-                        return E.INVALID_CONFIG, (f"Config value append is not allowed for config key {n} since "
-                                                  "the config type is not a list")
-                    # ConfigAdminManager.prepareIncrementalConfigs: a list not set here starts from its default
-                    start = new[n] if n in new else (str(d.LOG_DEFAULTS[n].default) if n in d.LOG_DEFAULTS else "")
-                    items = [x.strip() for x in start.split(",") if x.strip()]
-                    given = [x.strip() for x in (value or "").split(",") if x.strip()]
-                    items = items + [x for x in given if x not in items] if op == APPEND else \
-                        [x for x in items if x not in given]
-                    new[n] = ",".join(items)
-                    continue
-                if value is None:
-                    return E.INVALID_CONFIG, f"Invalid value null for configuration {n}"
-                new[n] = value
+            try:
+                new = config_ops.apply_ops(current, ops, not incremental, _list_default)
+            except config_ops.ConfigOpRefused as e:
+                return e.code, str(e)
             for n, v in new.items():
                 if (why := d.check(n, v)) is not None:
                     return E.INVALID_CONFIG, why
@@ -104,3 +92,10 @@ class DynamicBrokerConfig:
             if entity_configs.write(self.zk, "brokers", entity, new, version):
                 self.reload()
                 return E.NONE, None                        # else changed under us: read again
+
+
+def _list_default(name: str) -> str | None:
+    """A list config's default (ConfigAdminManager: a list not set here starts from it); None: not a list."""
+    if d.DYNAMIC.get(name) != d.LIST:
+        return None
+    return str(d.LOG_DEFAULTS[name].default) if name in d.LOG_DEFAULTS else ""

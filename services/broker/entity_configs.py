@@ -5,7 +5,9 @@ naming `<type>/<sanitized name>` after each change (the notification brokers wat
 Guarantees: `read` returns the entity's configs and the node's version (None: no node); `write` is
 conditional on that version (a create when there was no node) and answers False, writing nothing,
 when another writer changed the node first, so a caller that reads again and retries loses no
-concurrent change; `sanitize` is Kafka's Sanitizer.sanitize.
+concurrent change; `sanitize` is Kafka's Sanitizer.sanitize, applied where Kafka's AdminZkClient
+applies it (users, clients, and the lab's groups), not to broker ids and `<default>` or topic names,
+which Kafka writes as they are.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import json
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 CONFIG_ROOT, CHANGES = "/config", "/config/changes"
+UNSANITIZED = frozenset({"brokers", "topics"})
 
 
 def sanitize(name: str) -> str:
@@ -27,8 +30,12 @@ def desanitize(node: str) -> str:
     return unquote(node)
 
 
+def node_name(entity_type: str, name: str) -> str:
+    return name if entity_type in UNSANITIZED else sanitize(name)
+
+
 def path(entity_type: str, name: str) -> str:
-    return f"{CONFIG_ROOT}/{entity_type}/{sanitize(name)}"
+    return f"{CONFIG_ROOT}/{entity_type}/{node_name(entity_type, name)}"
 
 
 def read(zk, entity_type: str, name: str) -> tuple[dict, int | None]:
@@ -41,7 +48,8 @@ def read(zk, entity_type: str, name: str) -> tuple[dict, int | None]:
 
 def names(zk, entity_type: str) -> list[str]:
     try:
-        return [desanitize(n) for n in zk.get_children(f"{CONFIG_ROOT}/{entity_type}")]
+        children = zk.get_children(f"{CONFIG_ROOT}/{entity_type}")
+        return children if entity_type in UNSANITIZED else [desanitize(n) for n in children]
     except NoNodeError:
         return []
 
@@ -55,6 +63,6 @@ def write(zk, entity_type: str, name: str, config: dict, version: int | None) ->
             zk.set(path(entity_type, name), data, version=version)
     except (BadVersionError, NodeExistsError, NoNodeError):
         return False
-    note = json.dumps({"version": 2, "entity_path": f"{entity_type}/{sanitize(name)}"}).encode()
+    note = json.dumps({"version": 2, "entity_path": f"{entity_type}/{node_name(entity_type, name)}"}).encode()
     zk.create(f"{CHANGES}/config_change_", note, sequence=True, makepath=True)
     return True

@@ -15,8 +15,10 @@ Guarantees, each Kafka's rule (GroupConfig, ConfigHelper):
 - layout (the lab's; Kafka 4.0 keeps them as KRaft config records): the group's entity configs
   (services.broker.entity_configs: `/config/groups/<group>`, written conditionally on the version
   read, so concurrent changes on two brokers lose nothing, with a change notification);
-- every broker caches them and reloads on a change notification, so the group's coordinator applies a
-  new session timeout at the member's next heartbeat and tells it the new heartbeat interval there.
+- every broker caches them (`load` at start) and reads a group's again when a change notification
+  names it (`changed`, called by the broker's one `/config/changes` listener:
+  services.broker.change_notifications), so the group's coordinator applies a new session timeout at
+  the member's next heartbeat and tells it the new heartbeat interval there.
 """
 from __future__ import annotations
 
@@ -25,16 +27,15 @@ import threading
 
 from kazoo.exceptions import KazooException, ZookeeperError
 
+from eoslab.common import config_ops
 from eoslab.common.errors import E
 from services.broker import entity_configs
 
 log = logging.getLogger(__name__)
-CHANGES = entity_configs.CHANGES
 SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"
 NAMES = (HEARTBEAT, SESSION)
-SET, DELETE = 0, 1
 INT = 3                        # DescribeConfigs' config type
-GROUP_CONFIG, DEFAULT_CONFIG = 8, 5
+GROUP_CONFIG, DEFAULT_CONFIG = config_ops.GROUP_CONFIG, config_ops.DEFAULT_CONFIG
 
 
 class GroupConfigs:
@@ -46,23 +47,26 @@ class GroupConfigs:
         self._cache: dict[str, dict[str, int]] = {}
         self._reload_lock = threading.Lock()
 
-    def start(self) -> None:
-        self.zk.ensure_path(CHANGES)
-        self.zk.ChildrenWatch(CHANGES, lambda _children: threading.Thread(
-            target=self.reload, name="group-config-reload", daemon=True).start(), send_event=False)
-        self.reload()
-
-    def reload(self) -> None:
+    def load(self) -> None:
+        """Every group's configs, read again (at start)."""
         with self._reload_lock:
             try:
-                fresh = {}
-                for group_id in entity_configs.names(self.zk, "groups"):
-                    config, _ = self._read(group_id)
-                    if config:
-                        fresh[group_id] = {k: int(v) for k, v in config.items() if k in NAMES}
-                self._cache = fresh
+                self._cache = {group_id: own for group_id in entity_configs.names(self.zk, "groups")
+                               if (own := _ints(self._read(group_id)[0]))}
             except (KazooException, ZookeeperError) as e:
-                log.warning("group configs not reloaded from ZooKeeper (%s): keeping the cached", e)
+                log.warning("group configs not loaded from ZooKeeper (%s): keeping the cached", e)
+
+    def changed(self, group_id: str) -> None:
+        """A change notification named the group: its configs, read again (a ZooKeeper error propagates,
+        so the notification is retried)."""
+        with self._reload_lock:
+            own = _ints(self._read(group_id)[0])
+            cache = dict(self._cache)
+            if own:
+                cache[group_id] = own
+            else:
+                cache.pop(group_id, None)
+            self._cache = cache
 
     def of(self, group_id: str) -> dict[str, int]:
         """The group's own configs (cached)."""
@@ -89,22 +93,17 @@ class GroupConfigs:
         """ops: (name, operation, value). (error, message)."""
         while True:
             config, version = self._read(group_id)
-            new = dict(config)
-            for name, op, value in ops:
-                if op == SET:
-                    new[name] = value
-                elif op == DELETE:
-                    new.pop(name, None)
-                else:
-                    return E.INVALID_CONFIG, (f"Config value append is not allowed for config key {name} since the "
-                                              "config type is not a list")
+            try:
+                new = config_ops.apply_ops(config, ops, False, lambda _name: None)     # no list configs
+            except config_ops.ConfigOpRefused as e:
+                return e.code, str(e)
             why = self._invalid(new)
             if why:
                 return E.INVALID_CONFIG, why
             if validate_only or new == config:
                 return E.NONE, None
             if entity_configs.write(self.zk, "groups", group_id, new, version):
-                self.reload()
+                self.changed(group_id)
                 return E.NONE, None                        # else changed under us: read again
 
     def _invalid(self, config: dict) -> str | None:
@@ -129,3 +128,7 @@ class GroupConfigs:
 
     def _read(self, group_id: str) -> tuple[dict, int | None]:
         return entity_configs.read(self.zk, "groups", group_id)
+
+
+def _ints(config: dict) -> dict[str, int]:
+    return {k: int(v) for k, v in config.items() if k in NAMES}

@@ -29,6 +29,8 @@ from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import rpc
 from services.broker.authorizer import AclAuthorizer
+from services.broker import entity_configs
+from services.broker.change_notifications import ChangeNotificationListener, config_change_handler
 from services.broker.dynamic_config import DynamicBrokerConfig
 from services.broker.group_configs import GroupConfigs
 from services.common import zk_paths
@@ -91,6 +93,10 @@ class KafkaServer:
         # dynamic broker configs (AlterConfigs on this broker or the cluster default), applied to the log defaults
         self._static_log_config = dataclasses.replace(log_config)
         self.dynamic_config = DynamicBrokerConfig(self.zk, broker_id, self._apply_dynamic_config)
+        self.config_changes = ChangeNotificationListener(
+            self.zk, entity_configs.CHANGES, config_change_handler({"groups": self.group_configs.changed,
+                                                                   "brokers": self.dynamic_config.changed}),
+            name=f"broker-{broker_id}-config-changes", time=time)
         self.txn_assignment: dict[int, dict] = {}   # __transaction_state partition -> owner (from ZooKeeper)
         self.channels = rpc.ChannelCache()
         self._creating_offsets_topic = False
@@ -110,8 +116,10 @@ class KafkaServer:
         zk_paths.connect(self.zk, (zk_paths.BROKER_IDS,))
         if self.authorizer is not None:      # as Kafka's broker: the ACLs are loaded before a client is served
             self.authorizer.start()
-        self.group_configs.start()
-        self.dynamic_config.start()
+        # one listener for /config/changes (Kafka's ZkConfigManager), started before the loads it covers
+        self.config_changes.start()
+        self.group_configs.load()
+        self.dynamic_config.load()
         if self.kafka_listen:
             from services.kafka_protocol.broker_apis import BrokerApis
             from services.kafka_protocol.listener import KafkaListener
@@ -301,6 +309,9 @@ class KafkaServer:
 
     def stop(self) -> None:
         self._stopping = True
+        self.config_changes.close()
+        if self.authorizer is not None:
+            self.authorizer.close()
         try:
             self.zk.stop()
             self.zk.close()

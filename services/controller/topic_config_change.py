@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 
+from eoslab.common import config_ops
 from eoslab.common import topic_configs as tc
 from eoslab.common.errors import E
 from eoslab.v1 import controller_pb2
@@ -23,7 +24,6 @@ from services.common import zk_paths
 from services.controller.context import check_fenced
 
 log = logging.getLogger(__name__)
-Op = controller_pb2.ConfigOp
 
 
 class ConfigRefused(Exception):
@@ -34,31 +34,22 @@ class ConfigRefused(Exception):
 
 def apply_ops(current: dict[str, str], change: controller_pb2.TopicConfigChange) -> dict[str, str]:
     """The topic's configs after `change`, validated; raises ConfigRefused."""
-    new = {} if change.replace else dict(current)
     for o in change.ops:
-        key = tc.TOPIC_CONFIGS.get(o.name)
-        if key is None:
+        if o.name not in tc.TOPIC_CONFIGS:
             raise ConfigRefused(E.INVALID_CONFIG, f"Unknown topic config name: {o.name}")
-        if o.op != Op.DELETE and not o.has_value:
-            raise ConfigRefused(E.INVALID_REQUEST, f"Null value not supported for : {o.name}")
-        if o.op == Op.SET:
-            new[o.name] = o.value
-        elif o.op == Op.DELETE:
-            new.pop(o.name, None)
-        elif o.op in (Op.APPEND, Op.SUBTRACT):
-            if key.type != tc.LIST:
-                verb = "append" if o.op == Op.APPEND else "subtract"
-                raise ConfigRefused(E.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {o.name}")
-            have = key.parse(new.get(o.name, key.default))
-            items = key.parse(o.value)
-            have = have + [x for x in items if x not in have] if o.op == Op.APPEND else \
-                [x for x in have if x not in items]
-            new[o.name] = ",".join(have)
-        else:
-            raise ConfigRefused(E.INVALID_REQUEST, f"unknown config operation {o.op} for {o.name}")
+    try:
+        new = config_ops.apply_ops(current, [(o.name, o.op, o.value if o.has_value else None) for o in change.ops],
+                                   change.replace, _list_default)
+    except config_ops.ConfigOpRefused as e:
+        raise ConfigRefused(e.code, str(e)) from None
     if (why := tc.validate(new)) is not None:
         raise ConfigRefused(E.INVALID_CONFIG, why)
     return new
+
+
+def _list_default(name: str) -> str | None:
+    key = tc.TOPIC_CONFIGS[name]
+    return key.default if key.type == tc.LIST else None
 
 
 def alter_topic_configs(c, change: controller_pb2.TopicConfigChange,

@@ -42,11 +42,6 @@ NO_AUTHORIZER = "No Authorizer is configured."
 RESOURCE_TYPES = {"topic": a.TOPIC, "group": a.GROUP, "cluster": a.CLUSTER, "transactional_id": a.TRANSACTIONAL_ID}
 
 
-def allowed(authorizer, operation: int, resource_type: int, name: str) -> bool:
-    """The request's principal may do `operation` on the resource (always, with no authorizer)."""
-    return AuthHelper(authorizer).authorize(operation, resource_type, name)
-
-
 def authorized_operations(resource_type: str, requested: bool = True, release: str | None = None,
                           authorizer=None, name: str = a.CLUSTER_NAME) -> int:
     """`release`: the --kafka-version (a group's DESCRIBE_CONFIGS and ALTER_CONFIGS came with 4.0)."""
@@ -56,7 +51,8 @@ def authorized_operations(resource_type: str, requested: bool = True, release: s
     if resource_type == "group" and not kafka_version.get(release).group_config_operations:
         ops = tuple(op for op in ops if op not in (10, 11))
     code = RESOURCE_TYPES[resource_type]
-    return sum(1 << op for op in ops if allowed(authorizer, op, code, name))
+    auth = AuthHelper(authorizer)
+    return sum(1 << op for op in ops if auth.authorize(op, code, name))
 
 
 def _known(flt) -> bool:
@@ -79,7 +75,7 @@ class AclApis:
         return getattr(self.apis, "authorizer", None)
 
     def _cluster(self, operation: int) -> bool:
-        return allowed(self.authorizer, operation, a.CLUSTER, a.CLUSTER_NAME)
+        return self.apis.auth.authorize_cluster(operation)
 
     def describe_acls(self, header, req) -> dict:
         auth = self.authorizer

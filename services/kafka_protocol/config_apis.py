@@ -27,9 +27,9 @@ from eoslab.common.errors import E
 from eoslab.common.topics import validate_topic_name
 from eoslab.v1 import controller_pb2
 
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
-# DescribeConfigsResponse.ConfigSource
-TOPIC_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 3, 4, 5
+from eoslab.common.config_ops import (BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, GROUP,
+                                     STATIC_BROKER_CONFIG, TOPIC, TOPIC_CONFIG)
+
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 VERSIONS = {DESCRIBE_CONFIGS: (1, 4), ALTER_CONFIGS: (0, 2), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
 GRPC_ADDRESSES = ("listen", "advertise")     # the lab's gRPC addresses: Kafka's listeners are kafka.*

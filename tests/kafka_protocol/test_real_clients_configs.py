@@ -311,7 +311,8 @@ def test_dynamic_broker_configs_are_taken_described_and_applied_as_kafka_does(kc
     from kazoo.client import KazooClient
     from eoslab.common import auth
     from eoslab.common.errors import E
-    from services.broker.dynamic_config import DELETE, SET as SET_OP, DynamicBrokerConfig
+    from eoslab.common.config_ops import DELETE, SET as SET_OP
+    from services.broker.dynamic_config import DynamicBrokerConfig
     zk = KazooClient(hosts=kcluster.info().zookeeper, **auth.zk_kwargs(auth.read_secret_file(kcluster.secret_path)))
     zk.start()
     store = DynamicBrokerConfig(zk, broker_id=-1)

@@ -5,7 +5,7 @@ Guarantees:
 - the cache holds every stored binding, by resource node; it is loaded at start, a resource's
   bindings are read again when a change notification names its node (a child of `/kafka-acl-changes`
   or `/kafka-acl-extended-changes`, as Kafka's brokers watch them, taken in order on one listener
-  thread each: services.broker.change_notifications), and everything is read again at once after this
+  thread each: services.common.change_notifications), and everything is read again at once after this
   broker's own create or delete, so an ACL this broker stored applies to its next request;
 - `authorize` is allowed for `super.users` (Kafka's format "User:a;User:b"), decided from the ACLs
   otherwise, and with no ACL on the resource allowed only under `allow.everyone.if.no.acl.found`;
@@ -21,7 +21,7 @@ from kazoo.exceptions import KazooException, ZookeeperError
 
 from eoslab.common import acl as a
 from services.broker.acl_store import LITERAL_CHANGES, PREFIXED_CHANGES, AclStore, acl_path
-from services.broker.change_notifications import ChangeNotificationListener
+from services.common.change_notifications import ChangeNotificationListener
 
 log = logging.getLogger(__name__)
 ZK_ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"

@@ -12,7 +12,7 @@ Guarantees, each Kafka's rule:
   `overrides()` gives name -> (value, source), DYNAMIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG;
 - every broker loads both at start, reads them again when a change notification names its own id or
   the default (`changed`, called by the broker's one `/config/changes` listener:
-  services.broker.change_notifications) and at once after its own change, and calls `apply(overrides)`
+  services.common.change_notifications) and at once after its own change, and calls `apply(overrides)`
   when they changed.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kazoo.exceptions import KazooException, ZookeeperError
 from eoslab.common import config_ops
 from eoslab.common import dynamic_broker_configs as d
 from eoslab.common.errors import E
-from services.broker import entity_configs
+from services.common import entity_configs
 
 log = logging.getLogger(__name__)
 DEFAULT_ENTITY = "<default>"

@@ -13,11 +13,11 @@ Guarantees, each Kafka's rule (GroupConfig, ConfigHelper):
   group.consumer.min/max.heartbeat.interval.ms, or a session timeout not above the heartbeat interval
   is INVALID_CONFIG and changes nothing; validate_only changes nothing either;
 - layout (the lab's; Kafka 4.0 keeps them as KRaft config records): the group's entity configs
-  (services.broker.entity_configs: `/config/groups/<group>`, written conditionally on the version
+  (services.common.entity_configs: `/config/groups/<group>`, written conditionally on the version
   read, so concurrent changes on two brokers lose nothing, with a change notification);
 - every broker caches them (`load` at start) and reads a group's again when a change notification
   names it (`changed`, called by the broker's one `/config/changes` listener:
-  services.broker.change_notifications), so the group's coordinator applies a new session timeout at
+  services.common.change_notifications), so the group's coordinator applies a new session timeout at
   the member's next heartbeat and tells it the new heartbeat interval there.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from kazoo.exceptions import KazooException, ZookeeperError
 
 from eoslab.common import config_ops
 from eoslab.common.errors import E
-from services.broker import entity_configs
+from services.common import entity_configs
 
 log = logging.getLogger(__name__)
 SESSION, HEARTBEAT = "consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"

@@ -29,8 +29,8 @@ from services.broker.replica_manager import ReplicaManager
 from services.common import internal_topics as it
 from eoslab.common import rpc
 from services.broker.authorizer import AclAuthorizer
-from services.broker import entity_configs
-from services.broker.change_notifications import ChangeNotificationListener, config_change_handler
+from services.common import entity_configs
+from services.common.change_notifications import ChangeNotificationListener, config_change_handler
 from services.broker.dynamic_config import DynamicBrokerConfig
 from services.broker.group_configs import GroupConfigs
 from services.common import zk_paths

@@ -2,7 +2,7 @@
 (ZkAdminManager's DescribeUserScramCredentials and AlterUserScramCredentials).
 
 Guarantees, each ZkAdminManager's rule:
-- layout: the user's entity configs (services.broker.entity_configs: `/config/users/<sanitized user>`,
+- layout: the user's entity configs (services.common.entity_configs: `/config/users/<sanitized user>`,
   with a change notification) hold `"SCRAM-SHA-256": "salt=..,stored_key=..,server_key=..,iterations=N"`
   (base64 fields, ScramCredentialUtils' format), one entry per mechanism;
 - an upsertion stores the salt, the iterations and the keys derived from the salted password the
@@ -26,7 +26,7 @@ import hashlib
 import hmac
 
 from eoslab.common.errors import E
-from services.broker import entity_configs
+from services.common import entity_configs
 
 MECHANISMS = {1: ("SCRAM-SHA-256", hashlib.sha256), 2: ("SCRAM-SHA-512", hashlib.sha512)}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384

@@ -73,19 +73,30 @@ class ControllerContext:
     topic_ids: dict[str, str] = field(default_factory=dict)     # Kafka's Uuid strings
     # broker -> partitions of deleted topics it still has to stop and delete (StopReplica)
     deleting: dict[int, set[tuple[str, int]]] = field(default_factory=dict)
+    # the brokers' dynamic cluster default (/config/brokers/<default>): log defaults under the topics' own
+    # configs, as a ZooKeeper-mode controller reads them from its broker's reconfigured KafkaConfig; not
+    # cleared on resignation (it is not the controller's state but the cluster's config)
+    cluster_defaults: dict[str, str] = field(default_factory=dict)
 
     def replicas(self, topic: str, partition: int) -> list[int]:
         return self.assignments.get(topic, {}).get(partition, [])
 
     def unclean_allowed(self, topic: str) -> bool:
-        return self.configs.get(topic, {}).get("unclean.leader.election.enable", "false").lower() == "true"
+        """The topic's unclean.leader.election.enable, else the cluster's dynamic default, else false."""
+        own = self.configs.get(topic, {}).get("unclean.leader.election.enable")
+        value = own if own is not None else self.cluster_defaults.get("unclean.leader.election.enable", "false")
+        return value.strip().lower() == "true"
 
     def min_isr(self, topic: str, default: int) -> int:
-        """The topic's min.insync.replicas, else the cluster's."""
-        try:
-            return int(self.configs.get(topic, {}).get("min.insync.replicas", default))
-        except ValueError:
-            return default
+        """The topic's min.insync.replicas, else the cluster's dynamic default, else `default` (static)."""
+        for value in (self.configs.get(topic, {}).get("min.insync.replicas"),
+                      self.cluster_defaults.get("min.insync.replicas")):
+            if value is not None:
+                try:
+                    return int(value)
+                except ValueError:
+                    continue
+        return default
 
     def clear(self) -> None:
         self.brokers.clear()

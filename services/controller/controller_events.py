@@ -52,6 +52,13 @@ class CoordinatorChange(ControllerEvent):
 
 
 @dataclass(frozen=True)
+class ClusterDefaultsChange(ControllerEvent):
+    """The brokers' dynamic cluster default changed (Kafka: DynamicLogConfig.reconfigure on the controller's
+    broker, which raises UncleanLeaderElectionEnable when unclean.leader.election.enable turns true)."""
+    config: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class Call(ControllerEvent):
     """Run `fn` on the event thread and hand its result or exception to `future` (an RPC handler's work)."""
     fn: Callable[[], Any]

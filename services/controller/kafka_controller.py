@@ -15,6 +15,10 @@ Guarantees:
 - a topic request (create, delete, grow, configs) is answered, never raised: NOT_CONTROLLER for each
   item at a controller that is not active, REQUEST_TIMED_OUT for each item when the event thread did
   not get to it within `request_timeout_s`, as Kafka's controller answers a request that timed out;
+- the brokers' dynamic cluster default (`/config/brokers/<default>`) is loaded at start and followed
+  through `/config/changes`: its `unclean.leader.election.enable` and `min.insync.replicas` apply to
+  every topic without its own value, and turning unclean election on elects the offline partitions at
+  once (Kafka's UncleanLeaderElectionEnable);
 - time is the injected `Time` (`self.time`, handed to the channel manager
   too): the /controller znode's timestamp is its wall clock, the retry of a
   failed event waits on it and ends at once on `stop()`.
@@ -32,8 +36,10 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from eoslab.v1 import broker_pb2, common_pb2, controller_pb2
 from eoslab.common.topics import new_topic_id
 from eoslab.common.time import SYSTEM, Time
-from services.common import zk_paths
+from services.common import entity_configs, zk_paths
+from services.common.change_notifications import ChangeNotificationListener, config_change_handler
 from services.common.zk_client import zk_client
+from services.controller import cluster_defaults
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
 from services.controller.partition_state_machine import PartitionStateMachine
@@ -75,6 +81,9 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
         self.channels = ControllerChannelManager(self._build_requests, self._on_stale_epoch, time=time,
                                                  on_replicas_stopped=lambda b, parts: replicas_stopped(self, b, parts))
         self.events: queue.Queue = queue.Queue()
+        self.config_changes = ChangeNotificationListener(
+            self.zk, entity_configs.CHANGES, config_change_handler({"brokers": lambda name: cluster_defaults.broker_config_changed(self, name)}),
+            name=f"controller-{controller_id}-config-changes", time=time)
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._event_loop, name="controller-events", daemon=True)
 
@@ -85,6 +94,8 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
                                    zk_paths.CONTROLLERS, zk_paths.TXN_COORDINATORS,
                                    zk_paths.UNCLEAN_SHUTDOWN_HANDLED))
         zk_paths.retrying(self.zk)(self._register_self)
+        self.config_changes.start()                     # before the load it covers
+        zk_paths.retrying(self.zk)(cluster_defaults.broker_config_changed, self, cluster_defaults.CLUSTER_DEFAULT)
         self._thread.start()
         self.zk.DataWatch(zk_paths.CONTROLLER, self._on_controller_znode)
         self.zk.ChildrenWatch(zk_paths.BROKER_IDS, lambda _c: self.events.put(ev.BrokerChange()))
@@ -93,6 +104,7 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
 
     def stop(self) -> None:
         self._stopping.set()
+        self.config_changes.close()
         self.events.put(ev.ShutdownEventThread())
         self.channels.close()
         try:
@@ -149,6 +161,8 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
                 self._on_broker_change()
         elif isinstance(event, ev.CoordinatorChange):
             reassign_txn_coordinators(self)
+        elif isinstance(event, ev.ClusterDefaultsChange):
+            cluster_defaults.apply(self, dict(event.config))
         elif isinstance(event, ev.Call):
             if event.future.set_running_or_notify_cancel():
                 try:

@@ -14,9 +14,9 @@ from eoslab.common import acl as a
 from eoslab.common import auth
 from eoslab.common.config_ops import SET
 from eoslab.common.time import MockTime
-from services.broker import entity_configs
+from services.common import entity_configs
 from services.broker.authorizer import AclAuthorizer
-from services.broker.change_notifications import ChangeNotificationListener, config_change_handler
+from services.common.change_notifications import ChangeNotificationListener, config_change_handler
 from services.broker.dynamic_config import DynamicBrokerConfig
 from tests import helpers as h
 

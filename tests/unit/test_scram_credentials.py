@@ -6,7 +6,7 @@ import hmac
 
 import pytest
 
-from services.broker.entity_configs import sanitize
+from services.common.entity_configs import sanitize
 from services.broker.scram_credentials import credential, iterations_of
 
 pytestmark = pytest.mark.fast

@@ -117,7 +117,7 @@ class ChangeNotificationListener:
 
 def config_change_handler(handlers: dict[str, Callable[[str], None]]) -> Callable[[bytes], None]:
     """process(data) for `/config/changes`: the entity type's handler gets the entity's (unsanitized) name."""
-    from services.broker.entity_configs import UNSANITIZED, desanitize
+    from services.common.entity_configs import UNSANITIZED, desanitize
 
     def process(data: bytes) -> None:
         note = json.loads(data or b"{}")

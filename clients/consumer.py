@@ -307,10 +307,12 @@ class KafkaConsumer:
                 if b.attributes & rb.TRANSACTIONAL_FLAG and b.producer_id in aborted_pids:
                     pos = max(pos, last + 1)   # a record of an aborted transaction
                     continue
+                append_time = b.max_timestamp if b.attributes & rb.TIMESTAMP_TYPE_FLAG else None
                 for i, (k, v, ts) in enumerate(rb.iter_records(b.records, rb.has_headers(b))):
                     off = b.base_offset + i
                     if off < pos:
                         continue
+                    ts = ts if append_time is None else append_time     # LogAppendTime: the batch's stamp
                     seq = b.base_sequence + i if b.base_sequence >= 0 else -1
                     out.append(ConsumerRecord(pr.topic, pr.partition, off, k, v, ts,
                                               b.producer_id, b.producer_epoch, seq))

@@ -219,7 +219,7 @@ def to_kafka(b) -> bytes:
             _write_bytes(rec, hvalue)
         _write_varint(body, len(rec))
         body += rec
-    attributes = b.attributes & (rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG)
+    attributes = b.attributes & (rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG | rb.TIMESTAMP_TYPE_FLAG)
     count = len(records)
     head = HEADER.pack(b.base_offset, HEADER_SIZE - _LEN_OF_PREFIX + len(body), b.partition_leader_epoch, 2, 0,
                        attributes, count - 1, base_ts, b.max_timestamp, b.producer_id, b.producer_epoch,

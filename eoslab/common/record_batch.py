@@ -31,6 +31,7 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 MAX_PRODUCER_EPOCH = 32767          # Kafka's epoch is an int16
 MAX_SEQUENCE = 2**31 - 1            # sequences wrap to 0 after this
+TIMESTAMP_TYPE_FLAG = 1 << 3        # Kafka's: the batch's timestamp is the leader's LogAppendTime (its max_timestamp)
 TRANSACTIONAL_FLAG = 1 << 4
 CONTROL_FLAG = 1 << 5
 HEADERS_FLAG = 1 << 8               # the lab's: the records carry headers (see the layout above)

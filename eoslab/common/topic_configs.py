@@ -97,8 +97,8 @@ _KEYS = [
 ]
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {k.name: k for k in _KEYS}
 # what the lab's brokers and controller act on; the rest is kept and described only
-ENFORCED = frozenset({"cleanup.policy", "flush.messages", "flush.ms", "max.message.bytes", "min.insync.replicas",
-                      "segment.bytes", "unclean.leader.election.enable"})
+ENFORCED = frozenset({"cleanup.policy", "flush.messages", "flush.ms", "max.message.bytes", "message.timestamp.type",
+                      "min.insync.replicas", "segment.bytes", "unclean.leader.election.enable"})
 
 
 def check(name: str, value: str | None) -> str | None:

@@ -192,7 +192,7 @@ class ProduceRequest(_message.Message):
     def __init__(self, correlation_id: _Optional[int] = ..., transactional_id: _Optional[str] = ..., acks: _Optional[int] = ..., timeout_ms: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[PartitionProduceData, _Mapping]]] = ..., add_partitions_to_txn: _Optional[bool] = ...) -> None: ...
 
 class PartitionProduceResponse(_message.Message):
-    __slots__ = ("topic", "partition", "error", "error_message", "base_offset", "log_start_offset", "leader_epoch", "record_errors")
+    __slots__ = ("topic", "partition", "error", "error_message", "base_offset", "log_start_offset", "leader_epoch", "record_errors", "log_append_time")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -201,6 +201,7 @@ class PartitionProduceResponse(_message.Message):
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RECORD_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    LOG_APPEND_TIME_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error: _common_pb2.ErrorCode
@@ -209,7 +210,8 @@ class PartitionProduceResponse(_message.Message):
     log_start_offset: int
     leader_epoch: int
     record_errors: _containers.RepeatedCompositeFieldContainer[RecordError]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., record_errors: _Optional[_Iterable[_Union[RecordError, _Mapping]]] = ...) -> None: ...
+    log_append_time: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., error_message: _Optional[str] = ..., base_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., record_errors: _Optional[_Iterable[_Union[RecordError, _Mapping]]] = ..., log_append_time: _Optional[int] = ...) -> None: ...
 
 class RecordError(_message.Message):
     __slots__ = ("batch_index", "message")

@@ -40,6 +40,8 @@ class LogConfig:
     flush_scheduler_interval_ms: int = FLUSH_NEVER  # log.flush.scheduler.interval.ms: how often flush.ms is checked
     recovery_point_checkpoint_interval_ms: int = 60000   # log.flush.offset.checkpoint.interval.ms
     compacted: bool = False                        # cleanup.policy has compact: records need keys
+    log_append_time: bool = False                  # message.timestamp.type=LogAppendTime: the leader stamps
+    default_timestamp_type: str = "CreateTime"     # the broker's log.message.timestamp.type (dynamic)
     default_compacted: bool = False                # the broker's log.cleanup.policy (dynamic) has compact
     extra: dict = field(default_factory=dict)
 
@@ -50,4 +52,5 @@ class LogConfig:
         if "flush.ms" in tc:
             self.flush_ms = int(tc["flush.ms"])
         self.compacted = topic_configs.is_compacted(tc) if "cleanup.policy" in tc else self.default_compacted
+        self.log_append_time = tc.get("message.timestamp.type", self.default_timestamp_type) == "LogAppendTime"
         return self

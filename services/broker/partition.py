@@ -69,6 +69,7 @@ class AppendResult:
     message: str = ""
     duplicate: bool = False
     record_errors: tuple = ()      # (batch index, why): the records that made the batch INVALID_RECORD
+    log_append_time: int = -1      # the leader's stamp under LogAppendTime
 
 
 class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
@@ -216,12 +217,18 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
                                                   transactional)
                 except ProducerStateError as e:
                     return AppendResult(e.code, message=str(e))
-            stored = StoredBatch(self.log.log_end_offset, self.leader_epoch, batch.crc, batch.attributes, pid,
+            crc, attributes, max_timestamp, append_time = batch.crc, batch.attributes, batch.max_timestamp, -1
+            if self.config.log_append_time:     # Kafka's LogValidator: the batch takes the leader's time
+                append_time = max_timestamp = self.time.milliseconds()
+                attributes |= rb.TIMESTAMP_TYPE_FLAG
+                crc = rb.batch_crc(attributes, pid, batch.producer_epoch, batch.base_sequence, batch.record_count,
+                                   max_timestamp, batch.records)
+            stored = StoredBatch(self.log.log_end_offset, self.leader_epoch, crc, attributes, pid,
                                  batch.producer_epoch, batch.base_sequence, batch.record_count,
-                                 batch.max_timestamp, batch.records)
+                                 max_timestamp, batch.records)
             self._append(stored)
             self._maybe_increment_hw()
-            return AppendResult(E.NONE, stored.base_offset, stored.last_offset)
+            return AppendResult(E.NONE, stored.base_offset, stored.last_offset, log_append_time=append_time)
 
     def append_txn_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                           committed: bool) -> AppendResult:

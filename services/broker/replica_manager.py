@@ -199,6 +199,7 @@ class ReplicaManager(DelayedFetchPurgatory):
                 out.error, out.error_message = E.KAFKA_STORAGE_ERROR, str(e)
                 continue
             out.error, out.base_offset, out.error_message = r.error, r.base_offset, r.message
+            out.log_append_time = r.log_append_time
             for i, why in r.record_errors:
                 out.record_errors.add(batch_index=i, message=why)
             out.log_start_offset = p.log.log_start_offset

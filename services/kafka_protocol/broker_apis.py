@@ -210,6 +210,7 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                 # as INVALID_PRODUCER_EPOCH on the produce path (the lab's gRPC producers keep the former)
                 err = E.INVALID_PRODUCER_EPOCH if r.error == E.PRODUCER_FENCED else r.error
                 part = {"index": key[1], "error_code": err, "base_offset": r.base_offset,
+                        "log_append_time_ms": r.log_append_time if err == E.NONE else -1,
                         "log_start_offset": r.log_start_offset if err == E.NONE else -1,
                         "error_message": r.error_message or None,
                         "record_errors": [{"batch_index": e.batch_index, "batch_index_error_message": e.message}

@@ -335,3 +335,29 @@ def test_dynamic_broker_configs_are_taken_described_and_applied_as_kafka_does(kc
     finally:
         store.alter("", [("message.max.bytes", DELETE, None)], True, False)
         zk.stop()
+
+
+def test_a_log_append_time_topic_has_its_records_stamped_by_the_leader(kcluster):
+    """message.timestamp.type=LogAppendTime: a record librdkafka sends with an old timestamp is read,
+    by librdkafka and by the lab's consumer, at the leader's append time, typed LogAppendTime."""
+    import time
+
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer
+    admin = _admin(kcluster)
+    boot = kcluster.info().kafka_bootstrap
+    topic = _create(admin, {"message.timestamp.type": "LogAppendTime"})
+    sent_at = int(time.time() * 1000)
+    p = Producer({"bootstrap.servers": boot, "enable.idempotence": True})
+    p.produce(topic, b"v", timestamp=1_000)                 # a CreateTime from 1970
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        msg = h.wait_for(lambda: (lambda m: m if m is not None and m.error() is None else None)(c.poll(1)),
+                         timeout=60, what="the record")
+    finally:
+        c.close()
+    kind, ts = msg.timestamp()
+    assert kind == TIMESTAMP_LOG_APPEND_TIME and sent_at - 5_000 <= ts <= int(time.time() * 1000)
+    [rec] = h.read_partition(kcluster.bootstrap_all(), topic)
+    assert rec.timestamp == ts

@@ -176,3 +176,39 @@ def test_a_commit_is_refused_for_the_topic_without_read_and_a_group_without_desc
     with pytest.raises(KafkaException) as e:
         fut.result(30)
     assert e.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+def test_the_kafka_tool_stand_ins_create_grow_delete_topics_and_add_remove_acls(acl_cluster):
+    """tools/kafka_tools.py (the kafka-topics.sh / kafka-acls.sh librdkafka's tests call) against the
+    cluster: the options as librdkafka passes them, the effect seen through the Admin API."""
+    import os
+    import subprocess
+    import sys
+    boot = acl_cluster.info().kafka_bootstrap
+    admin = AdminClient({"bootstrap.servers": boot})
+    topic = f"tools-{uuid.uuid4().hex[:6]}"
+
+    def tool(*args):
+        script = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "kafka_tools.py")
+        r = subprocess.run([sys.executable, script, *args, "--bootstrap-server", boot],
+                           capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stderr.strip()
+    assert tool("topics", "--create", "--topic", topic, "--replication-factor", "1", "--partitions", "2",
+                "--config", "cleanup.policy=compact") == (0, "")
+    desc = admin.list_topics(topic, timeout=10).topics[topic]
+    assert len(desc.partitions) == 2 and len(desc.partitions[0].replicas) == 1
+    assert tool("topics", "--alter", "--topic", topic, "--partitions", "4") == (0, "")
+    _until("4 partitions", lambda: len(admin.list_topics(topic, timeout=10).topics[topic].partitions) == 4)
+    code, err = tool("topics", "--create", "--topic", topic, "--partitions", "1")
+    assert code == 1 and err.startswith("Error: ") and "already exists" in err and "\n" not in err
+    assert tool("acls", "--add", "--deny-principal", "User:*", "--operation", "All", "--deny-host", "*",
+                "--topic", topic) == (0, "")
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+    assert [(b.principal, b.host, b.operation, b.permission_type) for b in admin.describe_acls(flt).result(30)] == [
+        ("User:*", "*", AclOperation.ALL, AclPermissionType.DENY)]
+    assert tool("acls", "--remove", "--force", "--deny-principal", "User:*", "--operation", "All",
+                "--deny-host", "*", "--topic", topic) == (0, "")
+    assert admin.describe_acls(flt).result(30) == []
+    assert tool("topics", "--delete", "--topic", topic) == (0, "")
+    _until("the topic gone", lambda: topic not in admin.list_topics(timeout=10).topics)

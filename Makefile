@@ -64,12 +64,14 @@ test: venv system-deps
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow and not docker" tests
 
 # The container tests, one at a time (they share one engine and two cores): tests/docker
-# (compose cluster, sidecars, chaos run on Docker) and the offline manifest checks of tests/k8s.
+# (compose cluster, sidecars, chaos run on Docker), the Spark job on a standalone Spark cluster in
+# compose (tests/pipeline/test_spark_docker.py) and the offline manifest checks of tests/k8s.
 # Without an engine that can run, they skip and say why.
 test-docker: venv
 	@$(BIN)/python -c 'import docker, kubernetes, kubernetes_validate' 2>/dev/null || $(BIN)/pip install -q -e '.[dev,docker,k8s]'
 	@bash .ci/docker-engine.sh || echo "test-docker: the container tests will skip (no engine)"
-	$(BIN)/python -m pytest -n 0 -p no:cacheprovider -m "docker or fast" tests/docker tests/k8s
+	$(BIN)/python -m pytest -n 0 -p no:cacheprovider -m "docker or fast" tests/docker tests/k8s \
+	  tests/pipeline/test_spark_docker.py
 
 test-fast: venv
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m fast tests

@@ -53,11 +53,10 @@ def spark_cluster(tmp_path_factory):
         _sh([DOCKER, "rmi", IMAGE], 300)
 
 
-def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster):
+def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster, capsys):
     import pyarrow.parquet as pq
 
-    from checker.result import lab_errors_of, run_of, with_verdict
-    from checker.kafka import check_kafka
+    from eoslab.cli import main
     from tests.pipeline.test_analyze import expected_matrix
     base, env, data = spark_cluster
     spec = build_store(str(data / "store"))
@@ -70,11 +69,9 @@ def test_analyze_on_the_standalone_cluster_equals_eoslab_check(spark_cluster):
     runs = {x["run"]: x for x in pq.read_table(data / "out" / "runs.parquet").to_pylist()}
     assert set(runs) == set(spec)
     for rid in spec:
-        path = str(data / "store" / rid / "history.jsonl")
-        want = json.loads(json.dumps(check_kafka(path)))
-        if run_of(path):                        # what `eoslab check` adds from run.json
-            want["run"] = run_of(path)
-        want = with_verdict(want, lab_errors_of(path))     # and its verdict
+        # what `eoslab check` prints for the run (its verdict, run, explanation), as the local job's test
+        main(["check", str(data / "store" / rid / "history.jsonl"), "--model", "kafka"])
+        want = json.loads(capsys.readouterr().out)
         got = json.loads(runs[rid]["result"])
         for x in (want, got):
             x["stats"].pop("elapsed_s")

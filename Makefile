@@ -9,7 +9,7 @@ PYTEST_WORKERS ?= auto
 RUNTIME ?= auto
 KAFKA_VERSION ?= 4.0
 
-.PHONY: help venv system-deps cluster-up cluster-down cluster-status test test-fast test-docker chaos proto bench clean
+.PHONY: help venv system-deps test-deps cluster-up cluster-down cluster-status test test-fast test-docker chaos proto bench clean
 
 help:
 	@echo "make cluster-up     start a cluster: on Docker when an engine answers, else local processes"
@@ -34,6 +34,9 @@ venv: $(VENV)/.installed
 
 system-deps:
 	@bash tools/system-deps.sh
+
+test-deps:
+	@bash tools/system-deps.sh --tests
 
 # The runtime is chosen first (a quick probe of /var/run/docker.sock that never hangs): Docker
 # when an engine answers (images are built if missing or older than the sources), local otherwise.
@@ -60,7 +63,7 @@ cluster-down: venv
 cluster-status: venv
 	@$(BIN)/eoslab cluster status --name $(NAME)
 
-test: venv system-deps
+test: venv test-deps
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "not slow and not docker" tests
 
 # The container tests, one at a time (they share one engine and two cores): tests/docker
@@ -76,7 +79,7 @@ test-docker: venv
 test-fast: venv
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m fast tests
 
-chaos: venv system-deps
+chaos: venv test-deps
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) -m "slow or integration" tests
 
 proto: venv

@@ -35,7 +35,9 @@ class ToolError(Exception):
 
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(TIMEOUT_S * 1000)})
+    # log_level 3: librdkafka's errors only (its informational lines, e.g. at close, are not the tool's output)
+    return AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": int(TIMEOUT_S * 1000),
+                        "log_level": 3})
 
 
 def _wait(futures: dict) -> None:

@@ -75,7 +75,8 @@ class AclApis:
         return getattr(self.apis, "authorizer", None)
 
     def _cluster(self, operation: int) -> bool:
-        return self.apis.auth.authorize_cluster(operation)
+        auth = getattr(self.apis, "auth", None) or AuthHelper(self.authorizer)
+        return auth.authorize_cluster(operation)
 
     def describe_acls(self, header, req) -> dict:
         auth = self.authorizer

@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from cluster import faketime, lazy_disks, netfilter, orphans, slots, zookeeper
+from cluster import faketime, lazy_disks, netfilter, orphans, procfs, slots, zookeeper
 from cluster.local_nodes import KAFKA_PORT, node_specs, zk_address
 from cluster.local_processes import REPO, LocalProcesses  # noqa: F401 - REPO re-exported
 from cluster.runtime import ClusterInfo, NodeInfo, Runtime
@@ -330,9 +330,17 @@ class LocalRuntime(LocalProcesses, Runtime):
         self._signal(node, signal.SIGKILL)
         self._wait_gone(node, 5.0)
 
-    def pause(self, node: str) -> None:
+    def pause(self, node: str, timeout: float = 5.0) -> None:
+        """SIGSTOP, and back only once every thread of the node has stopped: the signal takes effect
+        thread by thread after kill() returns, and a thread still running then could answer one more
+        request after the pause was recorded."""
         self._check_node(node)
-        self._signal(node, signal.SIGSTOP)
+        if not self._signal(node, signal.SIGSTOP):
+            return
+        pid = self._owned_pid(node)
+        deadline = time.monotonic() + timeout
+        while pid is not None and not procfs.all_threads_stopped(pid) and time.monotonic() < deadline:
+            time.sleep(0.002)
 
     def resume(self, node: str) -> None:
         self._check_node(node)

@@ -29,6 +29,23 @@ def paused(pid: int) -> bool:
     return state(pid) in ("T", "t")
 
 
+def all_threads_stopped(pid: int) -> bool:
+    """Every thread of the process is stopped (SIGSTOP takes effect thread by thread, after kill()
+    returns); False for a process that is gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
+                    return False
+        except (OSError, IndexError):
+            continue                     # a thread that ended meanwhile
+    return bool(tasks)
+
+
 def cmdline(pid: int) -> str | None:
     """The process's arguments joined by spaces, or None when there is no such process."""
     try:

@@ -49,3 +49,21 @@ def test_a_process_name_with_parentheses_and_spaces_is_read_right(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_stopped_process_counts_as_stopped_only_once_every_thread_is():
+    code = ("import sys, threading; [threading.Thread(target=sys.stdin.read, daemon=True).start() for _ in range(3)];"
+            "print('up', flush=True); threading.Event().wait()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"up\n"
+        assert len(os.listdir(f"/proc/{child.pid}/task")) >= 4 and not procfs.all_threads_stopped(child.pid)
+        os.kill(child.pid, signal.SIGSTOP)
+        os.waitpid(child.pid, os.WUNTRACED)
+        wait_for(lambda: procfs.all_threads_stopped(child.pid), timeout=10, what="every thread stopped")
+        os.kill(child.pid, signal.SIGCONT)
+        wait_for(lambda: not procfs.all_threads_stopped(child.pid), timeout=10, what="running again")
+    finally:
+        child.kill()
+        child.wait()
+    assert not procfs.all_threads_stopped(child.pid)          # gone

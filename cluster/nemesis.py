@@ -78,6 +78,28 @@ class Context:
                         return n.name
         return None
 
+    def transaction_state(self, transactional_id: str) -> str | None:
+        """The id's state on the coordinator that owns it now ("Ongoing", "CompleteCommit", ...), or None
+        when no coordinator answers for it or it holds none (DescribeTransactions)."""
+        from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
+        for addr in self.metadata.addresses():
+            try:
+                r = self.metadata.stub(addr).FindCoordinator(broker_pb2.FindCoordinatorRequest(
+                    key_type=broker_pb2.TRANSACTION, key=transactional_id), timeout=2)
+                if r.error != 0:
+                    continue
+                coordinator = self.metadata.channels.stub(f"{r.host}:{r.port}",
+                                                          txn_pb2_grpc.TransactionCoordinatorStub)
+                d = coordinator.DescribeTransactions(
+                    txn_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id]), timeout=2)
+            except Exception:  # noqa: BLE001 - try the next broker
+                continue
+            for t in d.transactions:
+                if t.transactional_id == transactional_id and t.error == 0:
+                    return t.state
+            return None
+        return None
+
     def leader_of(self, partition: int) -> str | None:
         try:
             self.metadata.refresh([self.topic])

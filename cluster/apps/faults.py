@@ -6,7 +6,8 @@ Guarantees: each package has the nemesis interface (cluster.nemesis_packages:
 the run's seeded RNG. `kill-app` SIGKILLs an instance and starts a new
 incarnation at the stop (a pod restarted). `pause-app` SIGSTOPs one for the
 fault's duration (past the app's session and transaction timeouts when the
-fault is long enough). `partition-app` cuts one off every node (local
+fault is long enough); `pause-app-in-txn` first waits until the instance
+has a transaction open. `partition-app` cuts one off every node (local
 runtime, root). `zombie-app` is what a StatefulSet does when a node goes
 silent: the instance is cut off (paused where cutting is not possible), a
 replacement with the same identity (the same EOSLAB_TRANSACTIONAL_ID) is
@@ -15,6 +16,8 @@ its transactional.id, Kafka fences the old one's writes. `APP_PACKAGES`
 names them, `ALL_PACKAGES` is them and the cluster's packages together.
 """
 from __future__ import annotations
+
+import time
 
 from cluster.nemesis_packages import PACKAGES, FaultPackage
 
@@ -48,7 +51,9 @@ class _HoldApp(_AppFault):
         raise NotImplementedError
 
     def start(self, ctx):
-        i = self._instance(ctx)
+        return self.hold_instance(ctx, self._instance(ctx))
+
+    def hold_instance(self, ctx, i: int):
         inc = ctx.apps.current.get(i)
         if inc is None or inc.exited.is_set():
             return None
@@ -71,6 +76,29 @@ class PauseApp(_HoldApp):
 
     def release(self, ctx, inc) -> None:
         ctx.apps.resume(inc)
+
+
+class PauseAppInTransaction(PauseApp):
+    """pause-app timed to land inside a transaction: it waits (at most WAIT_S) until the instance's
+    transactional.id has one open on its coordinator (DescribeTransactions), then pauses it there, as a
+    stop-the-world pause in the middle of a transaction would. It pauses when the wait runs out all the
+    same; the history's value says which state it saw last ("transaction")."""
+    name = "pause-app-in-txn"
+    OPEN = ("Ongoing", "PrepareCommit", "PrepareAbort")
+    WAIT_S = 10.0
+    POLL_S = 0.02
+
+    def start(self, ctx):
+        i = self._instance(ctx)
+        transactional_id = ctx.transactional_ids()[i]
+        deadline, state = time.monotonic() + self.WAIT_S, None
+        while time.monotonic() < deadline:
+            state = ctx.transaction_state(transactional_id)
+            if state in self.OPEN:
+                break
+            time.sleep(self.POLL_S)
+        started = self.hold_instance(ctx, i)
+        return {**started, "transaction": state} if started is not None else None
 
 
 class PartitionApp(_HoldApp):
@@ -109,5 +137,5 @@ class ZombieApp(_AppFault):
         return started
 
 
-APP_PACKAGES = {p.name: p for p in (KillApp(), PauseApp(), PartitionApp(), ZombieApp())}
+APP_PACKAGES = {p.name: p for p in (KillApp(), PauseApp(), PauseAppInTransaction(), PartitionApp(), ZombieApp())}
 ALL_PACKAGES = {**PACKAGES, **APP_PACKAGES}

@@ -133,21 +133,24 @@ def test_a_copier_without_transactions_is_caught_duplicating_after_kills(
 
 
 # Offsets committed after the transaction, outside it: a duplicate needs the group to move on between the two
-# commits. Pausing an instance (SIGSTOP) for 8 s while it is in a transaction does that: its session (6 s)
-# expires and the survivor takes its partitions from the group's last commit; the paused instance resumes, its
-# transaction commits (its records' 10 s delivery timeout and the coordinator's 10 s transaction timeout have
-# not run out), and the offset commit that follows is refused (an old generation), so the survivor copies the
-# batch again. The input comes fast for 40 s (1000 records/s), so 500 records are ready for each poll and the
-# copier is mostly in a transaction of 500, or behind and always in one (paused while it waited in consume() with the input trickling in, it duplicated
-# nothing: the batch it had polled did not come back after the group moved on). Three pauses, 12 s apart, while the input comes (on a loaded
-# machine the copier may start copying only after the first). (The transactional copier is valid under pauses:
-# its offsets go with its transaction, which KIP-447's generation check then refuses.)
+# commits. Pausing an instance (SIGSTOP) for 8 s inside a transaction does that: its session (6 s) expires and
+# the survivor takes its partitions from the group's last commit; the paused instance resumes, its transaction
+# commits (the coordinator's 10 s transaction timeout has not run out), and the offset commit that follows is
+# refused (an old generation), so the survivor copies the batch again. `pause-app-in-txn` waits until the
+# instance has a transaction open before it pauses: a plain `pause-app` at a fixed time found it waiting in
+# consume() on a loaded machine (the batch it had polled did not come back after the group moved on) and the
+# run was valid (1 miss in a fresh-clone CI, 2026-11-27). Three pauses, 12 s apart, while the input comes.
+# (The transactional copier is valid under pauses: its offsets go with its transaction, which KIP-447's
+# generation check then refuses.)
 def test_offsets_committed_outside_the_transaction_are_caught_duplicating(
         tmp_path, monkeypatch, eoslab_home, app_cluster):
-    pauses = schedule(tmp_path, (6, "pause-app", 8), (18, "pause-app", 8), (30, "pause-app", 8))
+    pauses = schedule(tmp_path, *[(at, "pause-app-in-txn", 8) for at in (6, 18, 30)])
     code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,
                                  example("confluent_offsets_outside_txn.py"), instances=2, records=40000,
                                  rate=1000, time_limit=42, seed=1, schedule_file=pauses)
+    paused = [o["value"] for o in hist                  # the second of each nemesis pair holds what it hit
+              if o["process"] == "nemesis" and o["f"] == "start-pause-app-in-txn" and o["value"] is not None]
+    assert len(paused) == 3 and all(p["transaction"] in ("Ongoing", "PrepareCommit") for p in paused), paused
     assert code == 1 and results["verdict"] == "invalid", results.get("anomalies") or results.get("lab_errors")
     assert "duplicate" in results["anomalies"]
     assert "lost-write" not in results["anomalies"]

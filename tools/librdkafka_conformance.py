@@ -186,6 +186,16 @@ def broker_tests(table) -> list[tuple[str, str]]:
 # librdkafka's own test clusters (trivup) run theirs: 0081 creates, describes and deletes ACLs.
 AUTHORIZER_ARGS = ["--authorizer-class-name=kafka.security.authorizer.AclAuthorizer",
                    "--allow-everyone-if-no-acl-found=true"]
+# Each broker in a rack of its own (RACK<id>) with Kafka's rack-aware replica selector, as trivup sets
+# them from 2.4 on (KIP-392): 0101 fetches from a follower in its client.rack.
+RACK_ARGS_FROM = (2, 4)
+RACK_ARGS = ["--broker-rack=RACK{id}",
+             "--replica-selector-class=org.apache.kafka.common.replica.RackAwareReplicaSelector"]
+
+
+def broker_args(tests_dir: str, scenario: str, version: str) -> list[str]:
+    racks = RACK_ARGS if _release(version) >= RACK_ARGS_FROM else []
+    return scenario_broker_args(tests_dir, scenario) + AUTHORIZER_ARGS + racks
 
 
 def order(numbers, first=PRIORITY) -> list[str]:
@@ -309,7 +319,7 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number, 
     if scenario != DEFAULT:
         name = f"{name}-{scenario[:8]}"
     bootstrap = cluster_up(args.eoslab, name, version, args.brokers,
-                           scenario_broker_args(os.path.join(src, "tests"), scenario) + AUTHORIZER_ARGS)
+                           broker_args(os.path.join(src, "tests"), scenario, version))
     try:
         conf = os.path.join(workdir, "test.conf" if scenario == DEFAULT else f"test-{scenario}.conf")
         open(conf, "w").write(test_conf(bootstrap))

@@ -246,20 +246,24 @@ class FetchPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., fetch_offset: _Optional[int] = ..., current_leader_epoch: _Optional[int] = ..., partition_max_bytes: _Optional[int] = ..., log_start_offset: _Optional[int] = ...) -> None: ...
 
 class FetchRequest(_message.Message):
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions")
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "partitions", "client_metadata", "rack_id")
     REPLICA_ID_FIELD_NUMBER: _ClassVar[int]
     MAX_WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     MIN_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_BYTES_FIELD_NUMBER: _ClassVar[int]
     ISOLATION_LEVEL_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_METADATA_FIELD_NUMBER: _ClassVar[int]
+    RACK_ID_FIELD_NUMBER: _ClassVar[int]
     replica_id: int
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     isolation_level: IsolationLevel
     partitions: _containers.RepeatedCompositeFieldContainer[FetchPartition]
-    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ...) -> None: ...
+    client_metadata: bool
+    rack_id: str
+    def __init__(self, replica_id: _Optional[int] = ..., max_wait_ms: _Optional[int] = ..., min_bytes: _Optional[int] = ..., max_bytes: _Optional[int] = ..., isolation_level: _Optional[_Union[IsolationLevel, str]] = ..., partitions: _Optional[_Iterable[_Union[FetchPartition, _Mapping]]] = ..., client_metadata: _Optional[bool] = ..., rack_id: _Optional[str] = ...) -> None: ...
 
 class AbortedTransaction(_message.Message):
     __slots__ = ("producer_id", "first_offset")
@@ -270,7 +274,7 @@ class AbortedTransaction(_message.Message):
     def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
 
 class FetchPartitionResponse(_message.Message):
-    __slots__ = ("topic", "partition", "error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions", "batches")
+    __slots__ = ("topic", "partition", "error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions", "batches", "preferred_read_replica")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -279,6 +283,7 @@ class FetchPartitionResponse(_message.Message):
     LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
     ABORTED_TRANSACTIONS_FIELD_NUMBER: _ClassVar[int]
     BATCHES_FIELD_NUMBER: _ClassVar[int]
+    PREFERRED_READ_REPLICA_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error: _common_pb2.ErrorCode
@@ -287,7 +292,8 @@ class FetchPartitionResponse(_message.Message):
     log_start_offset: int
     aborted_transactions: _containers.RepeatedCompositeFieldContainer[AbortedTransaction]
     batches: _containers.RepeatedCompositeFieldContainer[_common_pb2.RecordBatch]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ..., batches: _Optional[_Iterable[_Union[_common_pb2.RecordBatch, _Mapping]]] = ...) -> None: ...
+    preferred_read_replica: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[_common_pb2.ErrorCode, str]] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., aborted_transactions: _Optional[_Iterable[_Union[AbortedTransaction, _Mapping]]] = ..., batches: _Optional[_Iterable[_Union[_common_pb2.RecordBatch, _Mapping]]] = ..., preferred_read_replica: _Optional[int] = ...) -> None: ...
 
 class FetchResponse(_message.Message):
     __slots__ = ("partitions",)

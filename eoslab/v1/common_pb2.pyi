@@ -161,14 +161,16 @@ class TopicPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ...) -> None: ...
 
 class BrokerEndpoint(_message.Message):
-    __slots__ = ("broker_id", "host", "port")
+    __slots__ = ("broker_id", "host", "port", "rack")
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
+    RACK_FIELD_NUMBER: _ClassVar[int]
     broker_id: int
     host: str
     port: int
-    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ...) -> None: ...
+    rack: str
+    def __init__(self, broker_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., rack: _Optional[str] = ...) -> None: ...
 
 class RecordBatch(_message.Message):
     __slots__ = ("base_offset", "partition_leader_epoch", "producer_id", "producer_epoch", "base_sequence", "record_count", "attributes", "max_timestamp", "crc", "records", "size_in_bytes")

@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> None:
                                               a.group_consumer_max_session_timeout_ms),
                            "heartbeat_bounds": (a.group_consumer_min_heartbeat_interval_ms,
                                                 a.group_consumer_max_heartbeat_interval_ms)}
+    if a.broker_rack is not None:
+        a.broker_rack = a.broker_rack.replace("{id}", str(a.broker_id))
     rpc.setup_logging(f"broker-{a.broker_id}")
     cfg = log_config(a, v)
     server = KafkaServer(a.broker_id, a.listen, a.advertise or a.listen, a.zookeeper, a.data_dir,
@@ -64,7 +66,8 @@ def main(argv: list[str] | None = None) -> None:
                           txn_offset_commit_verification=v.txn_offset_commit_verification,
                           transactional_produce_needs_id=v.transactional_produce_needs_id,
                           consumer_groups=consumer_groups, authorizer=authorizer_settings(a),
-                          group_config_bounds=group_config_bounds)
+                          group_config_bounds=group_config_bounds, rack=a.broker_rack,
+                          replica_selector=a.replica_selector_class)
     server.config = a           # DescribeConfigs of this broker lists these settings
     server.start()
     rpc.wait_for_termination()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ServiceConfig, kafka_version_key
 from services.broker.authorizer import AUTHORIZERS
 from services.broker.log_config import FLUSH_NEVER
+from services.broker.replica_selector import REPLICA_SELECTORS
 
 DUP_CHOICES = ("DUPLICATE_SEQUENCE_NUMBER", "OUT_OF_ORDER_SEQUENCE_NUMBER")
 UNKNOWN_CHOICES = ("OUT_OF_ORDER_SEQUENCE_NUMBER", "UNKNOWN_PRODUCER_ID", "accept")
@@ -88,6 +89,12 @@ class BrokerConfig(ServiceConfig):
                    "(User:ANONYMOUS is every Kafka client of the lab's PLAINTEXT listener)")
            .define("allow.everyone.if.no.acl.found", bool, False,
                    "with an authorizer: a resource with no ACL is open to everyone")
+           .define("broker.rack", str, None, "this broker's rack (KIP-36; KIP-392's rack-aware fetching); "
+                   "`{id}` in it stands for broker.id, so that one setting gives each broker its own (RACK{id})")
+           .define("replica.selector.class", str, "",
+                   "KIP-392: how a partition leader picks the replica a consumer should fetch from; unset (always "
+                   "the leader) or org.apache.kafka.common.replica.RackAwareReplicaSelector (a replica in the "
+                   "consumer's client.rack)", choices=REPLICA_SELECTORS)
            .define("enable.fault.injection", bool, False, "serve the FaultInjector RPC (lost ACKs)", kafka_name="")
            .define("kafka.listen", str, None, "HOST:PORT for Kafka's binary protocol (real Kafka clients); off if "
                    "unset", kafka_name="listeners", process=True)

@@ -22,6 +22,7 @@ from services.common.faults import FaultInjectorService, FaultRegistry
 from services.broker.broker_service import BrokerService
 from services.broker.checkpoints import consume_broker_clean_shutdown, write_broker_clean_shutdown
 from services.broker.group_coordinator import GroupCoordinator
+from services.broker import replica_selector as replica_selectors
 from services.broker.metadata_cache import MetadataCache
 from services.broker.log_config import LogConfig
 from services.common.producer_id_manager import ProducerIdManager
@@ -51,8 +52,10 @@ class KafkaServer:
                  auto_create_topics_enable: bool = True, txn_offset_commit_verification: bool = False,
                  transactional_produce_needs_id: bool = True, num_partitions: int = 1,
                  kafka_version: str | None = None, consumer_groups: dict | None = None,
-                 authorizer: dict | None = None, group_config_bounds: dict | None = None):
+                 authorizer: dict | None = None, group_config_bounds: dict | None = None,
+                 rack: str | None = None, replica_selector: str = ""):
         self.time = time
+        self.rack = rack                         # broker.rack, in its registration as Kafka writes it
         # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
         self.transactional_produce_needs_id = transactional_produce_needs_id
         self.auto_create_topics_enable = auto_create_topics_enable   # Kafka Metadata creates unknown topics
@@ -78,7 +81,7 @@ class KafkaServer:
         self._registered_once = False
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
                                               self.producer_id_known, self.alter_partition, self.verify_txn,
-                                              time=time)
+                                              time=time, replica_selector=replica_selectors.selector(replica_selector))
         # KAFKA-15449 (3.7): TxnOffsetCommit verified, under transaction.partition.verification.enable
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, self.metadata, log_config.txn_offset_commit_member_check, time=time,
@@ -167,6 +170,8 @@ class KafkaServer:
     def _register(self) -> None:
         path = zk_paths.broker_path(self.broker_id)
         reg = {"version": 5, "host": self.host, "port": self.port, "timestamp": str(self.time.milliseconds())}
+        if self.rack is not None:
+            reg["rack"] = self.rack
         if self.unclean_shutdown and not self._registered_once:    # said once: later sessions are this process
             reg[zk_paths.UNCLEAN_SHUTDOWN_KEY] = True
         if self.kafka_advertise:

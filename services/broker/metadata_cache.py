@@ -53,6 +53,12 @@ class MetadataCache:
             b = self.brokers.get(broker_id)
             return f"{b.host}:{b.port}" if b is not None else None
 
+    def rack(self, broker_id: int) -> str | None:
+        """The broker's broker.rack, None when it has none or this cache does not know it."""
+        with self.lock:
+            b = self.brokers.get(broker_id)
+            return (b.rack or None) if b is not None else None
+
     def has_topic(self, topic: str) -> bool:
         with self.lock:
             return topic in self.partitions

@@ -348,7 +348,10 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
                     raise IOError(f"{self.topic}-{self.partition}: replicated batch at {b.base_offset} does not "
                                   f"fit the log end {self.log.log_end_offset}")
                 self._append(b)
-            self.high_watermark = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+            hw = max(self.high_watermark, min(leader_hw, self.log.log_end_offset))
+            if hw != self.high_watermark:       # KIP-392: consumers may fetch from this follower
+                self.high_watermark = hw
+                self._notify(HW_MOVED)
 
     def truncate_to(self, offset: int) -> None:
         with self.lock:

@@ -37,6 +37,7 @@ from services.broker.log_config import LogConfig
 from services.broker.delayed_fetch import MAX_PARKED_CLIENT_FETCHES, DelayedFetchPurgatory  # noqa: F401 - re-exported
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
+from services.broker.replica_selector import find_preferred_read_replica
 from services.broker.transaction_metrics import TRANSACTION_MAX_TIMEOUT_MS, late_transactions
 from eoslab.common.record_batch import MAX_PRODUCER_EPOCH
 from eoslab.common.errors import E
@@ -53,8 +54,10 @@ ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the
 
 class ReplicaManager(DelayedFetchPurgatory):
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
-                 producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM):
+                 producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM,
+                 replica_selector=None):
         self.time = time
+        self.replica_selector = replica_selector    # KIP-392's replica.selector.class, or None (always the leader)
         self.broker_id = broker_id
         self.verify_txn = verify_txn   # KIP-890: (txn id, pid, epoch, topic, partition, add=False) -> error code
         self.alter_partition = alter_partition   # (partition, new_isr) -> None; asks the controller
@@ -287,13 +290,23 @@ class ReplicaManager(DelayedFetchPurgatory):
                 out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(fp.topic, fp.partition)
                              else E.UNKNOWN_TOPIC_OR_PARTITION)
                 continue
-            if not p.is_leader:
+            # Kafka's FetchParams.fetchOnlyLeader: a consumer's fetch with client metadata (v11+) may be
+            # served by a follower (KIP-392)
+            if not p.is_leader and (req.replica_id >= 0 or not req.client_metadata):
                 out.error = E.NOT_LEADER_OR_FOLLOWER
                 continue
             err = p.check_leader_epoch(fp.current_leader_epoch)
             if err != E.NONE:
                 out.error = err
                 continue
+            if req.client_metadata and req.replica_id < 0 and self.replica_selector is not None:
+                preferred = find_preferred_read_replica(p, self.replica_selector, req.rack_id, fp.fetch_offset,
+                                                        self.metadata.rack)
+                if preferred is not None:        # Kafka skips the read: the client goes to that replica
+                    out.preferred_read_replica = preferred
+                    out.high_watermark, out.last_stable_offset = p.high_watermark, p.last_stable_offset
+                    out.log_start_offset = p.log.log_start_offset
+                    continue
             limit = fp.partition_max_bytes if fp.partition_max_bytes > 0 else 1 << 20
             if req.replica_id >= 0 and req.replica_id not in p.replicas:
                 out.error = E.NOT_LEADER_OR_FOLLOWER      # Kafka: not one of the assigned replicas

@@ -31,6 +31,7 @@ class BrokerInfo:
     # the broker's previous process did not shut down cleanly (KRaft's registration with
     # PreviousBrokerEpoch -1): its unflushed tail may be gone
     unclean_shutdown: bool = False
+    rack: str | None = None     # broker.rack, as its registration says
 
     @property
     def address(self) -> str:

@@ -282,7 +282,7 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
                 continue
             d = zk_paths.decode(data)
             live[int(child)] = BrokerInfo(int(child), d["host"], int(d["port"]), stat.czxid,
-                                          bool(d.get(zk_paths.UNCLEAN_SHUTDOWN_KEY)))
+                                          bool(d.get(zk_paths.UNCLEAN_SHUTDOWN_KEY)), d.get("rack"))
         self.ctx.brokers = live
         return live
 
@@ -355,7 +355,7 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
                 topic=t, partition=p, leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr,
                 replicas=self.ctx.replicas(t, p), zk_version=s.zk_version, controller_epoch=s.controller_epoch)
                 for (t, p), s in self.ctx.states.items()]
-            brokers = [common_pb2.BrokerEndpoint(broker_id=b.broker_id, host=b.host, port=b.port)
+            brokers = [common_pb2.BrokerEndpoint(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or "")
                        for b in self.ctx.brokers.values()]
             me = common_pb2.BrokerEndpoint(broker_id=self.controller_id, host=self.host, port=self.port)
             um = update_metadata_request(self.controller_id, self.epoch, states, brokers, me,

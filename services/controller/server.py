@@ -61,7 +61,7 @@ class ControllerService(controller_pb2_grpc.ControllerServicer):
                 resp = controller_pb2.DescribeClusterResponse(
                     error=E.NONE, controller_id=c.controller_id, controller_epoch=c.epoch)
                 for b in c.ctx.brokers.values():
-                    resp.live_brokers.add(broker_id=b.broker_id, host=b.host, port=b.port)
+                    resp.live_brokers.add(broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack or "")
                 for (t, p), s in c.ctx.states.items():
                     resp.partition_states.add(topic=t, partition=p, leader=s.leader, leader_epoch=s.leader_epoch,
                                               isr=s.isr, replicas=c.ctx.replicas(t, p), zk_version=s.zk_version,

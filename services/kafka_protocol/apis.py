@@ -176,7 +176,7 @@ def metadata_values(resp: broker_pb2.MetadataResponse, endpoints, controller_id:
     for b in resp.brokers:
         ep = endpoints.broker(b.broker_id)
         if ep is not None:
-            brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": None})
+            brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack or None})
     topics = []
     for t in resp.topics:
         topics.append({"error_code": t.error, "name": t.name, "topic_id": topic_id_uuid(t.topic_id),

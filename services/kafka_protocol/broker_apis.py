@@ -150,7 +150,7 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
         md = apis.metadata_values(broker_pb2.MetadataResponse(brokers=list(self.s.metadata.metadata([]).brokers)),
                                   self.endpoints, self.s.broker_id)
         return {**out, "controller_id": md["controller_id"],
-                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": None}
+                "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
                             for b in md["brokers"]]}
 
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
@@ -226,7 +226,9 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
         pb = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=ms(req.max_wait), min_bytes=int(req.min_bytes),
                                      max_bytes=max(1, min(asked, FETCH_MAX_BYTES)),
                                      isolation_level=broker_pb2.READ_COMMITTED if committed
-                                     else broker_pb2.READ_UNCOMMITTED)
+                                     else broker_pb2.READ_UNCOMMITTED,
+                                     client_metadata=header.api_version >= 11,     # KIP-392 (KafkaApis)
+                                     rack_id=str(getattr(req, "rack_id", "") or ""))
         wanted: dict[tuple[str, int], object] = {}     # Kafka's fetchData map: a partition named twice is one
         for t in req.topics:                           # entry, in its first place, with its last values
             for p in t.partitions:
@@ -251,7 +253,7 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                 "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
                 "aborted_transactions": [{"producer_id": a.producer_id, "first_offset": a.first_offset}
                                          for a in r.aborted_transactions] if committed else None,
-                "preferred_read_replica": -1,
+                "preferred_read_replica": r.preferred_read_replica if r.HasField("preferred_read_replica") else -1,
                 "records": b"".join(kr.to_kafka(b) for b in r.batches)})
         return {"error_code": E.NONE, "session_id": 0,
                 "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}

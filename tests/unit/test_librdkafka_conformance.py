@@ -263,3 +263,11 @@ def test_the_kafka_path_runs_the_lab_stand_ins_and_they_refuse_in_one_line(tmp_p
                        capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stderr.strip()) == (1, "Error: unknown operation Fly; one of " +
                                                  ", ".join(__import__("tools.kafka_tools").kafka_tools.OPERATIONS))
+
+
+def test_brokers_get_racks_and_the_rack_aware_selector_from_2_4_as_trivup_gives_them(tmp_path):
+    on_4 = conf.broker_args(str(tmp_path), "default", "4.0")
+    assert "--broker-rack=RACK{id}" in on_4 and any(a.endswith("RackAwareReplicaSelector") for a in on_4)
+    assert on_4[0] == "--num-partitions=1" and set(conf.AUTHORIZER_ARGS) <= set(on_4)
+    on_2_3 = conf.broker_args(str(tmp_path), "default", "2.3")
+    assert not [a for a in on_2_3 if "rack" in a.lower() or "selector" in a]

@@ -12,7 +12,8 @@ Guarantees:
 - a pass that fails on ZooKeeper keeps its place and is retried after `retry_s` (the notifications
   stay in ZooKeeper); a handler's own exception is logged and that notification is passed over;
 - notifications older than `expiration_ms` (Kafka's changeExpirationMs, 15 minutes) by the wall clock
-  are deleted after a pass, as Kafka purges them, so the path does not grow without bound.
+  are deleted after a pass, as Kafka purges them, so the path does not grow without bound; a
+  notification's creation time is asked of ZooKeeper once (it never changes), not on every pass.
 
 `config_change_handler` is Kafka's ConfigChangeNotificationHandler (ZkConfigManager): it reads a
 `/config/changes` notification's `entity_path` (`<type>/<name>`, version 2) and calls the handler
@@ -44,6 +45,7 @@ class ChangeNotificationListener:
         self.zk, self.path, self.process, self.name = zk, path, process, name
         self.time, self.expiration_ms, self.retry_s = time, expiration_ms, retry_s
         self.last = -1                      # the sequence of the last notification processed (or skipped at start)
+        self._ctimes: dict[str, int] = {}   # notification -> its creation time (ms), as ZooKeeper gave it
         self._wake = threading.Event()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -87,7 +89,8 @@ class ChangeNotificationListener:
             if seq <= self.last:
                 continue
             try:
-                data, _ = self.zk.get(f"{self.path}/{child}")
+                data, stat = self.zk.get(f"{self.path}/{child}")
+                self._ctimes[child] = stat.ctime
             except NoNodeError:
                 data = None                 # purged by another broker: its change is older than the load
             if data is not None:
@@ -104,12 +107,20 @@ class ChangeNotificationListener:
 
     def _purge(self, children: list[str]) -> None:
         oldest = self.time.milliseconds() - self.expiration_ms
+        present = set(children)
+        self._ctimes = {c: t for c, t in self._ctimes.items() if c in present}
         for child in children:
             if _sequence(child) > self.last:
                 break
             try:
-                stat = self.zk.exists(f"{self.path}/{child}")
-                if stat is not None and stat.ctime < oldest:
+                ctime = self._ctimes.get(child)
+                if ctime is None:           # there before the snapshot: never read
+                    stat = self.zk.exists(f"{self.path}/{child}")
+                    if stat is None:
+                        continue
+                    ctime = self._ctimes[child] = stat.ctime
+                if ctime < oldest:
+                    self._ctimes.pop(child, None)
                     self.zk.delete(f"{self.path}/{child}")
             except NoNodeError:
                 pass                        # another broker purged it first

@@ -88,6 +88,16 @@ def test_notifications_older_than_the_expiration_are_purged_after_a_pass(zk):
         _notify(zk, "/test-notes/kept", b"x")
         h.wait_for(lambda: young == [b"x"], 30, "handled")
         assert len(zk.get_children("/test-notes/kept")) == 1       # 15 minutes have not passed
+        asked = []
+
+        class Watched:                     # the listener's ZooKeeper client, its reads of one node counted
+            def __getattr__(self, name):
+                if name in ("get", "exists"):
+                    asked.append(name)
+                return getattr(zk, name)
+        fresh.zk = Watched()
+        assert fresh.process_pending() == 0
+        assert asked == []                 # a notification's age is known from its read: no call per pass
     finally:
         fresh.close()
 

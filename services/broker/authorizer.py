@@ -21,6 +21,7 @@ from kazoo.exceptions import KazooException, ZookeeperError
 
 from eoslab.common import acl as a
 from services.broker.acl_store import LITERAL_CHANGES, PREFIXED_CHANGES, AclStore, acl_path
+from services.common import zk_paths
 from services.common.change_notifications import ChangeNotificationListener
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,11 @@ class AclAuthorizer:
     def start(self) -> None:
         for listener in self._listeners:     # before the load, so no change falls between the two
             listener.start()
-        self.reload()
+        zk_paths.retrying(self.zk)(self._load)   # as Kafka's loadCache: through a connection loss, not past it
+
+    def _load(self) -> None:
+        with self._reload_lock:
+            self._acls = tuple(self.store.bindings())
 
     def close(self) -> None:
         for listener in self._listeners:

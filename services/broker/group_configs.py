@@ -47,13 +47,15 @@ class GroupConfigs:
         self._cache: dict[str, dict[str, int]] = {}
         self._reload_lock = threading.Lock()
 
-    def load(self) -> None:
-        """Every group's configs, read again (at start)."""
+    def load(self, raise_errors: bool = False) -> None:
+        """Every group's configs, read again (at start, with `raise_errors`, so the caller can retry)."""
         with self._reload_lock:
             try:
                 self._cache = {group_id: own for group_id in entity_configs.names(self.zk, "groups")
                                if (own := _ints(self._read(group_id)[0]))}
             except (KazooException, ZookeeperError) as e:
+                if raise_errors:
+                    raise
                 log.warning("group configs not loaded from ZooKeeper (%s): keeping the cached", e)
 
     def changed(self, group_id: str) -> None:

@@ -119,10 +119,12 @@ class KafkaServer:
         zk_paths.connect(self.zk, (zk_paths.BROKER_IDS,))
         if self.authorizer is not None:      # as Kafka's broker: the ACLs are loaded before a client is served
             self.authorizer.start()
-        # one listener for /config/changes (Kafka's ZkConfigManager), started before the loads it covers
+        # one listener for /config/changes (Kafka's ZkConfigManager), started before the loads it covers;
+        # the loads wait out a connection loss (a broker that starts during a ZooKeeper fault)
         self.config_changes.start()
-        self.group_configs.load()
-        self.dynamic_config.load()
+        retry = zk_paths.retrying(self.zk)
+        retry(self.group_configs.load, raise_errors=True)
+        retry(self.dynamic_config.reload)
         if self.kafka_listen:
             from services.kafka_protocol.broker_apis import BrokerApis
             from services.kafka_protocol.listener import KafkaListener

@@ -29,6 +29,7 @@ from typing import Callable
 from kazoo.exceptions import KazooException, NoNodeError, ZookeeperError
 
 from eoslab.common.time import SYSTEM, Time
+from services.common import zk_paths
 
 log = logging.getLogger(__name__)
 EXPIRATION_MS = 15 * 60 * 1000
@@ -51,9 +52,12 @@ class ChangeNotificationListener:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
-        """Take the snapshot (notifications already there are passed over: the owner loads everything next)."""
-        self.zk.ensure_path(self.path)
-        self.last = max((_sequence(c) for c in self.zk.get_children(self.path)), default=-1)
+        """Take the snapshot (notifications already there are passed over: the owner loads everything next),
+        retried through a connection loss as Kafka's ZooKeeperClient retries (a broker that starts while
+        ZooKeeper is out of reach waits for it instead of exiting)."""
+        retry = zk_paths.retrying(self.zk)
+        retry(self.zk.ensure_path, self.path)
+        self.last = max((_sequence(c) for c in retry(self.zk.get_children, self.path)), default=-1)
         self._thread.start()
         self.zk.ChildrenWatch(self.path, self._on_children, send_event=False)
 

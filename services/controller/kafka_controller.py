@@ -42,7 +42,7 @@ from services.common.zk_client import zk_client
 from services.controller import cluster_defaults
 from services.controller import controller_events as ev
 from services.controller.alter_partition import AlterPartitionHandler
-from services.controller.partition_state_machine import PartitionStateMachine
+from services.controller.partition_state_machine import PartitionStateMachine, StalePartitionState
 from services.controller.channel_manager import ControllerChannelManager, update_metadata_request
 from services.controller.context import BrokerInfo, ControllerContext, Fenced, LeaderIsr
 from services.controller.producer_id_manager import ProducerIdManager
@@ -141,8 +141,11 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
                 self.process(event)
             except Fenced:
                 self._resign("fenced by a newer controller epoch")
-            except Exception:  # noqa: BLE001 - the controller must survive a bad event
-                log.exception("controller event %s failed", event.name)
+            except Exception as e:  # noqa: BLE001 - the controller must survive a bad event
+                if isinstance(e, StalePartitionState):     # an expected race, not a fault of the controller's
+                    log.warning("controller event %s: stale partition state %s", event.name, e)
+                else:
+                    log.exception("controller event %s failed", event.name)
                 if self.active and event.retry_on_failure:
                     self.time.wait_event(self._stopping, EVENT_RETRY_BACKOFF_S)
                     self.events.put(event)

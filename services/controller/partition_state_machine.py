@@ -22,6 +22,10 @@ from services.controller.partition_leader_election import ElectionRules, partiti
 log = logging.getLogger(__name__)
 
 
+class StalePartitionState(RuntimeError):
+    """A partition-state write found the znode at another version; its state has been read again."""
+
+
 class PartitionStateMachine:
     """Elections and partition-state writes (needs ctx, zk, lock, epoch, epoch_zk_version, elr_enabled,
     default_min_isr from KafkaController)."""
@@ -95,7 +99,13 @@ class PartitionStateMachine:
         tx.set_data(zk_paths.partition_state_path(topic, p), zk_paths.encode(new.to_json()), cur.zk_version)
         results = check_fenced(tx.commit())
         if isinstance(results[1], Exception):
-            raise RuntimeError(f"stale partition state for {topic}-{p}: {results[1]!r}; reloading")
+            # the znode moved on without this controller: another write, or this controller's own whose
+            # answer a connection loss took. As Kafka's elections re-read the states they retry, the state
+            # is read again before the event's retry computes from it.
+            sdata, stat = self.zk.get(zk_paths.partition_state_path(topic, p))
+            with self.lock:
+                self.ctx.states[(topic, p)] = LeaderIsr.from_json(zk_paths.decode(sdata), stat.version)
+            raise StalePartitionState(f"{topic}-{p}: {results[1]!r}; read again, the event is retried")
         new.zk_version = results[1].version
         with self.lock:
             self.ctx.states[(topic, p)] = new

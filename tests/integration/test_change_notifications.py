@@ -102,6 +102,33 @@ def test_notifications_older_than_the_expiration_are_purged_after_a_pass(zk):
         fresh.close()
 
 
+def test_a_listener_started_through_a_connection_loss_waits_for_zookeeper_instead_of_failing(zk):
+    """A broker restarted during a ZooKeeper fault exited at start when the snapshot's read met a
+    ConnectionLoss (a false-alarm sweep's lab error, 2026-11-27): the snapshot is retried as Kafka's
+    ZooKeeperClient retries."""
+    from kazoo.exceptions import ConnectionLoss
+    path, failures = "/test-notes/flaky-start", [2]
+
+    class Flaky:                            # the real client, its first two reads of the path lost
+        def get_children(self, *args, **kw):
+            if failures[0]:
+                failures[0] -= 1
+                raise ConnectionLoss()
+            return zk.get_children(*args, **kw)
+
+        def __getattr__(self, name):
+            return getattr(zk, name)
+    seen = []
+    listener = ChangeNotificationListener(Flaky(), path, seen.append, name="flaky-start-listener")
+    listener.start()
+    try:
+        assert failures == [0]
+        _notify(zk, path, b"after")
+        h.wait_for(lambda: seen == [b"after"], 30, "handled")
+    finally:
+        listener.close()
+
+
 def test_config_changes_reach_the_entity_types_handler_with_kafkas_names(zk):
     got = []
     process = config_change_handler({"groups": lambda n: got.append(("groups", n)),

@@ -61,11 +61,21 @@ def _offset_is(rt, node: str, expected: float) -> bool:
     return abs(off - expected) < 2.0 + took / 2
 
 
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
 def _service_environ(rt, node: str) -> dict[str, str]:
     """The environment of the service process itself (read from the host's /proc)."""
     top = rt.container(node).top()
-    pid_col, cmd_col = top["Titles"].index("PID"), top["Titles"].index("CMD")
-    pids = [p[pid_col] for p in top["Processes"] if "eoslab-launch" in p[cmd_col]]
+    pid_col = top["Titles"].index("PID")
+    # the command line from /proc, not top's CMD column: `ps` cuts that to the width dockerd's environment
+    # gives it (32 characters when dockerd has no COLUMNS, too short for the launcher's path)
+    pids = [p[pid_col] for p in top["Processes"] if b"eoslab-launch" in _cmdline(p[pid_col])]
     assert pids, top
     with open(f"/proc/{pids[0]}/environ", "rb") as f:
         return dict(kv.decode().split("=", 1) for kv in f.read().split(b"\0") if b"=" in kv)

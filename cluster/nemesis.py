@@ -63,8 +63,8 @@ class Context:
         return sorted(n.name for n in self.runtime.info().nodes
                       if (role is None or n.role == role) and (state is None or n.state == state))
 
-    def coordinator_of(self, transactional_id: str) -> str | None:
-        """The node name of the transaction coordinator that owns the id now (FindCoordinator)."""
+    def _find_coordinator(self, transactional_id: str):
+        """FindCoordinator's answer for the id from the first broker that gives one, or None."""
         from eoslab.v1 import broker_pb2
         for addr in self.metadata.addresses():
             try:
@@ -73,32 +73,33 @@ class Context:
             except Exception:  # noqa: BLE001 - try the next broker
                 continue
             if r.error == 0:
-                for n in self.runtime.info().by_role("txn-coordinator"):
-                    if n.node_id == r.node_id:
-                        return n.name
+                return r
+        return None
+
+    def coordinator_of(self, transactional_id: str) -> str | None:
+        """The node name of the transaction coordinator that owns the id now (FindCoordinator)."""
+        r = self._find_coordinator(transactional_id)
+        if r is not None:
+            for n in self.runtime.info().by_role("txn-coordinator"):
+                if n.node_id == r.node_id:
+                    return n.name
         return None
 
     def transaction_state(self, transactional_id: str) -> str | None:
         """The id's state on the coordinator that owns it now ("Ongoing", "CompleteCommit", ...), or None
         when no coordinator answers for it or it holds none (DescribeTransactions)."""
-        from eoslab.v1 import broker_pb2, txn_pb2, txn_pb2_grpc
-        for addr in self.metadata.addresses():
-            try:
-                r = self.metadata.stub(addr).FindCoordinator(broker_pb2.FindCoordinatorRequest(
-                    key_type=broker_pb2.TRANSACTION, key=transactional_id), timeout=2)
-                if r.error != 0:
-                    continue
-                coordinator = self.metadata.channels.stub(f"{r.host}:{r.port}",
-                                                          txn_pb2_grpc.TransactionCoordinatorStub)
-                d = coordinator.DescribeTransactions(
-                    txn_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id]), timeout=2)
-            except Exception:  # noqa: BLE001 - try the next broker
-                continue
-            for t in d.transactions:
-                if t.transactional_id == transactional_id and t.error == 0:
-                    return t.state
+        from eoslab.v1 import txn_pb2, txn_pb2_grpc
+        r = self._find_coordinator(transactional_id)
+        if r is None:
             return None
-        return None
+        try:
+            coordinator = self.metadata.channels.stub(f"{r.host}:{r.port}", txn_pb2_grpc.TransactionCoordinatorStub)
+            d = coordinator.DescribeTransactions(
+                txn_pb2.DescribeTransactionsRequest(transactional_ids=[transactional_id]), timeout=2)
+        except Exception:  # noqa: BLE001 - the coordinator may be mid-fault: no state known
+            return None
+        return next((t.state for t in d.transactions if t.transactional_id == transactional_id and t.error == 0),
+                    None)
 
     def leader_of(self, partition: int) -> str | None:
         try:

@@ -67,13 +67,12 @@ class AclAuthorizer:
             self._acls = tuple(b for b in self._acls if acl_path(b) != path) + tuple(fresh)
 
     def reload(self) -> bool:
-        with self._reload_lock:
-            try:
-                self._acls = tuple(self.store.bindings())
-            except (KazooException, ZookeeperError) as e:
-                log.warning("ACLs not reloaded from ZooKeeper (%s): keeping the %d cached", e, len(self._acls))
-                return False
-            return True
+        try:
+            self._load()
+        except (KazooException, ZookeeperError) as e:
+            log.warning("ACLs not reloaded from ZooKeeper (%s): keeping the %d cached", e, len(self._acls))
+            return False
+        return True
 
     @property
     def acls(self) -> tuple[a.AclBinding, ...]:

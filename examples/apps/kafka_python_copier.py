@@ -5,7 +5,8 @@ settings from the EOSLAB_* environment (docs/apps.md). Each loop: poll a batch, 
 send every record's key and value unchanged, put the consumer's offsets into the SAME transaction with
 consumer.group_metadata() (generation and member id, so the broker fences a stale member: KIP-447),
 commit. The output records and the input offsets become visible together or not at all. A watchdog
-thread exits the process when a transaction has not ended in 30 s (kafka-python's calls take no timeout).
+thread exits the process when init_transactions() or a transaction has not ended in 30 s (kafka-python's
+calls take no timeout).
 """
 import os
 import signal
@@ -42,11 +43,12 @@ def on_sigterm(signum, frame):
 signal.signal(signal.SIGTERM, on_sigterm)
 
 # kafka-python's transaction calls take no timeout, and it can drop a request to a coordinator whose
-# connection broke mid-send and then wait for its answer forever (docs/apps.md). A transaction that has
-# not ended after STUCK_S is taken as stuck: the process exits, as a liveness probe would restart a pod,
-# and the next incarnation's init_transactions() fences this one and ends its transaction.
+# connection broke mid-send and then wait for its answer forever (docs/apps.md). init_transactions() or a
+# transaction that has not ended after STUCK_S is taken as stuck: the process exits, as a liveness probe
+# would restart a pod, and the next incarnation's init_transactions() fences this one and ends its
+# transaction.
 STUCK_S = 30.0
-txn_started = None                   # monotonic time the open transaction began; None between transactions
+txn_started = None                   # monotonic time the open call began; None between transactions
 
 
 def watchdog() -> None:
@@ -54,9 +56,11 @@ def watchdog() -> None:
         time.sleep(1.0)
         started = txn_started
         if started is not None and time.monotonic() - started > STUCK_S:
-            die(f"stuck: the transaction has not ended in {STUCK_S:.0f} s; exiting to be restarted")
+            what = "init_transactions()" if producer is None else "the transaction"
+            die(f"stuck: {what} has not ended in {STUCK_S:.0f} s; exiting to be restarted")
 
 
+producer = None                      # until init_transactions() has returned
 threading.Thread(target=watchdog, name="watchdog", daemon=True).start()
 
 
@@ -68,10 +72,12 @@ class Rebalances(ConsumerRebalanceListener):     # only logs
         log(f"rebalanced: assigned {sorted(tp.partition for tp in assigned)}")
 
 
-producer = KafkaProducer(bootstrap_servers=BOOTSTRAP,
-                         transactional_id=TXN_ID,        # the same for every incarnation: a restart fences its zombie
-                         transaction_timeout_ms=10000)   # an abandoned transaction is aborted by the broker after 10 s
-producer.init_transactions()         # fences older producers with this id, finishes their transaction
+txn_started = time.monotonic()
+p = KafkaProducer(bootstrap_servers=BOOTSTRAP,
+                  transactional_id=TXN_ID,        # the same for every incarnation: a restart fences its zombie
+                  transaction_timeout_ms=10000)   # an abandoned transaction is aborted by the broker after 10 s
+p.init_transactions()                # fences older producers with this id, finishes their transaction
+producer, txn_started = p, None
 consumer = KafkaConsumer(bootstrap_servers=BOOTSTRAP, group_id=GROUP,
                          isolation_level="read_committed",   # never read aborted or open transactions
                          enable_auto_commit=False,           # offsets are committed only inside our transactions

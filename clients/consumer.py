@@ -308,7 +308,7 @@ class KafkaConsumer:
                     pos = max(pos, last + 1)   # a record of an aborted transaction
                     continue
                 append_time = b.max_timestamp if b.attributes & rb.TIMESTAMP_TYPE_FLAG else None
-                for i, (k, v, ts) in enumerate(rb.iter_records(b.records, rb.has_headers(b))):
+                for i, (k, v, ts, _) in enumerate(rb.records_of(b)):
                     off = b.base_offset + i
                     if off < pos:
                         continue

@@ -64,13 +64,13 @@ def read_partition(md: ClusterMetadata, topic: str, p: int, timeout: float = 60.
             if end <= offset:
                 continue
             progressed = True
-            recs = list(rb.iter_records(b.records, rb.has_headers(b)))
+            recs = rb.records_of(b)
             if b.attributes & rb.CONTROL_FLAG:
-                k, v, _ = recs[0]
+                k, v = recs[0][:2]
                 markers.append((b.base_offset, b.producer_id, parse_control_record(k, v)[0]))
             else:
                 txn = bool(b.attributes & rb.TRANSACTIONAL_FLAG)
-                for i, (_, v, _) in enumerate(recs):
+                for i, (_, v, _, _) in enumerate(recs):
                     if b.base_offset + i >= offset:
                         data.append((b.base_offset + i, v, b.producer_id, txn))
             offset = max(offset, end)

@@ -13,6 +13,13 @@ and, in a batch with the lab's HEADERS_FLAG attribute (bit 8, which Kafka's
 v2 format leaves unused and which never reaches Kafka's wire), after each
 value: header_count i32 | (hkey_len i32 | hkey | hvalue_len i32 (-1 = null) |
 hvalue) * header_count. A record's headers come back exactly as written.
+
+A batch a Kafka client produced keeps its records as the client sent them
+(KAFKA_RECORDS_FLAG, bit 9, also the lab's own): `records` is the base
+timestamp i64 followed by Kafka's v2 records section, compressed with the
+codec in attribute bits 0-2 (Kafka's), so the log stores and serves the
+batch as sent and nothing is converted twice. `records_of(batch)` reads the
+records of either layout.
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ from typing import Iterator
 import crc32c as _crc32c
 
 from eoslab.v1 import common_pb2
+from eoslab.common import kafka_record_section as section
 from eoslab.common.errors import E
 
 
@@ -35,6 +43,8 @@ TIMESTAMP_TYPE_FLAG = 1 << 3        # Kafka's: the batch's timestamp is the lead
 TRANSACTIONAL_FLAG = 1 << 4
 CONTROL_FLAG = 1 << 5
 HEADERS_FLAG = 1 << 8               # the lab's: the records carry headers (see the layout above)
+KAFKA_RECORDS_FLAG = 1 << 9         # the lab's: the records are Kafka's, as the producer sent them (below)
+COMPRESSION_MASK = section.COMPRESSION_MASK   # Kafka's codec id, in a batch with KAFKA_RECORDS_FLAG only
 
 _REC_HEAD = struct.Struct(">qi")
 _LEN = struct.Struct(">i")
@@ -179,6 +189,40 @@ def has_headers(batch) -> bool:
     return bool(batch.attributes & HEADERS_FLAG)
 
 
+def kafka_layout(batch) -> bool:
+    return bool(batch.attributes & KAFKA_RECORDS_FLAG)
+
+
+def kafka_section(batch) -> tuple[int, memoryview]:
+    """A Kafka-layout batch's base timestamp and its records section (compressed as sent)."""
+    if len(batch.records) < _TS.size:
+        raise section.BatchFormatError(E.CORRUPT_MESSAGE, "truncated base timestamp")
+    return _TS.unpack_from(batch.records)[0], memoryview(batch.records)[_TS.size:]
+
+
+def records_of(batch) -> list[tuple]:
+    """(key, value, timestamp ms, headers) of every record of a batch of either layout; ValueError (a
+    BatchFormatError with Kafka's code for Kafka's layout) when they are malformed."""
+    if not batch.attributes & KAFKA_RECORDS_FLAG:
+        return list(iter_records_with_headers(batch.records, has_headers(batch)))
+    base_ts, body = kafka_section(batch)
+    return section.decode_records(section.decompress(batch.attributes & COMPRESSION_MASK, body),
+                                  batch.record_count, base_ts)
+
+
+def batch_from_kafka(records_section: bytes, base_timestamp: int, record_count: int, max_timestamp: int,
+                     codec: int, *, producer_id: int, producer_epoch: int, base_sequence: int,
+                     transactional: bool) -> common_pb2.RecordBatch:
+    """A Kafka-layout batch (KAFKA_RECORDS_FLAG) around a records section as the producer sent it."""
+    attributes = KAFKA_RECORDS_FLAG | (codec & COMPRESSION_MASK) | (TRANSACTIONAL_FLAG if transactional else 0)
+    b = common_pb2.RecordBatch(base_offset=0, partition_leader_epoch=-1, producer_id=producer_id,
+                               producer_epoch=producer_epoch, base_sequence=base_sequence,
+                               record_count=record_count, attributes=attributes, max_timestamp=max_timestamp,
+                               records=_TS.pack(base_timestamp) + records_section)
+    b.crc = crc_of(b)
+    return b
+
+
 def batch_body(attributes: int, producer_id: int, producer_epoch: int, base_sequence: int,
                record_count: int, max_timestamp: int, records: bytes) -> bytes:
     return _BODY_HEAD.pack(attributes, producer_id, producer_epoch, base_sequence,
@@ -244,7 +288,10 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
                           f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
     if batch.attributes & CONTROL_FLAG:
         return BatchError(E.INVALID_RECORD, "clients may not produce control batches")
-    if batch.attributes & ~(TRANSACTIONAL_FLAG | CONTROL_FLAG | HEADERS_FLAG):
+    kafka = kafka_layout(batch)
+    known = (TRANSACTIONAL_FLAG | CONTROL_FLAG | KAFKA_RECORDS_FLAG | COMPRESSION_MASK if kafka
+             else TRANSACTIONAL_FLAG | CONTROL_FLAG | HEADERS_FLAG)
+    if batch.attributes & ~known:
         return BatchError(E.INVALID_RECORD, f"unknown attribute bits {batch.attributes:#x}")
     if batch.record_count <= 0:
         return BatchError(E.INVALID_RECORD, f"record count must be positive, got {batch.record_count}")
@@ -264,15 +311,20 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
     if crc_of(batch) != batch.crc:
         return BatchError(E.CORRUPT_MESSAGE, "CRC-32C of the batch does not match its contents")
     try:
-        n = count_records(batch.records, has_headers(batch))
+        # Kafka's layout: decompressed and read whole (at most section's bound), as LogValidator reads it
+        keys = [r[0] for r in records_of(batch)] if kafka else None
+        n = len(keys) if kafka else count_records(batch.records, has_headers(batch))
+    except section.BatchFormatError as e:
+        return BatchError(e.code, f"malformed records: {e}")
     except ValueError as e:
         return BatchError(E.CORRUPT_MESSAGE, f"malformed records: {e}")
     if n != batch.record_count:
         return BatchError(E.INVALID_RECORD, f"record count {batch.record_count} does not match the {n} records")
     if compacted:
+        if keys is None:
+            keys = [key for key, _, _ in iter_records(batch.records, has_headers(batch))]
         keyless = tuple((i, "Compacted topic cannot accept message without key")
-                        for i, (key, _, _) in enumerate(iter_records(batch.records, has_headers(batch)))
-                        if key is None)
+                        for i, key in enumerate(keys) if key is None)
         if keyless:
             return BatchError(E.INVALID_RECORD, "One or more records have been rejected", keyless)
     return None

@@ -240,7 +240,7 @@ class UnifiedLog:
             if target < 0 and best is not None and b.max_timestamp <= best[0]:
                 continue
             try:
-                stamps = [ts for _, _, ts in rb.iter_records(b.records, rb.has_headers(b))]
+                stamps = [r[2] for r in rb.records_of(b)]
             except ValueError:      # records that do not decode: this batch answers nothing
                 continue
             for i, ts in enumerate(stamps):

@@ -184,7 +184,8 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                     failed[key] = (E.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {td.name}")
                     continue
                 try:
-                    batches = kr.decode_batches(bytes(pd.records or b""))
+                    # the records are read once, where the partition validates the batch
+                    batches = kr.decode_batches(bytes(pd.records or b""), read_records=False)
                     if len(batches) != 1:
                         raise kr.BatchFormatError(E.INVALID_RECORD,
                                                   f"{len(batches)} record batches: exactly one is allowed")

@@ -40,6 +40,30 @@ def test_a_mutated_or_cut_batch_decodes_or_raises_batch_format_error(pos, byte, 
         pass
 
 
+_SECTION = kr.to_lab(kr.decode_batches(_GOOD)[0])      # records kept as sent: the base timestamp, then Kafka's
+
+
+@settings(max_examples=300, deadline=None)
+@given(pos=st.integers(0, len(_SECTION.records) - 1), byte=st.integers(0, 255),
+       cut=st.integers(0, len(_SECTION.records)), codec=st.integers(0, 7), count=st.integers(-1, 4))
+def test_a_kafka_layout_batch_with_mutated_records_is_refused_with_a_kafka_code_never_an_exception(
+        pos, byte, cut, codec, count):
+    """The partition's validation is where a Kafka client's records are first read: whatever they hold,
+    it answers an error code (or None for records that still read), and never raises."""
+    b = rb.batch_from_kafka(b"", 0, 2, 0, 0, producer_id=3, producer_epoch=0, base_sequence=0, transactional=False)
+    records = bytearray(_SECTION.records)
+    records[pos] = byte
+    b.records = bytes(records[:cut])
+    b.attributes = (b.attributes & ~rb.COMPRESSION_MASK) | codec
+    b.record_count = count if count else 2
+    b.crc = rb.crc_of(b)
+    err = rb.validate_batch(b, 1 << 20)
+    if err is None:
+        assert len(rb.records_of(b)) == b.record_count
+    else:
+        assert err.code in (rb.E.CORRUPT_MESSAGE, rb.E.INVALID_RECORD, kr.UNSUPPORTED_COMPRESSION_TYPE)
+
+
 def test_every_served_version_has_kio_schemas_for_request_and_response():
     """Every (API, version) advertised can be read and answered with kio's schemas."""
     from kio.index import load_request_schema, load_response_schema

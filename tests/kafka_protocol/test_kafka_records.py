@@ -9,6 +9,7 @@ from kio.records.readers import read_batch
 from kio.records.schema import NewRecordBatch, Record, RecordHeader
 from kio.records.writers import write_new_batch
 
+from eoslab.common import kafka_record_section as section
 from eoslab.common import kafka_records as kr
 from eoslab.common import record_batch as rb
 from eoslab.v1 import common_pb2
@@ -35,9 +36,10 @@ def test_a_batch_written_by_kio_becomes_the_labs_batch_with_every_field():
     [kb] = kr.decode_batches(data)
     lab = kr.to_lab(kb)
     assert (lab.producer_id, lab.producer_epoch, lab.base_sequence, lab.record_count) == (7, 1, 5, 3)
-    assert lab.attributes == rb.TRANSACTIONAL_FLAG
-    assert list(rb.iter_records(lab.records)) == [(b"k0", b"v0", 1_700_000_000_000), (None, b"v1", 1_700_000_001_000),
-                                                  (b"k2", None, 1_700_000_002_000)]
+    assert lab.attributes == rb.TRANSACTIONAL_FLAG | rb.KAFKA_RECORDS_FLAG   # its records kept as they were sent
+    assert lab.records[8:] == data[kr.HEADER_SIZE:]
+    assert [r[:3] for r in rb.records_of(lab)] == [(b"k0", b"v0", 1_700_000_000_000), (None, b"v1", 1_700_000_001_000),
+                                                   (b"k2", None, 1_700_000_002_000)]
     assert rb.validate_batch(lab, 1 << 20) is None      # the lab's own CRC is set
 
 
@@ -54,7 +56,9 @@ def test_the_labs_stored_batch_is_written_as_kafka_reads_it():
     assert [(r.offset, r.key, r.value) for r in batch.records] == [(1000, b"a", b"1"), (1001, b"b", b"2")]
     assert batch.base_timestamp == 1_700_000_000_123 and batch.max_timestamp == 1_700_000_000_456
     again = kr.to_lab(kr.decode_batches(data)[0])
-    assert again.records == lab.records and again.crc == lab.crc
+    assert [r[:3] for r in rb.records_of(again)] == list(rb.iter_records(lab.records))
+    again.base_offset, again.partition_leader_epoch = 1000, 9
+    assert kr.to_kafka(again) == data                    # a Kafka client's batch is served as it was sent
 
 
 def test_control_batches_keep_their_flag_and_records():
@@ -93,23 +97,28 @@ def test_headers_are_kept_and_written_back_as_the_producer_sent_them():
             (None, b"v2", 1_002, [RecordHeader(key="ключ".encode(), value=b"\x00\xff")])]
     [kb] = kr.decode_batches(_kio_batch_per_record_headers(sent))
     lab = kr.to_lab(kb)
-    assert rb.has_headers(lab) and rb.validate_batch(lab, 1 << 20) is None
-    assert [h for *_, h in rb.iter_records_with_headers(lab.records, True)] == [
-        ((b"trace", b"abc"), (b"", None), (b"trace", b"second")), (), (("ключ".encode(), b"\x00\xff"),)]
-    # the lab's readers that skip headers still see every record
-    assert [r[:2] for r in rb.iter_records(lab.records, True)] == [(b"k0", b"v0"), (b"k1", b"v1"), (None, b"v2")]
+    assert rb.validate_batch(lab, 1 << 20) is None
+    expected = [((b"trace", b"abc"), (b"", None), (b"trace", b"second")), (), (("ключ".encode(), b"\x00\xff"),)]
+    assert [r[3] for r in rb.records_of(lab)] == expected
     lab.base_offset, lab.partition_leader_epoch = 50, 2
     batch, _ = read_batch(kr.to_kafka(lab), 0)           # kio's reader: CRC, lengths
-    assert batch.attributes == 0                          # the lab's flag never reaches Kafka's wire
-    assert [[(h.key, h.value) for h in r.headers] for r in batch.records] == [
-        [(b"trace", b"abc"), (b"", None), (b"trace", b"second")], [], [("ключ".encode(), b"\x00\xff")]]
+    assert batch.attributes == 0                          # the lab's flags never reach Kafka's wire
+    assert [[(h.key, h.value) for h in r.headers] for r in batch.records] == [list(h) for h in expected]
+    # a lab batch with headers (HEADERS_FLAG, the lab's layout) is written out with them too
+    own = rb.batch_from_encoded(rb.encode_records([r for r in rb.records_of(lab)], True), 3, 1_002, headers=True)
+    batch, _ = read_batch(kr.to_kafka(own), 0)
+    assert batch.attributes == 0
+    assert [[(h.key, h.value) for h in r.headers] for r in batch.records] == [list(h) for h in expected]
 
 
-def test_a_batch_without_headers_is_stored_as_before():
-    [kb] = kr.decode_batches(_kio_batch([(b"k", b"v", 1)]))
-    lab = kr.to_lab(kb)
-    assert not rb.has_headers(lab)
-    assert lab.records == rb.encode_records([(b"k", b"v", 1)])
+def test_a_batch_from_a_kafka_client_is_stored_in_its_own_layout_and_a_lab_clients_in_the_labs():
+    data = _kio_batch([(b"k", b"v", 1)])
+    lab = kr.to_lab(kr.decode_batches(data)[0])
+    assert rb.kafka_layout(lab) and not rb.has_headers(lab)
+    assert lab.records == struct.pack(">q", 1) + data[kr.HEADER_SIZE:]
+    own = rb.build_batch([(b"k", b"v", 1)])
+    assert not rb.kafka_layout(own) and own.records == rb.encode_records([(b"k", b"v", 1)])
+    assert rb.records_of(own) == rb.records_of(lab) == [(b"k", b"v", 1, ())]
 
 
 def test_a_header_key_of_negative_length_is_invalid_record():
@@ -118,14 +127,14 @@ def test_a_header_key_of_negative_length_is_invalid_record():
     [kb] = kr.decode_batches(lab)
     body = bytearray()
     rec = bytearray(b"\x00")
-    kr._write_varint(rec, 0)
-    kr._write_varint(rec, 0)
-    kr._write_bytes(rec, b"k")
-    kr._write_bytes(rec, b"v")
-    kr._write_varint(rec, 1)
-    kr._write_varint(rec, -1)
-    kr._write_bytes(rec, b"x")
-    kr._write_varint(body, len(rec))
+    section.write_varint(rec, 0)
+    section.write_varint(rec, 0)
+    section.write_bytes(rec, b"k")
+    section.write_bytes(rec, b"v")
+    section.write_varint(rec, 1)
+    section.write_varint(rec, -1)
+    section.write_bytes(rec, b"x")
+    section.write_varint(body, len(rec))
     body += rec
     head = kr.HEADER.pack(0, kr.HEADER_SIZE - kr._LEN_OF_PREFIX + len(body), 0, 2, 0, 0, 0, kb.base_timestamp,
                           kb.max_timestamp, 7, 1, 5, 1)
@@ -176,10 +185,15 @@ def _recompress(data: bytes, codec) -> bytes:
 def test_every_kafka_codec_is_read(codec):
     pytest.importorskip("cramjam")
     data = _kio_batch([(b"k", b"v" * 100, 1), (b"l", b"w", 2), (None, b"x" * 3000, 3)])
-    [kb] = kr.decode_batches(_recompress(data, codec))
+    sent = _recompress(data, codec)
+    [kb] = kr.decode_batches(sent)
     assert [r[1] for r in kb.records] == [b"v" * 100, b"w", b"x" * 3000]
-    lab = kr.to_lab(kb)                              # stored uncompressed
-    assert lab.attributes & kr.COMPRESSION_MASK == 0
+    lab = kr.to_lab(kb)                              # stored compressed, as it was sent
+    assert lab.attributes & kr.COMPRESSION_MASK == {"gzip": 1, "lz4": 3, "zstd": 4}.get(codec, 2)
+    assert lab.records[8:] == sent[kr.HEADER_SIZE:] and rb.validate_batch(lab, 1 << 20) is None
+    assert [r[1] for r in rb.records_of(lab)] == [b"v" * 100, b"w", b"x" * 3000]
+    lab.partition_leader_epoch = 0                   # as kio wrote it (the leader sets its own)
+    assert kr.to_kafka(lab) == sent                  # served as it was sent
 
 
 def test_max_message_bytes_is_checked_on_the_batch_as_sent():
@@ -187,12 +201,12 @@ def test_max_message_bytes_is_checked_on_the_batch_as_sent():
     wire = _recompress(_kio_batch(records), "gzip")
     [kb] = kr.decode_batches(wire)
     lab = kr.to_lab(kb)
-    assert lab.size_in_bytes == len(wire) < 2000 < len(lab.records)
+    assert lab.size_in_bytes == len(wire) < 2000 < 40 * 1000
     assert rb.validate_batch(lab, 2000) is None             # taken compressed, as Kafka takes it
     [plain] = kr.decode_batches(_kio_batch(records))
     assert rb.validate_batch(kr.to_lab(plain), 2000).code == E.MESSAGE_TOO_LARGE
-    lab.ClearField("size_in_bytes")                           # a gRPC batch: its records and header
-    assert rb.validate_batch(lab, 2000).code == E.MESSAGE_TOO_LARGE
+    own = rb.build_batch(records)                            # a gRPC batch: its records and header
+    assert rb.validate_batch(own, 2000).code == E.MESSAGE_TOO_LARGE
 
 
 def test_a_codec_id_beyond_kafkas_is_unsupported_and_a_body_that_does_not_decompress_is_corrupt():

@@ -32,7 +32,9 @@ def test_confluent_kafka_idempotent_produce_reads_back_exactly_once(kcluster):
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_confluent_kafka_writes_every_codec_and_reads_it_back(kcluster, codec):
     """librdkafka compresses the batches it sends; the broker reads each of Kafka's codecs (it used to
-    refuse all but gzip with UNSUPPORTED_COMPRESSION_TYPE)."""
+    refuse all but gzip with UNSUPPORTED_COMPRESSION_TYPE), stores the batches compressed as they were
+    sent and serves them so (it used to store and serve them decompressed); the lab's own consumer reads
+    them too."""
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, f"ck-{codec}")
     p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "compression.type": codec,
@@ -44,6 +46,28 @@ def test_confluent_kafka_writes_every_codec_and_reads_it_back(kcluster, codec):
     assert p.flush(30) == 0 and errors == []
     got = _read_all(boot, topic, 1, "read_uncommitted", 200)
     assert got == [f"v{i}-" + "x" * 200 for i in range(200)]
+    from clients.consumer import KafkaConsumer as LabConsumer
+    from clients.metadata import ClusterMetadata
+    from eoslab.common import record_batch as rb
+    from eoslab.v1 import broker_pb2
+    md = ClusterMetadata(kcluster.bootstrap_all())
+    md.refresh([topic])
+    leader = md.leader(topic, 0)
+    resp = md.stub(leader[1]).Fetch(broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=1 << 20,
+                                                            partitions=[broker_pb2.FetchPartition(
+                                                                topic=topic, partition=0, fetch_offset=0,
+                                                                partition_max_bytes=1 << 20)]), timeout=10)
+    batches = resp.partitions[0].batches
+    ids = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+    assert batches and all(rb.kafka_layout(b) and b.attributes & rb.COMPRESSION_MASK == ids[codec] for b in batches)
+    assert sum(len(b.records) for b in batches) < 200 * 200 // 4      # compressed: far under the values' bytes
+    lab = LabConsumer(kcluster.bootstrap_all())
+    lab.assign([(topic, 0)])
+    seen, deadline = [], time.monotonic() + 20
+    while len(seen) < 200 and time.monotonic() < deadline:
+        seen += [r.value.decode() for r in lab.poll(500)]
+    lab.close()
+    assert seen == got
 
 
 def test_max_message_bytes_applies_to_the_batch_as_sent_not_to_its_decompressed_records(kcluster):

@@ -1,0 +1,137 @@
+"""The records section of Kafka's v2 record batch (what follows the 61-byte header), read and written.
+
+Guarantees: `decode_records(body, count, base_ts)` reads exactly `count`
+records (varint length, attributes, timestamp and offset deltas, key,
+value, headers) whose offset deltas run 0..count-1 and whose lengths add up
+to the body, and answers (key, value, timestamp ms, headers) per record;
+`encode_records` writes them back so that decoding gives the same;
+`decompress` opens a compressed section with Kafka's codec id. Anything
+malformed raises `BatchFormatError` with Kafka's error code
+(CORRUPT_MESSAGE, INVALID_RECORD, UNSUPPORTED_COMPRESSION_TYPE), never
+another exception. It depends on nothing of the lab's batch format, so the
+lab's record_batch and the wire's kafka_records both build on it.
+"""
+from __future__ import annotations
+
+from eoslab.common import compression
+from eoslab.common.errors import E
+
+UNSUPPORTED_COMPRESSION_TYPE = 76   # Kafka's code (not in the lab's gRPC enum)
+COMPRESSION_MASK = 0x07
+
+
+class BatchFormatError(ValueError):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+# -- varints (zigzag, as Kafka's ByteUtils) -------------------------------------------------------
+def read_varint(buf, pos: int, end: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= end:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "varint too long")
+
+
+def write_varint(out: bytearray, v: int) -> None:
+    z = (v << 1) ^ (v >> 63)
+    z &= (1 << 64) - 1
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def read_bytes(buf, pos: int, end: int) -> tuple[bytes | None, int]:
+    n, pos = read_varint(buf, pos, end)
+    if n == -1:
+        return None, pos
+    if n < 0 or pos + n > end:
+        raise BatchFormatError(E.CORRUPT_MESSAGE, "record field length out of bounds")
+    return bytes(buf[pos:pos + n]), pos + n
+
+
+def write_bytes(out: bytearray, b: bytes | None) -> None:
+    if b is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(b))
+        out += b
+
+
+def decompress(codec: int, body) -> bytes:
+    """The records section of a batch compressed with Kafka's codec id `codec` (0: as it is)."""
+    if not codec:
+        return body
+    if codec > compression.ZSTD:
+        raise BatchFormatError(UNSUPPORTED_COMPRESSION_TYPE, f"compression codec {codec} is not one of Kafka's (1 to 4)")
+    try:
+        return compression.decompress(codec, body)
+    except compression.TooLarge as e:      # not retriable: the producer fails the batch at once
+        raise BatchFormatError(E.INVALID_RECORD, str(e)) from None
+    except compression.CodecError as e:
+        raise BatchFormatError(E.CORRUPT_MESSAGE, str(e)) from None
+
+
+def decode_records(body, count: int, base_ts: int) -> list:
+    records = []
+    pos, end = 0, len(body)
+    for i in range(count):
+        length, pos = read_varint(body, pos, end)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "record length out of bounds")
+        pos += 1   # record attributes (unused by Kafka)
+        ts_delta, pos = read_varint(body, pos, rec_end)
+        off_delta, pos = read_varint(body, pos, rec_end)
+        if off_delta != i:
+            raise BatchFormatError(E.INVALID_RECORD, f"record {i} has offset delta {off_delta}")
+        key, pos = read_bytes(body, pos, rec_end)
+        value, pos = read_bytes(body, pos, rec_end)
+        count_h, pos = read_varint(body, pos, rec_end)
+        if count_h < 0:
+            raise BatchFormatError(E.INVALID_RECORD, f"record {i} has {count_h} headers")
+        headers = []
+        for _ in range(count_h):
+            hkey, pos = read_bytes(body, pos, rec_end)
+            if hkey is None:
+                raise BatchFormatError(E.INVALID_RECORD, "invalid negative header key size")
+            hvalue, pos = read_bytes(body, pos, rec_end)
+            headers.append((hkey, hvalue))
+        if pos != rec_end:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "record length does not match its fields")
+        records.append((key, value, base_ts + ts_delta, tuple(headers)))
+    if pos != end:
+        raise BatchFormatError(E.CORRUPT_MESSAGE, "bytes after the last record of the batch")
+    return records
+
+
+def encode_records(records) -> tuple[bytes, int]:
+    """Kafka's uncompressed records section for (key, value, timestamp ms, headers) records, and the
+    base timestamp its deltas count from (the first record's; -1 for none)."""
+    base_ts = records[0][2] if records else -1
+    body = bytearray()
+    rec = bytearray()
+    for i, (key, value, ts, headers) in enumerate(records):
+        rec.clear()
+        rec.append(0)
+        write_varint(rec, ts - base_ts)
+        write_varint(rec, i)
+        write_bytes(rec, key)
+        write_bytes(rec, value)
+        write_varint(rec, len(headers))
+        for hkey, hvalue in headers:
+            write_bytes(rec, hkey)
+            write_bytes(rec, hvalue)
+        write_varint(body, len(rec))
+        body += rec
+    return bytes(body), base_ts

@@ -1,4 +1,4 @@
-"""Kafka's record batch codecs, read: gzip, snappy, lz4 and zstd, as Kafka's producers write them.
+"""Kafka's record batch codecs, read and written: gzip, snappy, lz4 and zstd, as Kafka writes them.
 
 Guarantees: `decompress(codec, data)` returns the records section of a v2
 batch compressed with Kafka's codec id (1 gzip, 2 snappy, 3 lz4, 4 zstd) or
@@ -13,6 +13,12 @@ A records section that would decompress to more than `MAX_DECOMPRESSED_BYTES`
 raises `TooLarge` (a CodecError) without ever holding more than that: the
 lab decodes a batch's records whole, where Kafka's broker streams them one
 at a time, so a compression bomb must be stopped at the codec.
+
+`compress(codec, data, level)` writes what Kafka's broker writes when a
+topic's compression.type recompresses a batch (Kafka's CompressionType):
+gzip at Deflater's level (-1 is zlib's default, 6), snappy framed as the
+Java producer frames it (32 KB blocks), an LZ4 frame and a zstd frame at
+the topic's level; `decompress` reads every one back.
 """
 from __future__ import annotations
 
@@ -22,6 +28,8 @@ GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
 NAMES = {0: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4", ZSTD: "zstd"}
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = 16                  # magic, version int, compatible-version int
+XERIAL_BLOCK = 32 * 1024            # SnappyOutputStream's default block size
+DEFAULT_LEVELS = {GZIP: -1, LZ4: 9, ZSTD: 3}    # compression.{gzip,lz4,zstd}.level defaults (KIP-390)
 
 
 MAX_DECOMPRESSED_BYTES = 64 * 1024 * 1024
@@ -113,4 +121,26 @@ def decompress(codec: int, data: bytes, limit: int = MAX_DECOMPRESSED_BYTES) -> 
             return _bounded_into(ZSTD, cramjam.zstd.decompress_into, data, limit)
     except cramjam.DecompressionError as e:
         raise CodecError(f"{NAMES[codec]}: {str(e).splitlines()[0] if str(e) else 'corrupt data'}") from None
+    raise CodecError(f"compression codec {codec} is not one of Kafka's (1 gzip, 2 snappy, 3 lz4, 4 zstd)")
+
+
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """`data` compressed with Kafka's codec id `codec` at `level` (None: Kafka's default level)."""
+    data = bytes(data)
+    if level is None:
+        level = DEFAULT_LEVELS.get(codec)
+    if codec == GZIP:
+        c = zlib.compressobj(level, zlib.DEFLATED, 31)
+        return c.compress(data) + c.flush()
+    import cramjam
+    if codec == SNAPPY:
+        out = bytearray(XERIAL_MAGIC + (1).to_bytes(4, "big") + (1).to_bytes(4, "big"))
+        for pos in range(0, len(data), XERIAL_BLOCK):
+            block = bytes(cramjam.snappy.compress_raw(data[pos:pos + XERIAL_BLOCK]))
+            out += len(block).to_bytes(4, "big") + block
+        return bytes(out)
+    if codec == LZ4:
+        return bytes(cramjam.lz4.compress(data, level=level))
+    if codec == ZSTD:
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise CodecError(f"compression codec {codec} is not one of Kafka's (1 gzip, 2 snappy, 3 lz4, 4 zstd)")

@@ -30,7 +30,7 @@ from typing import Iterator
 import crc32c as _crc32c
 
 from eoslab.v1 import common_pb2
-from eoslab.common import kafka_record_section as section
+from eoslab.common import compression, kafka_record_section as section
 from eoslab.common.errors import E
 
 
@@ -221,6 +221,27 @@ def batch_from_kafka(records_section: bytes, base_timestamp: int, record_count: 
                                records=_TS.pack(base_timestamp) + records_section)
     b.crc = crc_of(b)
     return b
+
+
+def codec_of(batch) -> int:
+    """Kafka's codec id of a batch's records as stored (0 for the lab's own layout)."""
+    return batch.attributes & COMPRESSION_MASK if batch.attributes & KAFKA_RECORDS_FLAG else 0
+
+
+def recompress(batch: common_pb2.RecordBatch, codec: int, level: int | None = None) -> common_pb2.RecordBatch:
+    """The batch with its records rewritten in Kafka's layout, compressed with `codec` (0: none) at
+    `level`, as Kafka's LogValidator rebuilds a batch whose codec is not the topic's compression.type;
+    the producer id, epoch, sequence, timestamps and transactional bit stay. `size_in_bytes` is the
+    rebuilt batch's. ValueError for malformed records."""
+    body, base_ts = section.encode_records(records_of(batch))
+    if codec:
+        body = compression.compress(codec, body, level)
+    out = batch_from_kafka(body, base_ts, batch.record_count, batch.max_timestamp, codec,
+                           producer_id=batch.producer_id, producer_epoch=batch.producer_epoch,
+                           base_sequence=batch.base_sequence,
+                           transactional=bool(batch.attributes & TRANSACTIONAL_FLAG))
+    out.size_in_bytes = len(body) + 61
+    return out
 
 
 def batch_body(attributes: int, producer_id: int, producer_epoch: int, base_sequence: int,

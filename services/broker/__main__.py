@@ -16,6 +16,7 @@ from eoslab.common import rpc
 def log_config(a, v) -> LogConfig:
     """The partitions' defaults from the broker's settings `a` and its release's rules `v`."""
     return LogConfig(max_message_bytes=a.max_message_bytes, segment_bytes=a.segment_bytes,
+                     default_compression_type=a.compression_type, compression_type=a.compression_type,
                      producer_state_batches=a.producer_state_batches,
                      duplicate_beyond_cache_error=common_pb2.ErrorCode.Value(a.duplicate_beyond_cache_error),
                      snapshot_interval_batches=a.snapshot_interval_batches,

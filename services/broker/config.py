@@ -7,6 +7,7 @@ doc where the lab's differs (shorter timeouts for a lab on one machine).
 """
 from __future__ import annotations
 
+from eoslab.common import topic_configs
 from eoslab.common.config import BY_VERSION, REQUIRED, ConfigDef, ServiceConfig, kafka_version_key
 from services.broker.authorizer import AUTHORIZERS
 from services.broker.log_config import FLUSH_NEVER
@@ -33,6 +34,9 @@ class BrokerConfig(ServiceConfig):
                    "1.0-2.4: UNKNOWN_PRODUCER_ID; 2.5+: accept, KIP-360)", choices=UNKNOWN_CHOICES, kafka_name="")
            .define("max.message.bytes", int, 1048588, "the largest batch a partition takes", min=1,
                    kafka_name="message.max.bytes")
+           .define("compression.type", str, "producer", "the codec the partitions store batches with, unless "
+                   "a topic's compression.type says otherwise: producer (as sent), uncompressed, gzip, snappy, lz4 "
+                   "or zstd; a batch sent with another codec is recompressed", choices=topic_configs.COMPRESSION_TYPES)
            .define("segment.bytes", int, 16 * 1024 * 1024, "a log segment's size (Kafka: 1 GiB)", min=1,
                    kafka_name="log.segment.bytes")
            .define("snapshot.interval.batches", int, 1000, "a producer-state snapshot every this many batches",

@@ -141,6 +141,7 @@ class KafkaServer:
                             "log.flush.interval.messages": ("flush_messages", int),
                             "log.flush.interval.ms": ("flush_ms", int),
                             "log.message.timestamp.type": ("default_timestamp_type", str),
+                            "compression.type": ("default_compression_type", str),
                             "transaction.partition.verification.enable":
                                 ("transaction_verification", lambda v: v.strip().lower() == "true"),
                             "producer.id.expiration.ms": ("producer_id_expiration_ms", int)}

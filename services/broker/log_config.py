@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from eoslab.common import topic_configs
+from eoslab.common import compression, topic_configs
 from eoslab.common.errors import E
 
+CODEC_IDS = {"uncompressed": 0, "gzip": compression.GZIP, "snappy": compression.SNAPPY, "lz4": compression.LZ4,
+             "zstd": compression.ZSTD}
 FLUSH_NEVER = 2 ** 63 - 1    # Kafka's Long.MAX_VALUE: the flush.messages and flush.ms defaults
 
 
@@ -43,6 +45,9 @@ class LogConfig:
     log_append_time: bool = False                  # message.timestamp.type=LogAppendTime: the leader stamps
     default_timestamp_type: str = "CreateTime"     # the broker's log.message.timestamp.type (dynamic)
     default_compacted: bool = False                # the broker's log.cleanup.policy (dynamic) has compact
+    compression_type: str = "producer"             # compression.type: the codec batches are stored with
+    default_compression_type: str = "producer"     # the broker's compression.type (static, then dynamic)
+    compression_levels: dict = field(default_factory=dict)   # codec id -> compression.<codec>.level set
     extra: dict = field(default_factory=dict)
 
     def apply_topic_configs(self, tc: dict) -> "LogConfig":
@@ -53,4 +58,14 @@ class LogConfig:
             self.flush_ms = int(tc["flush.ms"])
         self.compacted = topic_configs.is_compacted(tc) if "cleanup.policy" in tc else self.default_compacted
         self.log_append_time = tc.get("message.timestamp.type", self.default_timestamp_type) == "LogAppendTime"
+        self.compression_type = tc.get("compression.type", self.default_compression_type)
+        self.compression_levels = {codec: int(tc[f"compression.{name}.level"])
+                                   for codec, name in compression.NAMES.items() if f"compression.{name}.level" in tc}
         return self
+
+    def target_codec(self, source_codec: int) -> int:
+        """The codec a batch sent with `source_codec` is stored with (Kafka's
+        BrokerCompressionType.targetCompression): the producer's under `producer`, else the topic's."""
+        if self.compression_type == "producer":
+            return source_codec
+        return CODEC_IDS[self.compression_type]

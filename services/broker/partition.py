@@ -175,6 +175,12 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
         bad = rb.validate_batch(batch, self.config.max_message_bytes, self.config.compacted)
         if bad is not None:
             return AppendResult(bad.code, message=bad.message, record_errors=bad.record_errors)
+        target = self.config.target_codec(rb.codec_of(batch))
+        if target != rb.codec_of(batch):      # compression.type is not the producer's codec: rebuilt (LogValidator)
+            batch = rb.recompress(batch, target, self.config.compression_levels.get(target))
+            if batch.size_in_bytes > self.config.max_message_bytes:
+                return AppendResult(E.MESSAGE_TOO_LARGE, message=f"batch of {batch.size_in_bytes} bytes once "
+                                    f"recompressed exceeds max.message.bytes {self.config.max_message_bytes}")
         pid = batch.producer_id
         transactional = bool(batch.attributes & rb.TRANSACTIONAL_FLAG)
         guard = None

@@ -115,6 +115,95 @@ def decode_records(body, count: int, base_ts: int) -> list:
     return records
 
 
+def check_records(body, count: int) -> list[int]:
+    """What `decode_records` checks, without building the records (Kafka's skipKeyValueIterator, which
+    LogValidator walks where it needs no key or value): raises the same BatchFormatError for the same
+    bytes, and answers the indexes of the records without a key (a compacted topic refuses them).
+    Varints of one or two bytes, nearly every field of a record, are read inline."""
+    nokey = []
+    pos, end = 0, len(body)
+    for i in range(count):
+        # each field: one- or two-byte varint inline (zigzag decoded after), else read_varint
+        if pos + 1 < end and body[pos] < 0x80:
+            z, pos = body[pos], pos + 1
+            length = (z >> 1) ^ -(z & 1)
+        elif pos + 1 < end and body[pos + 1] < 0x80:
+            z, pos = (body[pos] & 0x7F) | (body[pos + 1] << 7), pos + 2
+            length = (z >> 1) ^ -(z & 1)
+        else:
+            length, pos = read_varint(body, pos, end)
+        rec_end = pos + length
+        if length < 0 or rec_end > end:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "record length out of bounds")
+        pos += 1                                      # record attributes (unused by Kafka)
+        if pos < rec_end and body[pos] < 0x80:        # timestamp delta: read past
+            pos += 1
+        elif pos + 1 < rec_end and body[pos + 1] < 0x80:
+            pos += 2
+        else:
+            _, pos = read_varint(body, pos, rec_end)
+        if pos < rec_end and body[pos] < 0x80:        # offset delta
+            z, pos = body[pos], pos + 1
+            v = (z >> 1) ^ -(z & 1)
+        elif pos + 1 < rec_end and body[pos + 1] < 0x80:
+            z, pos = (body[pos] & 0x7F) | (body[pos + 1] << 7), pos + 2
+            v = (z >> 1) ^ -(z & 1)
+        else:
+            v, pos = read_varint(body, pos, rec_end)
+        if v != i:
+            raise BatchFormatError(E.INVALID_RECORD, f"record {i} has offset delta {v}")
+        if pos < rec_end and body[pos] == 1:          # key length -1 (null): the common case
+            nokey.append(i)
+            pos += 1
+        else:
+            v, pos = read_varint(body, pos, rec_end)
+            if v == -1:
+                nokey.append(i)
+            elif v < 0 or pos + v > rec_end:
+                raise BatchFormatError(E.CORRUPT_MESSAGE, "record field length out of bounds")
+            else:
+                pos += v
+        if pos < rec_end and body[pos] < 0x80:        # value length
+            z, pos = body[pos], pos + 1
+            v = (z >> 1) ^ -(z & 1)
+        elif pos + 1 < rec_end and body[pos + 1] < 0x80:
+            z, pos = (body[pos] & 0x7F) | (body[pos + 1] << 7), pos + 2
+            v = (z >> 1) ^ -(z & 1)
+        else:
+            v, pos = read_varint(body, pos, rec_end)
+        if v != -1:
+            if v < 0 or pos + v > rec_end:
+                raise BatchFormatError(E.CORRUPT_MESSAGE, "record field length out of bounds")
+            pos += v
+        if pos < rec_end and body[pos] == 0:          # no headers: the common case
+            pos += 1
+        else:
+            pos = _skip_headers(body, pos, rec_end, i)
+        if pos != rec_end:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "record length does not match its fields")
+    if pos != end:
+        raise BatchFormatError(E.CORRUPT_MESSAGE, "bytes after the last record of the batch")
+    return nokey
+
+
+def _skip_headers(body, pos: int, rec_end: int, i: int) -> int:
+    count_h, pos = read_varint(body, pos, rec_end)
+    if count_h < 0:
+        raise BatchFormatError(E.INVALID_RECORD, f"record {i} has {count_h} headers")
+    for _ in range(count_h):
+        n, pos = read_varint(body, pos, rec_end)
+        if n == -1:
+            raise BatchFormatError(E.INVALID_RECORD, "invalid negative header key size")
+        if n < -1 or pos + n > rec_end:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "record field length out of bounds")
+        pos += n
+        n, pos = read_varint(body, pos, rec_end)
+        if n < -1 or (n > 0 and pos + n > rec_end):
+            raise BatchFormatError(E.CORRUPT_MESSAGE, "record field length out of bounds")
+        pos += max(n, 0)
+    return pos
+
+
 def encode_records(records) -> tuple[bytes, int]:
     """Kafka's uncompressed records section for (key, value, timestamp ms, headers) records, and the
     base timestamp its deltas count from (the first record's; -1 for none)."""

@@ -332,9 +332,14 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
     if crc_of(batch) != batch.crc:
         return BatchError(E.CORRUPT_MESSAGE, "CRC-32C of the batch does not match its contents")
     try:
-        # Kafka's layout: decompressed and read whole (at most section's bound), as LogValidator reads it
-        keys = [r[0] for r in records_of(batch)] if kafka else None
-        n = len(keys) if kafka else count_records(batch.records, has_headers(batch))
+        if kafka:   # decompressed (at most section's bound) and walked without building the records, as
+            # LogValidator walks them (skipKeyValueIterator): exactly record_count records or an error
+            _, body = kafka_section(batch)
+            nokey = section.check_records(section.decompress(batch.attributes & COMPRESSION_MASK, body),
+                                          batch.record_count)
+            n = batch.record_count
+        else:
+            nokey, n = None, count_records(batch.records, has_headers(batch))
     except section.BatchFormatError as e:
         return BatchError(e.code, f"malformed records: {e}")
     except ValueError as e:
@@ -342,10 +347,10 @@ def validate_batch(batch: common_pb2.RecordBatch, max_message_bytes: int,
     if n != batch.record_count:
         return BatchError(E.INVALID_RECORD, f"record count {batch.record_count} does not match the {n} records")
     if compacted:
-        if keys is None:
-            keys = [key for key, _, _ in iter_records(batch.records, has_headers(batch))]
-        keyless = tuple((i, "Compacted topic cannot accept message without key")
-                        for i, key in enumerate(keys) if key is None)
+        if nokey is None:
+            nokey = [i for i, (key, _, _) in enumerate(iter_records(batch.records, has_headers(batch)))
+                     if key is None]
+        keyless = tuple((i, "Compacted topic cannot accept message without key") for i in nokey)
         if keyless:
             return BatchError(E.INVALID_RECORD, "One or more records have been rejected", keyless)
     return None

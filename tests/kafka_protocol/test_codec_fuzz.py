@@ -74,3 +74,39 @@ def test_every_served_version_has_kio_schemas_for_request_and_response():
             for v in range(lo, hi + 1):
                 load_request_schema(key, v)
                 load_response_schema(key, v)
+
+
+def _outcome(fn, *args):
+    from eoslab.common import kafka_record_section as section
+    try:
+        return "ok", fn(*args)
+    except section.BatchFormatError as e:
+        return "error", e.code
+
+
+_RECORD = st.tuples(st.none() | st.binary(max_size=200), st.none() | st.binary(max_size=300),
+                    st.integers(-2 ** 40, 2 ** 40),
+                    st.lists(st.tuples(st.binary(max_size=20), st.none() | st.binary(max_size=20)), max_size=3))
+
+
+@settings(max_examples=400, deadline=None)
+@given(records=st.lists(_RECORD, min_size=1, max_size=80), edits=st.lists(
+    st.tuples(st.integers(0, 2 ** 16), st.integers(0, 255)), max_size=3), cut=st.integers(0, 64),
+    extra=st.integers(-2, 2))
+def test_walking_the_records_checks_exactly_what_decoding_them_checks(records, edits, cut, extra):
+    """check_records (the append's walk, which builds no record) and decode_records agree on every body,
+    whole, mutated or cut, and for every count: the same error code, or success with the same keyless
+    records. Timestamps span 2^41 ms so that deltas take many varint bytes."""
+    from eoslab.common import kafka_record_section as section
+    body, base_ts = section.encode_records([(k, v, ts, tuple(h)) for k, v, ts, h in records])
+    data = bytearray(body)
+    for pos, byte in edits:
+        data[pos % len(data)] = byte
+    data = bytes(data[:len(data) - cut]) if cut < len(data) else bytes(data)
+    count = len(records) + extra
+    decoded = _outcome(section.decode_records, data, count, base_ts)
+    walked = _outcome(section.check_records, data, count)
+    if decoded[0] == "ok":
+        assert walked == ("ok", [i for i, r in enumerate(decoded[1]) if r[0] is None])
+    else:
+        assert walked == decoded

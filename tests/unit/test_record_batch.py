@@ -67,3 +67,19 @@ def test_a_negative_header_count_is_refused():
     data = rb.encode_records([(b"k", b"v", 5)]) + b"\xff\xff\xff\xfe"
     with pytest.raises(ValueError, match="negative header count"):
         list(rb.iter_records_with_headers(data, True))
+
+
+def test_a_compacted_topic_refuses_a_kafka_batch_s_keyless_records_by_index():
+    """The append's walk of Kafka's records section (no record built) names each record without a key,
+    compressed or not, as Kafka's LogValidator does for a compacted topic."""
+    from eoslab.common import compression
+    from eoslab.common import kafka_record_section as section
+    records = [(b"k0", b"v", 1, ()), (None, b"v", 2, ()), (b"k2", None, 3, ((b"h", None),)), (None, None, 4, ())]
+    body, base_ts = section.encode_records(records)
+    for codec in (0, compression.LZ4):
+        data = compression.compress(codec, body) if codec else body
+        batch = rb.batch_from_kafka(data, base_ts, 4, 4, codec, producer_id=-1, producer_epoch=-1,
+                                    base_sequence=-1, transactional=False)
+        assert rb.validate_batch(batch, 1 << 20) is None
+        bad = rb.validate_batch(batch, 1 << 20, compacted=True)
+        assert bad.code == E.INVALID_RECORD and [i for i, _ in bad.record_errors] == [1, 3]

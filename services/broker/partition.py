@@ -46,6 +46,7 @@ from services.broker.checkpoints import HW_CHECKPOINT, fsync_file, read_hw_check
 from services.broker.isr_maintenance import IsrMaintenance
 from services.broker.partition_checkpoints import PartitionCheckpoints
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
+from services.broker import log_validator
 from services.broker.log_config import LogConfig
 from services.broker.record_deletion import RecordDeletion
 from services.broker.log import StoredBatch, UnifiedLog
@@ -172,15 +173,9 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
                                  transactional_id: str = "", add_to_txn: bool = False) -> AppendResult:
         """`add_to_txn` (KIP-890 part 2, Produce v12): a batch that starts the producer's transaction on
         this partition has the coordinator add the partition, whether or not verification is enabled."""
-        bad = rb.validate_batch(batch, self.config.max_message_bytes, self.config.compacted)
+        batch, bad = log_validator.validate(batch, self.config)
         if bad is not None:
             return AppendResult(bad.code, message=bad.message, record_errors=bad.record_errors)
-        target = self.config.target_codec(rb.codec_of(batch))
-        if target != rb.codec_of(batch):      # compression.type is not the producer's codec: rebuilt (LogValidator)
-            batch = rb.recompress(batch, target, self.config.compression_levels.get(target))
-            if batch.size_in_bytes > self.config.max_message_bytes:
-                return AppendResult(E.MESSAGE_TOO_LARGE, message=f"batch of {batch.size_in_bytes} bytes once "
-                                    f"recompressed exceeds max.message.bytes {self.config.max_message_bytes}")
         pid = batch.producer_id
         transactional = bool(batch.attributes & rb.TRANSACTIONAL_FLAG)
         guard = None

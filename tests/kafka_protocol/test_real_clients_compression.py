@@ -14,9 +14,6 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from tests.kafka_protocol.real_clients_support import _read_all, _topic  # noqa: E402
 
-CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
-
-
 def stored_codecs(kcluster, topic: str) -> list[int]:
     """The codec id of each data batch the partition's leader stores (over gRPC)."""
     from clients.metadata import ClusterMetadata
@@ -28,7 +25,6 @@ def stored_codecs(kcluster, topic: str) -> list[int]:
         replica_id=-1, max_wait_ms=0, max_bytes=1 << 22, partitions=[broker_pb2.FetchPartition(
             topic=topic, partition=0, fetch_offset=0, partition_max_bytes=1 << 22)]), timeout=10)
     return [rb.codec_of(b) for b in resp.partitions[0].batches if not b.attributes & rb.CONTROL_FLAG]
-
 
 def produce(boot, topic, codec, n, **extra):
     p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "compression.type": codec,
@@ -43,7 +39,6 @@ def produce(boot, topic, codec, n, **extra):
     if "transactional.id" in extra:
         p.commit_transaction(30)
     assert p.flush(30) == 0 and errors == []
-
 
 def test_a_topic_s_compression_type_rebuilds_what_librdkafka_sent(kcluster):
     boot = kcluster.info().kafka_bootstrap
@@ -62,14 +57,12 @@ def test_a_topic_s_compression_type_rebuilds_what_librdkafka_sent(kcluster):
     assert [v for v, _ in got] == expect
     assert [hd for _, hd in got] == [[("h", b"%d" % i)] for i in range(200)]
 
-
 def test_a_transaction_rebuilt_with_another_codec_stays_a_transaction(kcluster):
     boot = kcluster.info().kafka_bootstrap
     topic = _topic(boot, "ct-snappy", config={"compression.type": "snappy"})
     produce(boot, topic, "gzip", 100, **{"transactional.id": f"ct-{uuid.uuid4().hex[:6]}"})
     assert len(_read_all(boot, topic, 1, "read_committed", 100)) == 100
     assert set(stored_codecs(kcluster, topic)) == {2}
-
 
 def test_the_brokers_dynamic_compression_type_applies_to_topics_without_their_own(kcluster):
     """compression.type set on every broker through IncrementalAlterConfigs (as librdkafka's admin

@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 
 from tests.kafka_protocol.real_clients_support import _read_all, _topic  # noqa: E402
 
+
 def stored_codecs(kcluster, topic: str) -> list[int]:
     """The codec id of each data batch the partition's leader stores (over gRPC)."""
     from clients.metadata import ClusterMetadata

@@ -24,7 +24,8 @@ class MetadataCache:
         self.controller_id = -1
 
     def update(self, req: broker_pb2.UpdateMetadataRequest) -> set[str]:
-        """Take the controller's view; answers the topics whose configs changed (not new, not gone)."""
+        """Take the controller's view; answers the topics whose configs changed or are new to this cache
+        (a partition made before its topic's configs arrived takes them then), not those gone."""
         parts: dict[str, dict[int, broker_pb2.PartitionState]] = {}
         for s in req.partition_states:
             parts.setdefault(s.topic, {})[s.partition] = s
@@ -32,7 +33,7 @@ class MetadataCache:
             self.brokers = {b.broker_id: b for b in req.live_brokers}
             self.partitions = parts
             configs = {c.topic: dict(c.configs) for c in req.topic_configs}
-            changed = {t for t, c in configs.items() if t in self.configs and self.configs[t] != c}
+            changed = {t for t, c in configs.items() if self.configs.get(t) != c}
             self.configs = configs
             self.topic_ids = dict(req.topic_ids)
             self.controller_id = req.controller_id

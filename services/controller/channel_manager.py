@@ -2,7 +2,8 @@
 
 Guarantees: each broker eventually receives the newest state (UpdateMetadata
 for the whole cluster, StopReplica for the replicas of deleted topics it still
-holds, LeaderAndIsr for the partitions it hosts), stamped
+holds, LeaderAndIsr for the partitions it hosts, in that order, the later ones only
+once the broker took the UpdateMetadata), stamped
 with this controller's epoch and the broker epoch it knows for the receiver; a
 failed send, or one the broker refused as meant for another of its processes
 (STALE_BROKER_EPOCH), is retried until it succeeds, the broker leaves, or the
@@ -74,6 +75,10 @@ class _BrokerSender(threading.Thread):
             stop = rest[0] if rest else None
             try:
                 r1 = self.stub.UpdateMetadata(um, timeout=UPDATE_METADATA_TIMEOUT_S)
+                if r1.error == common_pb2.STALE_BROKER_EPOCH:
+                    # not the process we know (or not registered yet): no LeaderAndIsr either, so a broker
+                    # never makes partitions before it holds the metadata (topic configs) they are made with
+                    raise _NotTaken("STALE_BROKER_EPOCH")
                 r3 = self.stub.StopReplica(stop, timeout=LEADER_AND_ISR_TIMEOUT_S) if stop is not None else None
                 if r3 is not None and r3.error == common_pb2.NONE and self.manager.on_replicas_stopped:
                     self.manager.on_replicas_stopped(self.broker_id, list(stop.partitions))

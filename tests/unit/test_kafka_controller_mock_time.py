@@ -6,7 +6,8 @@ Guarantees checked here (no ZooKeeper, no broker: the failing step is faked):
   at once;
 - a failed send to a broker is retried after a backoff on the controller's
   clock (50 ms, then doubling), not before; closing the channel manager ends
-  the backoff at once;
+  the backoff at once; a broker that refuses the UpdateMetadata gets no
+  LeaderAndIsr until it takes one;
 - the /controller znode's timestamp is the clock's wall time.
 """
 import threading
@@ -115,6 +116,45 @@ def test_a_failed_send_backs_off_on_the_clock_and_close_ends_the_backoff():
     mgr.close()
     sender.join(5)
     assert not sender.is_alive() and stub.attempts == 3
+
+
+class RefusingOnceStub:
+    """A broker that refuses the first UpdateMetadata as meant for another of its processes (it registers
+    just after): the calls it gets, in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def UpdateMetadata(self, request, timeout=None):
+        from eoslab.v1 import broker_pb2, common_pb2
+        self.calls.append("UpdateMetadata")
+        first = self.calls.count("UpdateMetadata") == 1
+        return broker_pb2.UpdateMetadataResponse(error=common_pb2.STALE_BROKER_EPOCH if first else common_pb2.NONE)
+
+    def LeaderAndIsr(self, request, timeout=None):
+        from eoslab.v1 import broker_pb2
+        self.calls.append("LeaderAndIsr")
+        return broker_pb2.LeaderAndIsrResponse()
+
+
+def test_no_leader_and_isr_goes_to_a_broker_that_refused_the_update_metadata_before_it():
+    """A broker that registers between the two requests would take the LeaderAndIsr with no topic configs
+    in its metadata and make its partitions with the broker's defaults (min.insync.replicas 1, so a
+    sole-ISR leader acknowledges acks=all writes). LeaderAndIsr waits for an UpdateMetadata the broker
+    took."""
+    from eoslab.v1 import broker_pb2
+    clock = MockTime()
+    mgr = ControllerChannelManager(lambda broker_id: (broker_pb2.UpdateMetadataRequest(),
+                                                      broker_pb2.LeaderAndIsrRequest()), lambda: None, time=clock)
+    mgr.set_brokers({1: "127.0.0.1:9"})
+    stub = mgr._senders[1].stub = RefusingOnceStub()
+    mgr.send_all()
+    h.wait_for(lambda: stub.calls and clock.waiters() == 1)
+    assert stub.calls == ["UpdateMetadata"]                 # refused: nothing else sent, backing off
+    clock.advance_ms(50)
+    h.wait_for(lambda: len(stub.calls) == 3)
+    assert stub.calls == ["UpdateMetadata", "UpdateMetadata", "LeaderAndIsr"]
+    mgr.close()
 
 
 class FakeZk:

@@ -34,8 +34,8 @@ def register(sub) -> None:
     up.add_argument("--controllers", type=argtypes.int_range(1, 9), default=2)
     up.add_argument("--txn-coordinators", type=argtypes.int_range(0, 9), default=2)
     up.add_argument("--session-timeout-ms", type=argtypes.int_range(400, 2 ** 31 - 1), default=None,
-                    help="ZooKeeper session timeout of brokers and controllers (default: 500 on the local "
-                         "runtime, 2000 on Docker, where services start under heavier load)")
+                    help="ZooKeeper session timeout of brokers and controllers (default: the runtime's, "
+                         "2000; on Docker EOSLAB_ZK_SESSION_TIMEOUT_MS when set)")
     up.add_argument("--kafka-version", default=None, metavar="V",
                     help=f"behave as this Kafka release: {', '.join(kafka_version.names())} "
                          f"(default {kafka_version.DEFAULT}); see docs/kafka-versions.md")

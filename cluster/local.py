@@ -64,9 +64,7 @@ class _ZooKeeperLost(ClusterError):
 
 class LocalRuntime(LocalProcesses, Runtime):
     name = "local"
-    # the services' ZooKeeper session timeout (`cluster up`'s default): 500 ms gives a failover p99 under 1 s,
-    # and 100 seeded runs under load with it had no false alarm and no spurious expiry (docs/benchmarks.md)
-    DEFAULT_SESSION_TIMEOUT_MS = 500
+    DEFAULT_SESSION_TIMEOUT_MS = 2000       # the services' ZooKeeper session timeout (`cluster up`'s default)
 
     def __init__(self, cluster_name: str = "default", home: str | None = None, brokers: int = 3,
                  controllers: int = 2, broker_args: list[str] | None = None,

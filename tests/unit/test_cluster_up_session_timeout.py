@@ -1,5 +1,5 @@
 """`cluster up`'s ZooKeeper session timeout: without --session-timeout-ms each runtime keeps its own default
-(500 ms on the local runtime, EOSLAB_ZK_SESSION_TIMEOUT_MS or 2 s on Docker); the flag, when given,
+(2 s on the local runtime, EOSLAB_ZK_SESSION_TIMEOUT_MS or 2 s on Docker); the flag, when given,
 reaches the runtime as given."""
 import pytest
 
@@ -35,14 +35,15 @@ def test_without_the_flag_the_runtime_keeps_its_own_default(monkeypatch, tmp_pat
     assert "session_timeout_ms" not in kw and kw["kind"] == "local"
     from cluster.local import LocalRuntime
     rt = LocalRuntime("t", home=str(tmp_path))
-    assert rt.state["session_timeout_ms"] == 500
+    assert rt.state["session_timeout_ms"] == LocalRuntime.DEFAULT_SESSION_TIMEOUT_MS == 2000
 
 
 def test_the_flag_reaches_the_runtime(monkeypatch):
     assert up_kwargs(monkeypatch, ["--name", "t", "--session-timeout-ms", "900"])["session_timeout_ms"] == 900
 
 
-def test_docker_keeps_its_environment_s_session_timeout(monkeypatch):
+def test_docker_takes_its_environment_s_session_timeout(monkeypatch):
+    """`cluster up --runtime docker` used to pass 2000 whatever EOSLAB_ZK_SESSION_TIMEOUT_MS said."""
     from cluster.docker_runtime import DockerRuntime
     monkeypatch.setenv("EOSLAB_ZK_SESSION_TIMEOUT_MS", "3000")
     assert DockerRuntime("t1").session_timeout_ms == 3000

@@ -73,6 +73,9 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
         self.zk = zk_client(zk_connect, session_timeout_ms)
         self.ctx = ControllerContext()
         self.lock = threading.RLock()       # guards ctx, active, epoch
+        # brokers gone (or bounced) and registered that a failed BrokerChange has not handled yet
+        self._owed_gone: set[int] = set()
+        self._owed_born: set[int] = set()
         self.active = False
         self.epoch = -1
         self.epoch_zk_version = -1
@@ -263,6 +266,7 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
 
     def _on_become_active(self) -> None:
         with self.lock:
+            self._owed_gone, self._owed_born = set(), set()     # a failover loads everything afresh
             self.ctx.clear()
             self._load_brokers()
             for topic in self.zk.get_children(zk_paths.TOPICS):
@@ -320,8 +324,11 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
         with self.lock:
             old = dict(self.ctx.brokers)
             new = self._load_brokers()
-        gone = {b for b in old if b not in new or new[b].epoch != old[b].epoch}
-        born = {b for b in new if b not in old or new[b].epoch != old[b].epoch}
+        # what a failed run of this event saw stays owed: the retry reads ctx.brokers already updated,
+        # and would see no change for a broker that went, or went and came back
+        self._owed_gone |= {b for b in old if b not in new or new[b].epoch != old[b].epoch}
+        self._owed_born |= {b for b in new if b not in old or new[b].epoch != old[b].epoch}
+        gone, born = set(self._owed_gone), set(self._owed_born)
         if gone:
             log.info("brokers gone: %s", sorted(gone))
         if born:
@@ -336,6 +343,8 @@ class KafkaController(AlterPartitionHandler, PartitionStateMachine):
             # its leaderships, its startup may win them back, as Kafka's processBrokerChange runs
             # onBrokerFailure then onBrokerStartup (an online-partition election) for bounced brokers
             self._elect_offline_partitions(set())
+        self._owed_gone -= gone
+        self._owed_born -= born
         self._sync_channels()
 
     def state_changed(self) -> None:

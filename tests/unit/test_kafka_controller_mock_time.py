@@ -8,6 +8,8 @@ Guarantees checked here (no ZooKeeper, no broker: the failing step is faked):
   clock (50 ms, then doubling), not before; closing the channel manager ends
   the backoff at once; a broker that refuses the UpdateMetadata gets no
   LeaderAndIsr until it takes one;
+- a BrokerChange that fails midway keeps the brokers it saw go (or bounce)
+  owed, so its retry still fails them over;
 - the /controller znode's timestamp is the clock's wall time.
 """
 import threading
@@ -213,3 +215,37 @@ def test_a_controller_znode_of_ours_left_behind_is_deleted_for_a_new_election(mo
     zk.nodes[zk_paths.CONTROLLER] = zk_paths.encode({"brokerid": 2})    # another's: left alone
     c._elect()
     assert zk.nodes[zk_paths.CONTROLLER] == zk_paths.encode({"brokerid": 2})
+
+
+def test_a_broker_change_that_fails_midway_still_fails_over_the_bounced_broker_on_its_retry(monkeypatch):
+    """Broker 1 bounced (the same id, a new broker epoch) and the election that takes its leaderships
+    failed (ZooKeeper out of reach). The retried event must elect again without broker 1: it used to read
+    the broker list it had already stored, see no change, and leave broker 1's new process leading."""
+    from services.controller.context import BrokerInfo
+    clock = MockTime()
+    c = KafkaController(1, "127.0.0.1", 1, "127.0.0.1:1", time=clock)
+    c.active = True
+    c.ctx.brokers = {1: BrokerInfo(1, "h", 1, epoch=10), 2: BrokerInfo(2, "h", 2, epoch=20)}
+    bounced = {1: BrokerInfo(1, "h", 1, epoch=11), 2: BrokerInfo(2, "h", 2, epoch=20)}
+
+    def load():
+        c.ctx.brokers = dict(bounced)
+        return c.ctx.brokers
+
+    elections = []
+
+    def elect(gone):
+        elections.append(set(gone))
+        if len(elections) == 1:
+            raise RuntimeError("ZooKeeper connection lost")
+
+    monkeypatch.setattr(c, "_load_brokers", load)
+    monkeypatch.setattr(c, "_elect_offline_partitions", elect)
+    monkeypatch.setattr(c, "_unclean_shutdowns_owed", lambda: set())
+    monkeypatch.setattr(c, "_sync_channels", lambda: None)
+    with pytest.raises(RuntimeError):
+        c._on_broker_change()
+    c._on_broker_change()                               # the event loop's retry
+    assert elections == [{1}, {1}, set()]               # its failure, then its startup (online partitions)
+    c._on_broker_change()                               # handled: nothing owed any more
+    assert elections[3:] == [set()]

@@ -66,6 +66,4 @@ class LogConfig:
     def target_codec(self, source_codec: int) -> int:
         """The codec a batch sent with `source_codec` is stored with (Kafka's
         BrokerCompressionType.targetCompression): the producer's under `producer`, else the topic's."""
-        if self.compression_type == "producer":
-            return source_codec
-        return CODEC_IDS[self.compression_type]
+        return CODEC_IDS.get(self.compression_type, source_codec)     # "producer" (or unknown): as sent

@@ -75,6 +75,7 @@ class CopierWorkload(Workload):
         self.errors: list[str] = []
         self.stop_copiers = threading.Event()
         self.input_done = threading.Event()
+        self.input_thread: threading.Thread | None = None     # the input producer, once started
         self.t0 = time.monotonic()
 
     # -- names ------------------------------------------------------------------------------------
@@ -238,7 +239,7 @@ class CopierWorkload(Workload):
         # the input's last send may still be in flight after halt(): the drain is judged only once it has
         # ended (acknowledged or not), else a record acknowledged after the check would never be copied
         # and read as unseen (a slow chaos run under kill-zookeeper: acknowledged 10 s after its send)
-        if getattr(self, "input_thread", None) is not None:
+        if self.input_thread is not None:
             self.input_thread.join(self.op_timeout + 10)
         deadline = time.monotonic() + self.options["drain-timeout"]
         drained = False

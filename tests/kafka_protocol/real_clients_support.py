@@ -1,5 +1,6 @@
 """What the real-client tests share: a module-scoped local cluster with Kafka listeners (`kcluster`, a
-fixture of this package's conftest), topic creation and a read-until-quiet helper through librdkafka."""
+fixture of this package's conftest), topic creation, a read-until-quiet helper through librdkafka and
+the stored batches of a partition as its leader holds them (over gRPC)."""
 import os
 import time
 import uuid
@@ -49,3 +50,20 @@ def _read_all(boot, topic, partitions, isolation, expect, timeout_s=20.0):
         got.append(m.value().decode())
     c.close()
     return got
+
+
+def stored_batches(kcluster, topic: str, partition: int = 0) -> list:
+    """The batches the partition's leader stores, from offset 0, read over the lab's gRPC Fetch."""
+    from clients.metadata import ClusterMetadata
+    from eoslab.v1 import broker_pb2
+    from tests import helpers as h
+    md = ClusterMetadata(kcluster.bootstrap_all())
+    try:
+        h.wait_for(lambda: md.refresh([topic]) and md.leader(topic, partition), timeout=20,
+                   what=f"{topic}'s leader")
+        resp = md.stub(md.leader(topic, partition)[1]).Fetch(broker_pb2.FetchRequest(
+            replica_id=-1, max_wait_ms=0, max_bytes=1 << 22, partitions=[broker_pb2.FetchPartition(
+                topic=topic, partition=partition, fetch_offset=0, partition_max_bytes=1 << 22)]), timeout=10)
+        return list(resp.partitions[0].batches)
+    finally:
+        md.close()

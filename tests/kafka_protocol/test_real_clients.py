@@ -13,7 +13,7 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 
 
-from tests.kafka_protocol.real_clients_support import _read_all, _topic  # noqa: E402
+from tests.kafka_protocol.real_clients_support import _read_all, _topic, stored_batches  # noqa: E402
 
 
 def test_confluent_kafka_idempotent_produce_reads_back_exactly_once(kcluster):
@@ -47,17 +47,8 @@ def test_confluent_kafka_writes_every_codec_and_reads_it_back(kcluster, codec):
     got = _read_all(boot, topic, 1, "read_uncommitted", 200)
     assert got == [f"v{i}-" + "x" * 200 for i in range(200)]
     from clients.consumer import KafkaConsumer as LabConsumer
-    from clients.metadata import ClusterMetadata
     from eoslab.common import record_batch as rb
-    from eoslab.v1 import broker_pb2
-    md = ClusterMetadata(kcluster.bootstrap_all())
-    md.refresh([topic])
-    leader = md.leader(topic, 0)
-    resp = md.stub(leader[1]).Fetch(broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=0, max_bytes=1 << 20,
-                                                            partitions=[broker_pb2.FetchPartition(
-                                                                topic=topic, partition=0, fetch_offset=0,
-                                                                partition_max_bytes=1 << 20)]), timeout=10)
-    batches = resp.partitions[0].batches
+    batches = stored_batches(kcluster, topic)
     ids = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
     assert batches and all(rb.kafka_layout(b) and b.attributes & rb.COMPRESSION_MASK == ids[codec] for b in batches)
     assert sum(len(b.records) for b in batches) < 200 * 200 // 4      # compressed: far under the values' bytes

@@ -12,20 +12,14 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType  # noqa: E402
 
-from tests.kafka_protocol.real_clients_support import _read_all, _topic  # noqa: E402
+from tests.kafka_protocol.real_clients_support import _read_all, _topic, stored_batches  # noqa: E402
 
 
 def stored_codecs(kcluster, topic: str) -> list[int]:
-    """The codec id of each data batch the partition's leader stores (over gRPC)."""
-    from clients.metadata import ClusterMetadata
+    """The codec id of each data batch the partition's leader stores."""
     from eoslab.common import record_batch as rb
-    from eoslab.v1 import broker_pb2
-    md = ClusterMetadata(kcluster.bootstrap_all())
-    h.wait_for(lambda: md.refresh([topic]) and md.leader(topic, 0), timeout=20, what=f"{topic}'s leader")
-    resp = md.stub(md.leader(topic, 0)[1]).Fetch(broker_pb2.FetchRequest(
-        replica_id=-1, max_wait_ms=0, max_bytes=1 << 22, partitions=[broker_pb2.FetchPartition(
-            topic=topic, partition=0, fetch_offset=0, partition_max_bytes=1 << 22)]), timeout=10)
-    return [rb.codec_of(b) for b in resp.partitions[0].batches if not b.attributes & rb.CONTROL_FLAG]
+    return [rb.codec_of(b) for b in stored_batches(kcluster, topic) if not b.attributes & rb.CONTROL_FLAG]
+
 
 def produce(boot, topic, codec, n, **extra):
     p = Producer({"bootstrap.servers": boot, "enable.idempotence": True, "compression.type": codec,

@@ -96,14 +96,8 @@ class DockerRuntime(DockerHostFiles, SidecarFaults, Runtime):
         if disk not in (None, "plain", "lazy"):
             raise DockerRuntimeError(f"unknown disk {disk!r} (choose plain or lazy)")
         self.disk_kind = disk
-        if session_timeout_ms is None:      # the services' ZooKeeper session timeout; the lab's default is small
-            env = os.environ.get("EOSLAB_ZK_SESSION_TIMEOUT_MS") or "2000"
-            if not env.isdigit():
-                raise DockerRuntimeError(f"EOSLAB_ZK_SESSION_TIMEOUT_MS={env!r}: expected milliseconds")
-            session_timeout_ms = int(env)
-        if session_timeout_ms < 400:
-            raise DockerRuntimeError(f"session_timeout_ms must be at least 400, not {session_timeout_ms}")
-        self.broker_args, self.session_timeout_ms = list(broker_args), session_timeout_ms
+        self.broker_args = list(broker_args)
+        self.session_timeout_ms = self.resolve_session_timeout_ms(session_timeout_ms)
         self.kafka_version = kafka_version or os.environ.get("EOSLAB_KAFKA_VERSION") or kv.DEFAULT
         kv.get(self.kafka_version)
         self.counts = {"broker": brokers, "controller": controllers, "txn-coordinator": txn_coordinators}
@@ -126,6 +120,18 @@ class DockerRuntime(DockerHostFiles, SidecarFaults, Runtime):
                                      "run .ci/docker-engine.sh") from None
         if self.exists():
             self._adopt()
+
+    @staticmethod
+    def resolve_session_timeout_ms(session_timeout_ms: int | None) -> int:
+        """The services' ZooKeeper session timeout: as given, else EOSLAB_ZK_SESSION_TIMEOUT_MS, else 2 s."""
+        if session_timeout_ms is None:
+            env = os.environ.get("EOSLAB_ZK_SESSION_TIMEOUT_MS") or "2000"
+            if not env.isdigit():
+                raise DockerRuntimeError(f"EOSLAB_ZK_SESSION_TIMEOUT_MS={env!r}: expected milliseconds")
+            session_timeout_ms = int(env)
+        if session_timeout_ms < 400:
+            raise DockerRuntimeError(f"session_timeout_ms must be at least 400, not {session_timeout_ms}")
+        return session_timeout_ms
 
     # -- the project as Docker has it ----------------------------------------------------------------
     def _containers(self) -> dict[str, object]:

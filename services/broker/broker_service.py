@@ -2,8 +2,10 @@
 to the KafkaServer's parts.
 
 Guarantees: every request gets an answer with Kafka's error codes; an unexpected fault in a produce
-becomes UNKNOWN_SERVER_ERROR for its partitions (logged), never a dead broker; CreateTopics is
-forwarded to the active controller (NOT_CONTROLLER when there is none or it cannot be reached);
+becomes UNKNOWN_SERVER_ERROR for its partitions (logged), never a dead broker; the admin requests
+(CreateTopics, CreatePartitions, DeleteTopics, topic configs) are forwarded to the active controller,
+waiting through a failover up to FORWARD_WAIT_S (NOT_CONTROLLER when there is still none or it cannot
+be reached), while Metadata's auto-creation does not wait;
 a transactional batch without the request's transactional.id is refused whole where the release
 requires one.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -36,22 +39,17 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
         resp = self.s.metadata.metadata(list(request.topics))
         if request.topics and request.allow_auto_topic_creation:     # a coordinator asking for its Kafka client
             unknown_topics(resp, getattr(self.s, "auto_create_topics_enable", True),
-                           lambda pb: self.CreateTopics(pb, None), getattr(self.s, "num_partitions", 1))
+                           lambda pb: self.create_topics(pb, 0.0), getattr(self.s, "num_partitions", 1))
         return resp
 
     def CreateTopics(self, request, context):
-        addr = self.s.controller_address
-        if addr is None:
-            return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
-                name=t.name, error=E.NOT_CONTROLLER, error_message="no active controller") for t in request.topics])
-        from eoslab.v1 import controller_pb2_grpc
-        try:
-            with rpc.channel(addr) as ch:
-                return controller_pb2_grpc.ControllerStub(ch).CreateTopics(request, timeout=30)
-        except grpc.RpcError as e:
-            return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
-                name=t.name, error=E.NOT_CONTROLLER, error_message=f"controller unreachable: {e.code()}")
-                for t in request.topics])
+        """Kafka's CreateTopics, handed to the active controller (waiting up to FORWARD_WAIT_S for one)."""
+        return self.create_topics(request, self.FORWARD_WAIT_S)
+
+    def create_topics(self, request, wait_s: float):
+        return self._to_controller("CreateTopics", request, lambda msg: broker_pb2.CreateTopicsResponse(
+            topics=[broker_pb2.CreateTopicResult(name=t.name, error=E.NOT_CONTROLLER, error_message=msg)
+                    for t in request.topics]), wait_s)
 
     def create_partitions(self, request):
         """Kafka's CreatePartitions, handed to the active controller (not a gRPC method of the broker)."""
@@ -74,18 +72,33 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
             results=[controller_pb2.AlterTopicConfigResult(topic=t.topic, error=E.NOT_CONTROLLER, error_message=msg)
                      for t in request.topics]))
 
-    def _to_controller(self, method: str, request, failed):
-        """The active controller's answer to `method`, or `failed(why)` (NOT_CONTROLLER) when there is none
-        or it cannot be reached."""
+    # How long a forwarded admin request waits for a reachable controller, as Kafka's forwarding
+    # manager queues a request through a controller failover instead of failing it at once.
+    FORWARD_WAIT_S = 15.0
+
+    def _to_controller(self, method: str, request, failed, wait_s: float | None = None):
+        """The active controller's answer to `method`, or `failed(why)` (NOT_CONTROLLER) when for
+        `wait_s` there is none or it cannot be reached. The controller's address is read again before
+        every try (a failover moves it); only UNAVAILABLE is retried, never an answer or a deadline."""
         from eoslab.v1 import controller_pb2_grpc
-        addr = self.s.controller_address
-        if addr is None:
-            return failed("no active controller")
-        try:
-            with rpc.channel(addr) as ch:
-                return getattr(controller_pb2_grpc.ControllerStub(ch), method)(request, timeout=30)
-        except grpc.RpcError as e:
-            return failed(f"controller unreachable: {e.code()}")
+        wait_s = self.FORWARD_WAIT_S if wait_s is None else wait_s
+        deadline, pause = time.monotonic() + wait_s, 0.05
+        while True:
+            addr = self.s.controller_address
+            if addr is None:
+                why = "no active controller"
+            else:
+                try:
+                    with rpc.channel(addr) as ch:
+                        return getattr(controller_pb2_grpc.ControllerStub(ch), method)(request, timeout=30)
+                except grpc.RpcError as e:
+                    why = f"controller unreachable: {e.code()}"
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        return failed(why)
+            if time.monotonic() + pause > deadline:
+                return failed(why)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def _produce(self, request):
         if self.s.transactional_produce_needs_id and not request.transactional_id and \

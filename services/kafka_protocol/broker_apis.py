@@ -154,7 +154,7 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                             for b in md["brokers"]]}
 
     def _unknown_topics(self, resp: broker_pb2.MetadataResponse, auto_create: bool) -> None:
-        unknown_topics(resp, auto_create, lambda pb: self.svc.CreateTopics(pb, None),
+        unknown_topics(resp, auto_create, lambda pb: self.svc.create_topics(pb, 0.0),
                        getattr(self.s, "num_partitions", 1))
 
     # -- produce ----------------------------------------------------------------------------------

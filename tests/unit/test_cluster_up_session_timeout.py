@@ -1,6 +1,6 @@
 """`cluster up`'s ZooKeeper session timeout: without --session-timeout-ms each runtime keeps its own default
 (2 s on the local runtime, EOSLAB_ZK_SESSION_TIMEOUT_MS or 2 s on Docker); the flag, when given,
-reaches the runtime as given."""
+reaches the runtime as given. None of these tests needs a Docker engine."""
 import pytest
 
 from cluster import cli, runtimes
@@ -46,6 +46,9 @@ def test_docker_takes_its_environment_s_session_timeout(monkeypatch):
     """`cluster up --runtime docker` used to pass 2000 whatever EOSLAB_ZK_SESSION_TIMEOUT_MS said."""
     from cluster.docker_runtime import DockerRuntime
     monkeypatch.setenv("EOSLAB_ZK_SESSION_TIMEOUT_MS", "3000")
-    assert DockerRuntime("t1").session_timeout_ms == 3000
+    assert DockerRuntime.resolve_session_timeout_ms(None) == 3000
+    assert DockerRuntime.resolve_session_timeout_ms(900) == 900
     monkeypatch.delenv("EOSLAB_ZK_SESSION_TIMEOUT_MS")
-    assert DockerRuntime("t1").session_timeout_ms == 2000
+    assert DockerRuntime.resolve_session_timeout_ms(None) == 2000
+    with pytest.raises(Exception, match="at least 400"):
+        DockerRuntime.resolve_session_timeout_ms(100)

@@ -8,8 +8,11 @@ Guarantees:
 - a request without an answer within request.timeout.ms closes its
   connection, as Kafka's NetworkClient does, and every request in flight on
   it is retried with the same sequence numbers;
-- an answer meant for an earlier attempt of a batch (before an epoch bump) is
-  ignored; each user future is resolved once;
+- an answer meant for an earlier attempt of a batch (before its partition was
+  renumbered) is ignored; each user future is resolved once;
+- an idempotent batch is retried with the producer id, epoch and sequence it
+  was first sent with, even after an epoch bump that other partitions asked
+  for, so a batch written without an answer is deduplicated by the broker;
 - a transactional batch is never retried under another producer id or epoch
   than it was sent with: its transaction is over, so it fails;
 - delivery.timeout.ms fails a batch whether it waits or is in flight (KIP-91);
@@ -203,8 +206,9 @@ class Sender(threading.Thread):
         if not self.tm.idempotent:
             return True
         if b.base_sequence is None:
-            # no new batch while an earlier sequence of the partition is unresolved (Kafka's rule)
-            return not self.tm.has_unresolved_sequence(b.tp)
+            # no new batch while an earlier sequence of the partition is unresolved, or while batches of an
+            # older epoch are unacknowledged (Kafka's rules)
+            return self.tm.may_start_new_batch(b.tp)
         return all(x in self.in_flight_batches for x in self.tm.unacked_before(b))
 
     def _connection(self, address: str) -> BrokerConnection:
@@ -325,13 +329,15 @@ class Sender(threading.Thread):
 
     def _retry(self, b: ProducerBatch, err: int) -> None:
         tm = self.tm
-        if tm.idempotent and b.base_sequence is not None and \
+        if tm.transactional and b.base_sequence is not None and \
                 (b.producer_id, b.producer_epoch) != (tm.producer_id, tm.producer_epoch):
-            if tm.transactional:   # its transaction is over (Kafka's Sender.completeBatch drops it too)
-                self._fail(b, KafkaError(err, f"not retried: producer id/epoch {b.producer_id}/{b.producer_epoch}"
-                                              f" is now {tm.producer_id}/{tm.producer_epoch}"))
-                return
-            b.base_sequence = None  # idempotent, sent in an earlier epoch: renumber in this one
+            # its transaction is over (Kafka's Sender.completeBatch drops it too)
+            self._fail(b, KafkaError(err, f"not retried: producer id/epoch {b.producer_id}/{b.producer_epoch}"
+                                          f" is now {tm.producer_id}/{tm.producer_epoch}"))
+            return
+        # an idempotent batch that holds a sequence is retried with it, under the epoch it was sent with
+        # (its partition is stale until it completes): it may already be in the log, and only the same
+        # (producer id, epoch, sequence) lets the broker deduplicate it
         b.retry_at = self.time.monotonic() + self.cfg.retry_backoff_ms / 1000.0
         self.acc.reenqueue(b)
 

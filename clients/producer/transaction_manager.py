@@ -4,8 +4,13 @@ Guarantees:
 - sequence numbers of a partition are handed out densely in drain order and
   never reused within an epoch; a batch keeps its sequence across retries;
   `unacked` knows, per partition, every batch that holds a sequence and is
-  not yet completed, in sequence order; an epoch bump (or a new producer id)
-  forgets every sequence, so unacknowledged batches are renumbered from 0.
+  not yet completed, in sequence order. A new producer id forgets every
+  sequence. An idempotent epoch bump renumbers from 0 only the partitions
+  that asked for it (Kafka's partitionsToRewriteSequences); every other
+  partition's unacknowledged batches keep their epoch and sequence, so a
+  batch that was written but not acknowledged is deduplicated on its retry
+  instead of written again, and the partition moves to the new epoch when
+  the last of them completes (txn_partition_map: stale partitions).
 - the state is one of `State`; it changes only through `transition_to`,
   which refuses a change its target does not list as a valid previous state
   (InvalidStateTransition names both), as Kafka's client TransactionManager
@@ -91,7 +96,9 @@ class TransactionManager(TxnPartitionMap):
         self.last_acked: dict[tuple[str, int], int] = {}
         self.unresolved: dict[tuple[str, int], int] = {}   # partition -> the sequence after an expired batch
         self.unacked: dict[tuple[str, int], list[ProducerBatch]] = {}
+        self.partition_ids: dict[tuple[str, int], tuple[int, int]] = {}   # whose sequences a partition holds
         self.bump_pending = False             # idempotent: bump the epoch once nothing is in flight
+        self.partitions_to_rewrite: set[tuple[str, int]] = set()   # ... renumbering these partitions
         self.epoch_bumps = 0
 
     # -- the state machine ------------------------------------------------------------------------
@@ -295,6 +302,8 @@ class TransactionManager(TxnPartitionMap):
         self.unacked.clear()
         self.last_acked.clear()
         self.unresolved.clear()
+        self.partition_ids.clear()
+        self.partitions_to_rewrite.clear()
 
     def maybe_resolve_sequences(self, in_flight) -> None:
         """Judge every unresolved partition with nothing of it in flight (`in_flight(tp)` says), as the module
@@ -323,18 +332,23 @@ class TransactionManager(TxnPartitionMap):
                                                         "on (on.out.of.order=fatal)"))
 
     def request_epoch_bump(self, tp=None) -> None:
-        """Idempotent producer: bump the epoch (and renumber from 0) once nothing is in flight."""
-        self.bump_pending = True
+        """Idempotent producer: bump the epoch once nothing is in flight, renumbering `tp` from 0 (every
+        partition when no partition is named)."""
+        with self._lock:
+            self.bump_pending = True
+            self.partitions_to_rewrite.update(self.unacked.keys() | self.partition_ids.keys() if tp is None
+                                              else {tp})
 
     def bump_epoch(self) -> list[ProducerBatch]:
-        """New epoch, all sequences forgotten; returns the batches that lost their sequence."""
+        """The next epoch (Kafka's bumpIdempotentProducerEpoch): the partitions that asked for it start again at
+        sequence 0; the others are stale until their unacknowledged batches complete under the old epoch.
+        Returns the batches that lost their sequence."""
         with self._lock:
-            renumber = [b for lst in self.unacked.values() for b in lst]
-            for b in renumber:
-                b.base_sequence = None
-                b.attempt_token += 1
-            self._reset_sequences()
             self.producer_epoch += 1
+            renumber = []
+            for tp in self.partitions_to_rewrite:
+                renumber += self.start_sequences_at_beginning(tp)
+            self.partitions_to_rewrite.clear()
             self.epoch_bumps += 1
             self.bump_pending = False
             return renumber

@@ -26,6 +26,10 @@ class _Svc:
         return broker_pb2.CreateTopicsResponse(topics=[broker_pb2.CreateTopicResult(
             name=t.name, error=E.NONE, num_partitions=t.num_partitions, replication_factor=3) for t in req.topics])
 
+    def create_topics(self, req, wait_s):    # Metadata's auto-creation: the servicer's call that does not wait
+        assert wait_s == 0
+        return self.CreateTopics(req, None)
+
     def Fetch(self, req, context):   # noqa: N802 - the gRPC servicer's name
         self.fetched = req
         return broker_pb2.FetchResponse()

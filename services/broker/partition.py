@@ -43,7 +43,7 @@ from eoslab.v1 import common_pb2
 from eoslab.common import record_batch as rb
 from eoslab.common.time import SYSTEM, Time
 from services.broker.checkpoints import HW_CHECKPOINT, fsync_file, read_hw_checkpoint
-from services.broker.isr_maintenance import IsrMaintenance
+from services.broker.isr_maintenance import HW_MOVED, LOG_MOVED, ROLE_MOVED, IsrMaintenance
 from services.broker.partition_checkpoints import PartitionCheckpoints
 from services.broker.leader_epoch_cache import LeaderEpochFileCache
 from services.broker import log_validator
@@ -57,9 +57,8 @@ from services.broker.txn_index import AbortedTxn, TransactionIndex
 from eoslab.common.errors import E
 
 log = logging.getLogger(__name__)
-# what moved, for `Partition.on_change`: a follower's fetch waits for the log end, a consumer's for the
-# high watermark (and so the LSO), both for a change of role
-LOG_MOVED, HW_MOVED, ROLE_MOVED = 1, 2, 3
+# what moved (isr_maintenance), for `Partition.on_change`: a follower's fetch waits for the log end, a
+# consumer's for the high watermark (and so the LSO), both for a change of role
 
 
 @dataclass(slots=True)
@@ -309,34 +308,6 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
     def _notify(self, what: int) -> None:
         if self.on_change is not None:
             self.on_change(self, what)
-
-    def wait_for_replication(self, last_offset: int, leader_epoch: int, timeout: float) -> tuple[int, str]:
-        """For acks=all: wait until the high watermark passes last_offset, at most `timeout` seconds of
-        this partition's clock (every move of the high watermark or of the role notifies `changed`)."""
-        def moved() -> bool:
-            return self.high_watermark > last_offset or not self.is_leader or self.leader_epoch != leader_epoch
-        with self.lock:
-            self.time.wait_for(self.changed, moved, timeout)
-            if self.high_watermark <= last_offset:
-                if not self.is_leader or self.leader_epoch != leader_epoch:
-                    return E.NOT_LEADER_OR_FOLLOWER, "leadership moved before the append was replicated"
-                return E.REQUEST_TIMED_OUT, "the ISR did not replicate the append in time"
-            if len(self.isr) < self.config.min_insync_replicas:
-                return E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, (f"ISR {self.isr} shrank below min.insync.replicas "
-                                                           f"{self.config.min_insync_replicas} after the append")
-            return E.NONE, ""
-
-    def _maybe_increment_hw(self) -> None:
-        if self.config.hw_needs_min_isr and len(self.isr) < self.config.min_insync_replicas:
-            return      # 3.9+: a replica that left the ISR then still has everything below the HW (KIP-966)
-        leo = self.log.log_end_offset
-        ends = [leo] + [self.followers[r].log_end_offset for r in self.isr
-                        if r != self.broker_id and r in self.followers]
-        hw = min(ends)
-        if hw > self.high_watermark:
-            self.high_watermark = hw
-            self.changed.notify_all()
-            self._notify(HW_MOVED)
 
     # -- follower side ----------------------------------------------------------------------------------
     def append_as_follower(self, batches, leader_hw: int) -> None:

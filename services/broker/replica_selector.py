@@ -40,15 +40,9 @@ def find_preferred_read_replica(p, selector: RackAwareReplicaSelector, client_ra
     """Kafka's ReplicaManager.findPreferredReadReplica: on the leader of partition `p`, the replica the
     selector picks among the leader and the in-sync followers whose logs hold `fetch_offset`, or None
     when that is the leader (or this broker does not lead `p`). `rack_of(broker_id)` is a broker's rack."""
-    with p.lock:
-        if not p.is_leader:
-            return None
-        now = p.time.monotonic()
-        candidates = [(p.broker_id, p.log.log_end_offset, 0)]
-        for broker_id, r in p.followers.items():
-            # a follower out of the ISR may lag on and on: the consumer would fall behind with it
-            if broker_id in p.isr and r.log_start_offset <= fetch_offset <= r.log_end_offset:
-                candidates.append((broker_id, r.log_end_offset, int((now - r.last_caught_up) * 1000)))
+    candidates = p.read_replica_candidates(fetch_offset)
+    if candidates is None:
+        return None
     views = [ReplicaView(b, rack_of(b), leo, lag_ms) for b, leo, lag_ms in candidates]
     leader = views[0]
     chosen = selector.select(client_rack, leader, views)

@@ -42,9 +42,11 @@ CONNECTIONS_MAX_IDLE_S = 600.0   # Kafka's connections.max.idle.ms (10 minutes)
 # Requests that may wait long on the broker (a Produce for acks=all, a Fetch's long poll, JoinGroup and
 # SyncGroup for a rebalance, CreateTopics / DeleteTopics for the metadata, DeleteRecords for the
 # followers, a transaction coordinator's requests, which a broker relays and a paused coordinator may
-# hold): Kafka parks them in purgatory and frees its request threads; here they run on a pool of
-# their own, so any number of them cannot hold the threads every other request needs.
-PARKED_APIS = frozenset({0, 1, 11, 14, 19, 20, 21, 22, 24, 25, 26, 65, 66})
+# hold, and every request forwarded to the controller, which waits through a controller failover:
+# CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs): Kafka parks
+# them in purgatory and frees its request threads; here they run on a pool of their own, so any
+# number of them cannot hold the threads every other request needs.
+PARKED_APIS = frozenset({0, 1, 11, 14, 19, 20, 21, 22, 24, 25, 26, 33, 37, 44, 65, 66})
 PARKED_WORKERS = 256
 NO_RESPONSE = object()          # acks=0
 DROP_RESPONSE = object()        # lost-ACK fault: processed, connection closed without the answer

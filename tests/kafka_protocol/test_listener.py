@@ -243,6 +243,35 @@ def test_requests_waiting_for_a_rebalance_never_hold_the_threads_other_requests_
         lst.stop()
 
 
+@pytest.mark.parametrize("api_key,version,fields", [
+    (37, 1, dict(topics=[dict(name="t", count=2, assignments=None)], timeout_ms=30000, validate_only=False)),
+    (44, 0, dict(resources=[dict(resource_type=2, resource_name="t", configs=[])], validate_only=False)),
+    (33, 0, dict(resources=[dict(resource_type=2, resource_name="t", configs=[])], validate_only=False)),
+])
+def test_requests_forwarded_to_the_controller_never_hold_the_threads_other_requests_need(api_key, version, fields):
+    """A broker holds a request it forwards to the controller while no controller answers (a failover):
+    40 of them (more than the 32 request threads) and a Heartbeat on another connection is still answered."""
+    release = threading.Event()
+    h = ApiHandlers()
+    h.register(api_key, 0, version, lambda header, req: release.wait(30) and {})
+    h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
+    lst = KafkaListener("127.0.0.1:0", h)
+    lst.start()
+    held = [_connect(lst) for _ in range(40)]
+    try:
+        for i, c in enumerate(held):
+            c.sendall(_request(api_key, version, i, **fields))
+        with _connect(lst) as other:
+            other.settimeout(5)
+            other.sendall(_heartbeat(99))
+            assert _response(_read_frame(other), HEARTBEAT, 1)[0] == 99
+    finally:
+        release.set()
+        for c in held:
+            c.close()
+        lst.stop()
+
+
 def test_stop_ends_every_connection_task_and_closes_the_connections(listener):
     import asyncio
     socks = [_connect(listener) for _ in range(3)]

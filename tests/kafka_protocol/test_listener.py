@@ -215,45 +215,24 @@ def test_a_request_already_here_when_the_idle_deadline_passes_is_answered():
         lst.stop()
 
 
-def test_requests_waiting_for_a_rebalance_never_hold_the_threads_other_requests_need():
-    """40 JoinGroups parked in a rebalance (more than the 32 request threads) and a Heartbeat on another
-    connection is still answered at once: waiting requests have a pool of their own, as Kafka parks
-    them in purgatory."""
-    release = threading.Event()
-    h = ApiHandlers()
-    h.register(11, 0, 5, lambda header, req: release.wait(30) and {"error_code": 27, "generation_id": -1,
-                                                                   "protocol_name": "", "leader": "",
-                                                                   "member_id": ""})
-    h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
-    lst = KafkaListener("127.0.0.1:0", h)
-    lst.start()
-    joins = [_connect(lst) for _ in range(40)]
-    try:
-        for i, c in enumerate(joins):
-            c.sendall(_request(11, 5, i, group_id="g", session_timeout=10000, rebalance_timeout=30000,
-                               member_id="", group_instance_id=None, protocol_type="consumer", protocols=[]))
-        with _connect(lst) as other:
-            other.settimeout(5)
-            other.sendall(_heartbeat(99))
-            assert _response(_read_frame(other), HEARTBEAT, 1)[0] == 99
-    finally:
-        release.set()
-        for c in joins:
-            c.close()
-        lst.stop()
+JOIN_FIELDS = dict(group_id="g", session_timeout=10000, rebalance_timeout=30000, member_id="", group_instance_id=None,
+                   protocol_type="consumer", protocols=[])
 
 
-@pytest.mark.parametrize("api_key,version,fields", [
-    (37, 1, dict(topics=[dict(name="t", count=2, assignments=None)], timeout_ms=30000, validate_only=False)),
-    (44, 0, dict(resources=[dict(resource_type=2, resource_name="t", configs=[])], validate_only=False)),
-    (33, 0, dict(resources=[dict(resource_type=2, resource_name="t", configs=[])], validate_only=False)),
-])
-def test_requests_forwarded_to_the_controller_never_hold_the_threads_other_requests_need(api_key, version, fields):
-    """A broker holds a request it forwards to the controller while no controller answers (a failover):
-    40 of them (more than the 32 request threads) and a Heartbeat on another connection is still answered."""
+@pytest.mark.parametrize("api_key,version,fields,answer", [
+    (11, 5, JOIN_FIELDS, {"error_code": 27, "generation_id": -1, "protocol_name": "", "leader": "", "member_id": ""}),
+    (37, 1, dict(topics=[dict(name="t", count=2, assignments=None)], timeout_ms=30000, validate_only=False), {}),
+    (44, 0, dict(resources=[dict(resource_type=2, resource_name="t", configs=[])], validate_only=False), {}),
+    (33, 0, dict(resources=[dict(resource_type=2, resource_name="t", configs=[])], validate_only=False), {}),
+], ids=["join-group", "create-partitions", "incremental-alter-configs", "alter-configs"])
+def test_requests_that_wait_never_hold_the_threads_other_requests_need(api_key, version, fields, answer):
+    """40 requests waiting (more than the 32 request threads) and a Heartbeat on another connection is
+    still answered at once: waiting requests have a pool of their own, as Kafka parks them in purgatory.
+    JoinGroup waits out a rebalance; CreatePartitions and the config changes wait, forwarded, through a
+    controller failover."""
     release = threading.Event()
     h = ApiHandlers()
-    h.register(api_key, 0, version, lambda header, req: release.wait(30) and {})
+    h.register(api_key, 0, version, lambda header, req: release.wait(30) and answer)
     h.register(HEARTBEAT, 0, 2, lambda header, req: {"error_code": 0})
     lst = KafkaListener("127.0.0.1:0", h)
     lst.start()

@@ -4,7 +4,8 @@ Guarantees: while running, about every `interval` seconds, it asks each partitio
 high watermark (ListOffsets latest, read_uncommitted) and last stable offset (the same,
 read_committed) and records one lone info op of process "monitor", f "offsets", value
 [[partition, lso, hw], ...] (checker.kafka.hangs reads them); a partition whose leader does not
-answer within `rpc_timeout` is left out of that sample, so faults never stop or fail the monitor.
+answer within `rpc_timeout` is left out of that sample, so faults never stop or fail the monitor;
+`probe()` takes one sample without recording it (a fault package aiming at an open transaction).
 `settle(timeout)` samples until every partition's LSO has reached its high watermark, or the
 timeout passes: after the final heal, a transaction Kafka would still end (by its timeout and the
 coordinator's abort) has that long to move the LSO before the checker's threshold counts it as a
@@ -43,6 +44,14 @@ class OffsetsMonitor(threading.Thread):
 
     def sample(self) -> list[list[int]]:
         """[[partition, lso, hw], ...] for the partitions whose leader answered; recorded."""
+        out = self.probe()
+        if out:
+            self.history.lone(PROCESS, F, out)
+            self.samples += 1
+        return out
+
+    def probe(self) -> list[list[int]]:
+        """[[partition, lso, hw], ...] for the partitions whose leader answered, not recorded."""
         out = []
         if self._stale or any(self.md.leader(self.topic, p) is None for p in range(self.partitions)):
             try:
@@ -66,9 +75,6 @@ class OffsetsMonitor(threading.Thread):
                 out.append([p, lso, hw])
             else:
                 self._stale = True              # NOT_LEADER_OR_FOLLOWER and the like: ask again next time
-        if out:
-            self.history.lone(PROCESS, F, out)
-            self.samples += 1
         return out
 
     def run(self) -> None:

@@ -4,7 +4,8 @@ Guarantees: each package has the nemesis interface (cluster.nemesis_packages:
 `start(ctx)` returns what it hit, `stop(ctx, started)` undoes it) and acts on
 `ctx.apps` (cluster.apps.instances.AppInstances); the instance is drawn from
 the run's seeded RNG. `kill-app` SIGKILLs an instance and starts a new
-incarnation at the stop (a pod restarted). `pause-app` SIGSTOPs one for the
+incarnation at the stop (a pod restarted); `kill-app-in-txn` first waits
+until the output holds records of an open transaction. `pause-app` SIGSTOPs one for the
 fault's duration (past the app's session and transaction timeouts when the
 fault is long enough); `pause-app-in-txn` first waits until the instance
 has a transaction open. `partition-app` cuts one off every node (local
@@ -40,6 +41,28 @@ class KillApp(_AppFault):
             new = ctx.apps.start(started["instance"])
             return {**started, "restarted_as": new.number}
         return started
+
+
+class KillAppInTransaction(KillApp):
+    """kill-app timed to land inside a transaction that has written: it waits (at most WAIT_S) until a
+    partition of the output has its last stable offset below its high watermark (records of an open
+    transaction in the log, `ctx.offsets.probe()`), then kills, as a crash in the middle of a transaction
+    would. It kills when the wait runs out all the same; the history's value holds the partitions it saw
+    open ("open": [[partition, lso, hw], ...], empty when none). With one instance the open transaction
+    is that instance's; with more, the drawn instance may not be the one holding it."""
+    name = "kill-app-in-txn"
+    WAIT_S = 10.0
+    POLL_S = 0.02
+
+    def start(self, ctx):
+        deadline, open_ = time.monotonic() + self.WAIT_S, []
+        while time.monotonic() < deadline:
+            open_ = [s for s in ctx.offsets.probe() if s[1] < s[2]]
+            if open_:
+                break
+            time.sleep(self.POLL_S)
+        started = super().start(ctx)
+        return {**started, "open": open_} if started is not None else None
 
 
 class _HoldApp(_AppFault):
@@ -137,5 +160,5 @@ class ZombieApp(_AppFault):
         return started
 
 
-APP_PACKAGES = {p.name: p for p in (KillApp(), PauseApp(), PauseAppInTransaction(), PartitionApp(), ZombieApp())}
+APP_PACKAGES = {p.name: p for p in (KillApp(), KillAppInTransaction(), PauseApp(), PauseAppInTransaction(), PartitionApp(), ZombieApp())}
 ALL_PACKAGES = {**PACKAGES, **APP_PACKAGES}

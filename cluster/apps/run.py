@@ -175,7 +175,7 @@ class _AppRun:
         ctx = nem.Context(rt, history, out_topic, cfg.partitions, md, random.Random(cfg.seed),
                           transactional_ids=lambda: [f"{group}-{i}" for i in range(cfg.instances)])
         ctx.apps = apps
-        monitor = OffsetsMonitor(md, history, out_topic, cfg.partitions)
+        ctx.offsets = monitor = OffsetsMonitor(md, history, out_topic, cfg.partitions)
         seeder = Seeder(boot, history, in_topic, cfg.partitions, cfg.records, cfg.keys, cfg.seed_rate)
         reader = TailReader(boot, history, out_topic, cfg.partitions)
         startup["end"] = time.time()

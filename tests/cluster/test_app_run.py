@@ -163,22 +163,25 @@ def test_offsets_committed_outside_the_transaction_are_caught_duplicating(
 # starting, with a new one nobody does until the coordinator's transaction timeout (10 s, checked every 10 s),
 # and meanwhile the output's last stable offset stands still: a hanging transaction past 6 s with no fault in
 # force (the kill lasts 0.5 s). One instance, so that it holds every partition and is not in a rebalance when
-# a kill comes; the input comes fast (4000 records/s for 22 s) while the kills come, so a full batch is ready at
-# every poll and the copier is nearly always in a transaction of 500 records. Two kills 12 s apart, past the
-# transaction timeout, so the stand after the first ends before the second (and on a loaded machine the copier
-# may start only after the first). With two instances a kill often found the killed one holding no partition
-# in a rebalance, and the run was valid (4 misses in 12 runs, 2026-11-26); with one instance it was caught in
-# 7 of 7 runs the same day (load 15 to 70). It stays with the slow tests: 2.5 minutes a run.
+# a kill comes; the input comes fast (4000 records/s for 22 s) while the kills come. Two kills 12 s apart,
+# past the transaction timeout, so the stand after the first ends before the second (and on a loaded machine
+# the copier may start only after the first). The kills wait for records of an open transaction in the output
+# (`kill-app-in-txn`): a plain `kill-app` that found the copier between transactions both times left nothing
+# open, and the run was valid (once in a slow-suite run on 2026-11-28, where the LSO equalled the high
+# watermark at every sample after both kills). It stays with the slow tests: 2.5 minutes a run.
 # Its zombies are not fenced by id either, but Kafka 2.5 on refuses their offsets by group generation
 # (KIP-447) and makes a reader wait for offsets pending in an open transaction, so under zombie-app they
 # leave no duplicate in this lab (docs/apps.md).
 @pytest.mark.slow
 def test_a_new_transactional_id_per_restart_leaves_a_killed_transaction_hanging(
         tmp_path, monkeypatch, eoslab_home, app_cluster):
-    kills = schedule(tmp_path, *[(at, "kill-app", 0.5) for at in (5, 17)])
+    kills = schedule(tmp_path, *[(at, "kill-app-in-txn", 0.5) for at in (5, 17)])
     code, _, results, hist = run(tmp_path, monkeypatch, eoslab_home, app_cluster,
                                  example("confluent_new_txn_id_per_restart.py"), instances=1, records=88000,
                                  rate=4000, time_limit=28, seed=1, schedule_file=kills, hang_threshold_s=6)
+    killed = [o["value"] for o in hist
+              if o["process"] == "nemesis" and o["f"] == "start-kill-app-in-txn" and o["value"] is not None]
+    assert len(killed) == 2 and any(k["open"] for k in killed), killed
     assert code == 1 and results["verdict"] == "invalid", results.get("anomalies") or results.get("lab_errors")
     assert "hanging-transaction" in results["anomalies"]
     assert "lost-write" not in results["anomalies"]

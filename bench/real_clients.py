@@ -11,8 +11,9 @@ alternate the two clients to even out noise. Prints records/s and p50/p99
 ack latency (send to delivery report) per client and round, the CPU seconds
 the brokers spent per 1000 records, and the versions of both clients.
 
-With --profile DIR, py-spy samples every broker during each round (`py-spy record --format raw`,
-busy threads only, 100 Hz; files `DIR/<client>-<round>-<broker>.txt`) and the run ends with each
+With --profile DIR, py-spy samples every broker during each round (`py-spy record --gil --nonblocking
+--format raw`: the thread holding the GIL, 100 Hz, without pausing the broker; files
+`DIR/<client>-<round>-<broker>.txt`) and the run ends with each
 client's top frames over all its rounds and brokers: by self time (the frame on top of the stack)
 and by total time (anywhere on it), as shares of the busy samples.
 """
@@ -105,12 +106,12 @@ def lab_round(bootstrap: str, topic: str, records: int) -> dict:
 
 
 def start_profiles(rt, out_dir: str, tag: str) -> list[tuple[subprocess.Popen, str]]:
-    """py-spy on every broker until stop_profiles (raw collapsed stacks, busy threads only)."""
+    """py-spy on every broker until stop_profiles (raw collapsed stacks of the thread holding the GIL)."""
     procs = []
     for n in rt.info().nodes:
         if n.role == "broker" and n.pid:
             path = os.path.join(out_dir, f"{tag}-{n.name}.txt")
-            procs.append((subprocess.Popen([PY_SPY, "record", "--rate", "100", "--format", "raw", "--pid",
+            procs.append((subprocess.Popen([PY_SPY, "record", "--rate", "100", "--gil", "--nonblocking", "--format", "raw", "--pid",
                                             str(n.pid), "--output", path], stdout=subprocess.DEVNULL,
                                            stderr=subprocess.DEVNULL), path))
     return procs

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING
 
 import grpc
@@ -79,10 +78,12 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
     def _to_controller(self, method: str, request, failed, wait_s: float | None = None):
         """The active controller's answer to `method`, or `failed(why)` (NOT_CONTROLLER) when for
         `wait_s` there is none or it cannot be reached. The controller's address is read again before
-        every try (a failover moves it); only UNAVAILABLE is retried, never an answer or a deadline."""
+        every try (a failover moves it); only UNAVAILABLE is retried, never an answer or a deadline. The
+        wait reads the server's `Time`."""
         from eoslab.v1 import controller_pb2_grpc
         wait_s = self.FORWARD_WAIT_S if wait_s is None else wait_s
-        deadline, pause = time.monotonic() + wait_s, 0.05
+        clock = self.s.time
+        deadline, pause = clock.monotonic() + wait_s, 0.05
         while True:
             addr = self.s.controller_address
             if addr is None:
@@ -95,9 +96,9 @@ class BrokerService(broker_pb2_grpc.BrokerServicer):
                     why = f"controller unreachable: {e.code()}"
                     if e.code() != grpc.StatusCode.UNAVAILABLE:
                         return failed(why)
-            if time.monotonic() + pause > deadline:
+            if clock.monotonic() + pause > deadline:
                 return failed(why)
-            time.sleep(pause)
+            clock.sleep(pause)
             pause = min(pause * 2, 1.0)
 
     def _produce(self, request):

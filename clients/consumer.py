@@ -296,27 +296,26 @@ class KafkaConsumer:
             aborted = sorted((a.first_offset, a.producer_id) for a in pr.aborted_transactions)
             aborted_pids: set[int] = set()
             for b in pr.batches:
-                last = b.base_offset + b.record_count - 1
+                last = b.base_offset + rb.last_offset_delta(b)     # a cleaned batch may end past its records
                 while aborted and aborted[0][0] <= last:
                     aborted_pids.add(aborted.pop(0)[1])
                 if b.attributes & rb.CONTROL_FLAG:
                     if b.producer_id in aborted_pids and _is_abort_marker(b):
                         aborted_pids.discard(b.producer_id)
-                    pos = max(pos, b.base_offset + b.record_count)
+                    pos = max(pos, last + 1)
                     continue
                 if b.attributes & rb.TRANSACTIONAL_FLAG and b.producer_id in aborted_pids:
                     pos = max(pos, last + 1)   # a record of an aborted transaction
                     continue
                 append_time = b.max_timestamp if b.attributes & rb.TIMESTAMP_TYPE_FLAG else None
-                for i, (k, v, ts, _) in enumerate(rb.records_of(b)):
-                    off = b.base_offset + i
+                for off, k, v, ts, _ in rb.records_with_offsets(b):
                     if off < pos:
                         continue
                     ts = ts if append_time is None else append_time     # LogAppendTime: the batch's stamp
-                    seq = b.base_sequence + i if b.base_sequence >= 0 else -1
+                    seq = b.base_sequence + off - b.base_offset if b.base_sequence >= 0 else -1
                     out.append(ConsumerRecord(pr.topic, pr.partition, off, k, v, ts,
                                               b.producer_id, b.producer_epoch, seq))
-                    pos = off + 1
+                pos = max(pos, last + 1)       # Kafka's nextOffset: past the batch, gaps and all
             self.positions[tp] = pos
 
     def read_all(self, tps: list[tuple[str, int]], timeout: float = 30.0) -> list[ConsumerRecord]:
@@ -346,7 +345,7 @@ class KafkaConsumer:
 def _is_abort_marker(b) -> bool:
     from eoslab.common.control_records import ABORT, parse_control_record
     try:
-        k, v, _ = next(rb.iter_records(b.records))
+        k, v = rb.records_of(b)[0][:2]
         return parse_control_record(k, v)[0] == ABORT
-    except (StopIteration, ValueError):
+    except (IndexError, ValueError):
         return False

@@ -60,19 +60,20 @@ def read_partition(md: ClusterMetadata, topic: str, p: int, timeout: float = 60.
         hw = pr.high_watermark
         progressed = False
         for b in pr.batches:
-            end = b.base_offset + b.record_count
+            end = b.base_offset + rb.last_offset_delta(b) + 1    # a cleaned batch may end past its records
             if end <= offset:
                 continue
             progressed = True
-            recs = rb.records_of(b)
+            recs = rb.records_with_offsets(b)
             if b.attributes & rb.CONTROL_FLAG:
-                k, v = recs[0][:2]
-                markers.append((b.base_offset, b.producer_id, parse_control_record(k, v)[0]))
+                if recs:        # an empty control batch: the cleaner removed its transaction
+                    k, v = recs[0][1:3]
+                    markers.append((b.base_offset, b.producer_id, parse_control_record(k, v)[0]))
             else:
                 txn = bool(b.attributes & rb.TRANSACTIONAL_FLAG)
-                for i, (_, v, _, _) in enumerate(recs):
-                    if b.base_offset + i >= offset:
-                        data.append((b.base_offset + i, v, b.producer_id, txn))
+                for off, _, v, _, _ in recs:
+                    if off >= offset:
+                        data.append((off, v, b.producer_id, txn))
             offset = max(offset, end)
         if not progressed and offset < hw:
             if time.monotonic() > deadline:

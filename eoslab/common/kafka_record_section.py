@@ -3,7 +3,9 @@
 Guarantees: `decode_records(body, count, base_ts)` reads exactly `count`
 records (varint length, attributes, timestamp and offset deltas, key,
 value, headers) whose offset deltas run 0..count-1 and whose lengths add up
-to the body, and answers (key, value, timestamp ms, headers) per record;
+to the body, and answers (key, value, timestamp ms, headers) per record
+(`decode_sparse_records` the same for a cleaned batch, whose deltas only
+increase, with each record's delta in front);
 `encode_records` writes them back so that decoding gives the same;
 `decompress` opens a compressed section with Kafka's codec id. Anything
 malformed raises `BatchFormatError` with Kafka's error code
@@ -83,8 +85,20 @@ def decompress(codec: int, body) -> bytes:
 
 
 def decode_records(body, count: int, base_ts: int) -> list:
+    return _decode(body, count, base_ts, None)
+
+
+def decode_sparse_records(body, count: int, base_ts: int, last_delta: int) -> list:
+    """A cleaned batch's records, whose offset deltas increase strictly and stay <= `last_delta`:
+    (offset delta, key, value, timestamp ms, headers) per record."""
+    return _decode(body, count, base_ts, last_delta)
+
+
+def _decode(body, count: int, base_ts: int, last_delta: int | None) -> list:
+    """Dense (`last_delta` None: offset deltas 0..count-1) or sparse records."""
     records = []
     pos, end = 0, len(body)
+    prev = -1
     for i in range(count):
         length, pos = read_varint(body, pos, end)
         rec_end = pos + length
@@ -93,8 +107,12 @@ def decode_records(body, count: int, base_ts: int) -> list:
         pos += 1   # record attributes (unused by Kafka)
         ts_delta, pos = read_varint(body, pos, rec_end)
         off_delta, pos = read_varint(body, pos, rec_end)
-        if off_delta != i:
-            raise BatchFormatError(E.INVALID_RECORD, f"record {i} has offset delta {off_delta}")
+        if last_delta is None:
+            if off_delta != i:
+                raise BatchFormatError(E.INVALID_RECORD, f"record {i} has offset delta {off_delta}")
+        elif not prev < off_delta <= last_delta:
+            raise BatchFormatError(E.CORRUPT_MESSAGE, f"record {i} has offset delta {off_delta} after {prev}")
+        prev = off_delta
         key, pos = read_bytes(body, pos, rec_end)
         value, pos = read_bytes(body, pos, rec_end)
         count_h, pos = read_varint(body, pos, rec_end)
@@ -109,7 +127,8 @@ def decode_records(body, count: int, base_ts: int) -> list:
             headers.append((hkey, hvalue))
         if pos != rec_end:
             raise BatchFormatError(E.CORRUPT_MESSAGE, "record length does not match its fields")
-        records.append((key, value, base_ts + ts_delta, tuple(headers)))
+        rec = (key, value, base_ts + ts_delta, tuple(headers))
+        records.append(rec if last_delta is None else (off_delta,) + rec)
     if pos != end:
         raise BatchFormatError(E.CORRUPT_MESSAGE, "bytes after the last record of the batch")
     return records
@@ -204,17 +223,19 @@ def _skip_headers(body, pos: int, rec_end: int, i: int) -> int:
     return pos
 
 
-def encode_records(records) -> tuple[bytes, int]:
+def encode_records(records, offset_deltas=None, base_ts: int | None = None) -> tuple[bytes, int]:
     """Kafka's uncompressed records section for (key, value, timestamp ms, headers) records, and the
-    base timestamp its deltas count from (the first record's; -1 for none)."""
-    base_ts = records[0][2] if records else -1
+    base timestamp its deltas count from (`base_ts`, by default the first record's; -1 for none). The
+    offset deltas are 0..n-1 unless given (a cleaned batch's, increasing)."""
+    if base_ts is None:
+        base_ts = records[0][2] if records else -1
     body = bytearray()
     rec = bytearray()
     for i, (key, value, ts, headers) in enumerate(records):
         rec.clear()
         rec.append(0)
         write_varint(rec, ts - base_ts)
-        write_varint(rec, i)
+        write_varint(rec, i if offset_deltas is None else offset_deltas[i])
         write_bytes(rec, key)
         write_bytes(rec, value)
         write_varint(rec, len(headers))

@@ -25,6 +25,8 @@ Guarantees:
   batch had as sent (`size_in_bytes`, on which max.message.bytes is
   checked, as Kafka checks it), and `to_kafka` serves such a batch with
   that section untouched: a consumer gets the bytes the producer sent.
+  A batch the log cleaner rebuilt goes out with its own last offset delta
+  and delete-horizon flag, as Kafka serves a cleaned batch.
 """
 from __future__ import annotations
 
@@ -123,17 +125,20 @@ def to_kafka(b) -> bytes:
     """Kafka's v2 bytes for a stored or fetched lab batch (anything with RecordBatch's fields): a batch a
     Kafka client produced as it was sent (its records section untouched, compressed or not), any other
     written out in Kafka's layout, uncompressed."""
-    attributes = b.attributes & (rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG | rb.TIMESTAMP_TYPE_FLAG)
+    attributes = b.attributes & (rb.TRANSACTIONAL_FLAG | rb.CONTROL_FLAG | rb.TIMESTAMP_TYPE_FLAG
+                                 | rb.DELETE_HORIZON_FLAG)
     if rb.kafka_layout(b):
         base_ts, body = rb.kafka_section(b)
         attributes |= b.attributes & COMPRESSION_MASK
         count = b.record_count
+        last_delta = rb.last_offset_delta(b)     # a cleaned batch keeps its last offset, gaps and all
     else:
         records = list(rb.iter_records_with_headers(b.records, rb.has_headers(b)))
         body, base_ts = encode_records(records)
         count = len(records)
+        last_delta = count - 1
     head = HEADER.pack(b.base_offset, HEADER_SIZE - _LEN_OF_PREFIX + len(body), b.partition_leader_epoch, 2, 0,
-                       attributes, count - 1, base_ts, b.max_timestamp, b.producer_id, b.producer_epoch,
+                       attributes, last_delta, base_ts, b.max_timestamp, b.producer_id, b.producer_epoch,
                        b.base_sequence, count)
     crc = _crc32c.crc32c(body, _crc32c.crc32c(head[_CRC_FROM:]))
     return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + bytes(body)

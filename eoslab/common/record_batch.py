@@ -20,6 +20,16 @@ timestamp i64 followed by Kafka's v2 records section, compressed with the
 codec in attribute bits 0-2 (Kafka's), so the log stores and serves the
 batch as sent and nothing is converted twice. `records_of(batch)` reads the
 records of either layout.
+
+A batch the log cleaner rebuilt (OFFSET_DELTA_FLAG, bit 10, the lab's, only
+with KAFKA_RECORDS_FLAG) keeps its records' offsets, which need no longer be
+dense, and the batch's last offset: `records` is then last_offset_delta i32
+| base timestamp i64 | Kafka's records section, whose per-record offset
+deltas increase strictly and stay <= last_offset_delta; `record_count` is
+the number of records kept and may be 0 (Kafka's empty batch, which keeps a
+producer's last sequence). Bit 6 is Kafka's delete-horizon flag: the batch's
+base timestamp is then the time after which its tombstones may go. Clients
+may send neither bit.
 """
 from __future__ import annotations
 
@@ -44,12 +54,15 @@ TRANSACTIONAL_FLAG = 1 << 4
 CONTROL_FLAG = 1 << 5
 HEADERS_FLAG = 1 << 8               # the lab's: the records carry headers (see the layout above)
 KAFKA_RECORDS_FLAG = 1 << 9         # the lab's: the records are Kafka's, as the producer sent them (below)
+DELETE_HORIZON_FLAG = 1 << 6        # Kafka's: the base timestamp is the delete horizon (a cleaned batch)
+OFFSET_DELTA_FLAG = 1 << 10         # the lab's: a cleaned batch, offsets sparse, last offset delta kept
 COMPRESSION_MASK = section.COMPRESSION_MASK   # Kafka's codec id, in a batch with KAFKA_RECORDS_FLAG only
 
 _REC_HEAD = struct.Struct(">qi")
 _LEN = struct.Struct(">i")
 _TS = struct.Struct(">q")
 _BODY_HEAD = struct.Struct(">hqiiiq")  # attributes, pid, epoch, base seq, count, max ts
+_DELTA = struct.Struct(">i")
 
 
 Header = tuple[bytes, "bytes | None"]
@@ -193,11 +206,27 @@ def kafka_layout(batch) -> bool:
     return bool(batch.attributes & KAFKA_RECORDS_FLAG)
 
 
+def is_sparse(batch) -> bool:
+    """A batch the log cleaner rebuilt: its offsets may have gaps (OFFSET_DELTA_FLAG)."""
+    return bool(batch.attributes & OFFSET_DELTA_FLAG)
+
+
+def last_offset_delta(batch) -> int:
+    """The batch's last offset minus its base offset (Kafka's lastOffsetDelta): record_count - 1 for a
+    dense batch, as stored for a cleaned one. ValueError when a cleaned batch's prefix is torn."""
+    if not batch.attributes & OFFSET_DELTA_FLAG:
+        return batch.record_count - 1
+    if len(batch.records) < _DELTA.size:
+        raise section.BatchFormatError(E.CORRUPT_MESSAGE, "truncated last offset delta")
+    return _DELTA.unpack_from(batch.records)[0]
+
+
 def kafka_section(batch) -> tuple[int, memoryview]:
     """A Kafka-layout batch's base timestamp and its records section (compressed as sent)."""
-    if len(batch.records) < _TS.size:
+    skip = _DELTA.size if batch.attributes & OFFSET_DELTA_FLAG else 0
+    if len(batch.records) < skip + _TS.size:
         raise section.BatchFormatError(E.CORRUPT_MESSAGE, "truncated base timestamp")
-    return _TS.unpack_from(batch.records)[0], memoryview(batch.records)[_TS.size:]
+    return _TS.unpack_from(batch.records, skip)[0], memoryview(batch.records)[skip + _TS.size:]
 
 
 def records_of(batch) -> list[tuple]:
@@ -205,9 +234,23 @@ def records_of(batch) -> list[tuple]:
     BatchFormatError with Kafka's code for Kafka's layout) when they are malformed."""
     if not batch.attributes & KAFKA_RECORDS_FLAG:
         return list(iter_records_with_headers(batch.records, has_headers(batch)))
+    if batch.attributes & OFFSET_DELTA_FLAG:
+        return [r[1:] for r in records_with_offsets(batch)]
     base_ts, body = kafka_section(batch)
     return section.decode_records(section.decompress(batch.attributes & COMPRESSION_MASK, body),
                                   batch.record_count, base_ts)
+
+
+def records_with_offsets(batch) -> list[tuple]:
+    """(offset, key, value, timestamp ms, headers) of every record of a batch of either layout, dense or
+    cleaned; ValueError when malformed."""
+    base = batch.base_offset
+    if not batch.attributes & OFFSET_DELTA_FLAG:
+        return [(base + i,) + r for i, r in enumerate(records_of(batch))]
+    base_ts, body = kafka_section(batch)
+    return [(base + r[0],) + r[1:] for r in
+            section.decode_sparse_records(section.decompress(batch.attributes & COMPRESSION_MASK, body),
+                                          batch.record_count, base_ts, last_offset_delta(batch))]
 
 
 def batch_from_kafka(records_section: bytes, base_timestamp: int, record_count: int, max_timestamp: int,
@@ -283,7 +326,8 @@ def batch_from_encoded(data: bytes, record_count: int, max_timestamp: int, *, pr
 
 
 def last_sequence(base_sequence: int, record_count: int) -> int:
-    """Sequence of the batch's last record, wrapping at MAX_SEQUENCE as Kafka does."""
+    """Sequence of the batch's last record, wrapping at MAX_SEQUENCE as Kafka does; for a cleaned batch
+    pass last_offset_delta + 1 (Kafka's lastSequence counts the offsets, not the records kept)."""
     if base_sequence == NO_SEQUENCE:
         return NO_SEQUENCE
     s = base_sequence + record_count - 1

@@ -84,9 +84,10 @@ class UnifiedLog:
         self.log_end_offset = res.next_offset
         self.recovery_point = res.recovery_point
         self._rp_checkpointed = checkpointed
-        first = self.segments[0]
+        # the first segment's base, not its first batch: a cleaned segment may no longer hold its first
+        # offsets, and the log start stays where it was (Kafka's LogLoader)
         self._log_start_offset = min(max(read_offset_checkpoint(self.log_start_offset_path),
-                                         first.bases[0] if first.bases else first.base_offset), self.log_end_offset)
+                                         self.segments[0].base_offset), self.log_end_offset)
         if self.recovery_point < checkpointed:   # never leave a checkpoint above the log's own end
             self.checkpoint_recovery_point()
 
@@ -133,22 +134,24 @@ class UnifiedLog:
         return self.log_end_offset - self.recovery_point
 
     def append(self, batch: StoredBatch) -> None:
-        """Append a batch whose base_offset the caller set to log_end_offset; flush when
-        flush.messages or more messages are unflushed (Kafka's UnifiedLog.append)."""
-        if batch.base_offset != self.log_end_offset:
+        """Append a batch whose base_offset the caller set to log_end_offset (a leader's) or above it (a
+        follower's copy of a cleaned log, which may have gaps); flush when flush.messages or more
+        messages are unflushed (Kafka's UnifiedLog.append)."""
+        if batch.base_offset < self.log_end_offset:
             raise ValueError(f"append at {batch.base_offset}, log ends at {self.log_end_offset}")
         active = self.segments[-1]
         if active.size >= self.segment_bytes and active.bases:
-            active = self._roll()
+            active = self._roll(batch.base_offset)
         active.append(batch)
         self.log_end_offset = batch.last_offset + 1
         if self.log_end_offset - self.recovery_point >= self.flush_messages:
             self.flush()
 
-    def _roll(self) -> LogSegment:
-        """Start a new active segment at the log end and flush everything before it (Kafka's roll,
-        which schedules flushUptoOffsetExclusive(new base) at once; done here before returning)."""
-        seg = LogSegment(os.path.join(self.dir, LogSegment.file_name(self.log_end_offset)), self.log_end_offset)
+    def _roll(self, base: int) -> LogSegment:
+        """Start a new active segment at `base`, the next batch's base offset, and flush everything before
+        it (Kafka's roll, which schedules flushUptoOffsetExclusive(new base) at once; done here before
+        returning)."""
+        seg = LogSegment(os.path.join(self.dir, LogSegment.file_name(base)), base)
         self.segments.append(seg)
         self.flush(seg.base_offset)
         return seg
@@ -240,11 +243,10 @@ class UnifiedLog:
             if target < 0 and best is not None and b.max_timestamp <= best[0]:
                 continue
             try:
-                stamps = [r[2] for r in rb.records_of(b)]
+                stamps = [(r[0], r[3]) for r in rb.records_with_offsets(b)]
             except ValueError:      # records that do not decode: this batch answers nothing
                 continue
-            for i, ts in enumerate(stamps):
-                off = b.base_offset + i
+            for off, ts in stamps:
                 if off >= below:
                     break
                 if target >= 0 and ts >= target:

@@ -9,7 +9,9 @@ batches only; `truncate_to` drops whole batches; a second `close` does nothing.
 Segment file `<20-digit base offset>.log`, one frame per batch (big-endian):
     length u32 | base_offset i64 | partition_leader_epoch i32 | crc u32 | body
 where body is record_batch.batch_body(...) and length counts every byte after
-the length field.
+the length field. Offsets increase from batch to batch; a batch the log cleaner
+rebuilt (record_batch.OFFSET_DELTA_FLAG) may leave gaps, inside it and before
+the next one, and may hold no record at all.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 _FRAME = struct.Struct(">IqiI")
 _BODY = struct.Struct(">hqiiiq")
 _HEAD_LEN = _FRAME.size + _BODY.size  # bytes before the records
+_DELTA = struct.Struct(">i")          # a cleaned batch's records open with its last offset delta
 
 
 @dataclass(slots=True)
@@ -43,11 +46,14 @@ class StoredBatch:
 
     @property
     def last_offset(self) -> int:
+        if self.attributes & rb.OFFSET_DELTA_FLAG:       # a cleaned batch: offsets may have gaps
+            return self.base_offset + rb.last_offset_delta(self)
         return self.base_offset + self.record_count - 1
 
     @property
     def last_sequence(self) -> int:
-        return rb.last_sequence(self.base_sequence, self.record_count)
+        """Kafka's: base sequence + last offset delta, so a cleaned batch keeps its producer's place."""
+        return rb.last_sequence(self.base_sequence, rb.last_offset_delta(self) + 1)
 
     @property
     def is_transactional(self) -> bool:
@@ -99,9 +105,20 @@ def _parse(buf: bytes, pos: int, check_crc: bool = True) -> tuple[StoredBatch, i
     attrs, pid, pepoch, seq, count, max_ts = _BODY.unpack_from(buf, pos + _FRAME.size)
     b = StoredBatch(base, epoch, crc, attrs, pid, pepoch, seq, count, max_ts,
                     bytes(buf[pos + _HEAD_LEN:end]))
-    if count <= 0 or (check_crc and not b.valid_crc()):
+    if _last_delta(attrs, count, buf, pos + _HEAD_LEN, end) is None or (check_crc and not b.valid_crc()):
         return None
     return b, end
+
+
+def _last_delta(attrs: int, count: int, buf, records_at: int, end: int) -> int | None:
+    """The frame's last offset delta, or None when it cannot be one: a dense batch has at least one
+    record; a cleaned one (OFFSET_DELTA_FLAG) may have none, and its delta covers its records."""
+    if not attrs & rb.OFFSET_DELTA_FLAG:
+        return count - 1 if count > 0 else None
+    if count < 0 or records_at + _DELTA.size > end:
+        return None
+    delta = _DELTA.unpack_from(buf, records_at)[0]
+    return delta if delta >= max(count - 1, 0) else None
 
 
 def _parse_header(buf: bytes, pos: int) -> tuple[int, int, int] | None:
@@ -113,10 +130,11 @@ def _parse_header(buf: bytes, pos: int) -> tuple[int, int, int] | None:
     end = pos + 4 + length
     if length < _HEAD_LEN - 4 or end > len(buf):
         return None
-    count = _BODY.unpack_from(buf, pos + _FRAME.size)[4]
-    if count <= 0:
+    body = _BODY.unpack_from(buf, pos + _FRAME.size)
+    delta = _last_delta(body[0], body[4], buf, pos + _HEAD_LEN, end)
+    if delta is None:
         return None
-    return base, base + count - 1, end
+    return base, base + delta, end
 
 
 class LogSegment:

@@ -316,7 +316,9 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
                 b = StoredBatch.from_proto(pb)
                 if b.last_offset < self.log.log_end_offset:
                     continue  # already have it
-                if b.base_offset != self.log.log_end_offset or not b.valid_crc():
+                # offsets may leave a gap where the leader's cleaner removed records (Kafka refuses only
+                # a batch starting below the log end, UnifiedLog.append)
+                if b.base_offset < self.log.log_end_offset or not b.valid_crc():
                     raise IOError(f"{self.topic}-{self.partition}: replicated batch at {b.base_offset} does not "
                                   f"fit the log end {self.log.log_end_offset}")
                 self._append(b)

@@ -244,14 +244,16 @@ class ProducerStateManager:
                 e = ProducerStateEntry(pid, batch.producer_epoch, self.retain, time=self.time)
                 self.producers[pid] = e
             if batch.is_control:
-                completed = self._complete_txn(e, batch)
+                # an empty control batch: the cleaner removed the whole transaction, marker and all
+                # (Kafka's ProducerAppendInfo.append): nothing to complete
+                completed = self._complete_txn(e, batch) if batch.record_count else None
             else:
                 if batch.base_sequence == rb.NO_SEQUENCE:   # coordinator append (offsets): no sequence
                     if batch.producer_epoch > e.producer_epoch:
                         e.maybe_update_producer_epoch(batch.producer_epoch)
                 else:
                     e.add_batch(batch.producer_epoch, batch.last_sequence, batch.last_offset,
-                                batch.record_count - 1, batch.max_timestamp)
+                                batch.last_offset - batch.base_offset, batch.max_timestamp)
                 if batch.is_transactional and e.current_txn_first_offset is None:
                     e.current_txn_first_offset = batch.base_offset
         self.map_end_offset = batch.last_offset + 1
@@ -260,9 +262,9 @@ class ProducerStateManager:
 
     def _complete_txn(self, e: ProducerStateEntry, batch) -> "txn_index.CompletedTxn":
         try:
-            key, value, _ = next(rb.iter_records(batch.records))
+            key, value = rb.records_of(batch)[0][:2]
             kind, coordinator_epoch = control_records.parse_control_record(key, value)
-        except (StopIteration, ValueError):
+        except (IndexError, ValueError):
             kind, coordinator_epoch = control_records.ABORT, -1
         first = e.current_txn_first_offset
         done = txn_index.CompletedTxn(e.producer_id, -1 if first is None else first, batch.base_offset,

@@ -98,7 +98,7 @@ _KEYS = [
 TOPIC_CONFIGS: dict[str, TopicConfigKey] = {k.name: k for k in _KEYS}
 # what the lab's brokers and controller act on; the rest is kept and described only
 ENFORCED = frozenset({"cleanup.policy", "flush.messages", "flush.ms", "max.message.bytes", "message.timestamp.type",
-                      "min.insync.replicas", "segment.bytes", "unclean.leader.election.enable"})
+                      "min.insync.replicas", "segment.bytes", "segment.ms", "unclean.leader.election.enable"})
 
 
 def check(name: str, value: str | None) -> str | None:

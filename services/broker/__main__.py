@@ -26,7 +26,12 @@ def log_config(a, v) -> LogConfig:
                      hw_needs_min_isr=v.hw_needs_min_isr,
                      producer_id_expiration_ms=a.producer_id_expiration_ms,
                      producer_id_expiration_check_ms=a.producer_id_expiration_check_interval_ms,
-                     flush_messages=a.flush_messages, flush_ms=a.flush_ms,
+                     flush_messages=a.flush_messages, flush_ms=a.flush_ms, segment_ms=a.segment_ms,
+                     delete_retention_ms=a.cleaner_delete_retention_ms,
+                     min_compaction_lag_ms=a.cleaner_min_compaction_lag_ms,
+                     max_compaction_lag_ms=a.cleaner_max_compaction_lag_ms,
+                     min_cleanable_dirty_ratio=a.cleaner_min_cleanable_ratio,
+                     file_delete_delay_ms=a.segment_delete_delay_ms,
                      flush_scheduler_interval_ms=a.flush_scheduler_interval_ms,
                      recovery_point_checkpoint_interval_ms=a.flush_offset_checkpoint_interval_ms)
 

@@ -39,6 +39,30 @@ class BrokerConfig(ServiceConfig):
                    "or zstd; a batch sent with another codec is recompressed", choices=topic_configs.COMPRESSION_TYPES)
            .define("segment.bytes", int, 16 * 1024 * 1024, "a log segment's size (Kafka: 1 GiB)", min=1,
                    kafka_name="log.segment.bytes")
+           .define("segment.ms", int, 604800000, "roll a partition's active segment once its first and newest "
+                   "batches are this far apart in time (record timestamps, else the segment's age); topic config "
+                   "segment.ms overrides it", min=1, kafka_name="log.roll.ms")
+           .define("cleaner.enable", bool, True, "run the log cleaner, which compacts the partitions of topics "
+                   "with cleanup.policy=compact", kafka_name="log.cleaner.enable")
+           .define("cleaner.backoff.ms", int, 15000, "how long the log cleaner waits when no log needs cleaning",
+                   min=0, kafka_name="log.cleaner.backoff.ms")
+           .define("cleaner.dedupe.buffer.size", int, 128 * 1024 * 1024, "memory for the log cleaner's map of "
+                   "keys to their latest offsets (24 bytes a key, as Kafka counts); a round cleans as far as it "
+                   "fits", min=1024, kafka_name="log.cleaner.dedupe.buffer.size")
+           .define("cleaner.delete.retention.ms", int, 86400000, "how long a compacted topic keeps tombstones "
+                   "and removable transaction markers after the cleaning round that first kept them (topic "
+                   "config delete.retention.ms)", min=0, kafka_name="log.cleaner.delete.retention.ms")
+           .define("cleaner.min.compaction.lag.ms", int, 0, "a record stays uncompacted at least this long "
+                   "(topic config min.compaction.lag.ms)", min=0, kafka_name="log.cleaner.min.compaction.lag.ms")
+           .define("cleaner.max.compaction.lag.ms", int, 2 ** 63 - 1, "a record is compacted within about this "
+                   "long, whatever the dirty ratio (topic config max.compaction.lag.ms)", min=1,
+                   kafka_name="log.cleaner.max.compaction.lag.ms")
+           .define("cleaner.min.cleanable.ratio", float, 0.5, "clean a log once its uncleaned part is more than "
+                   "this share of it (topic config min.cleanable.dirty.ratio)", min=0, max=1,
+                   kafka_name="log.cleaner.min.cleanable.ratio")
+           .define("segment.delete.delay.ms", int, 60000, "how long a segment the cleaner replaced stays on "
+                   "disk, as a .deleted file, for readers still in it (topic config file.delete.delay.ms)", min=0,
+                   kafka_name="log.segment.delete.delay.ms")
            .define("snapshot.interval.batches", int, 1000, "a producer-state snapshot every this many batches",
                    min=1, kafka_name="")
            .define("flush.messages", int, FLUSH_NEVER, "fsync a partition's log once this many messages are "

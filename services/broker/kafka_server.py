@@ -140,6 +140,12 @@ class KafkaServer:
                             "min.insync.replicas": ("min_insync_replicas", int),
                             "log.flush.interval.messages": ("flush_messages", int),
                             "log.flush.interval.ms": ("flush_ms", int),
+                            "log.roll.ms": ("segment_ms", int),
+                            "log.cleaner.delete.retention.ms": ("delete_retention_ms", int),
+                            "log.cleaner.min.compaction.lag.ms": ("min_compaction_lag_ms", int),
+                            "log.cleaner.max.compaction.lag.ms": ("max_compaction_lag_ms", int),
+                            "log.cleaner.min.cleanable.ratio": ("min_cleanable_dirty_ratio", float),
+                            "log.segment.delete.delay.ms": ("file_delete_delay_ms", int),
                             "log.message.timestamp.type": ("default_timestamp_type", str),
                             "compression.type": ("default_compression_type", str),
                             "transaction.partition.verification.enable":

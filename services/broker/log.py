@@ -44,9 +44,11 @@ class UnifiedLog:
     its flush policy, recovered from its recovery point when opened after an unclean shutdown."""
 
     def __init__(self, directory: str, segment_bytes: int = 16 * 1024 * 1024,
-                 flush_messages: int = FLUSH_NEVER, flush_ms: int = FLUSH_NEVER, time: Time = SYSTEM):
+                 flush_messages: int = FLUSH_NEVER, flush_ms: int = FLUSH_NEVER, time: Time = SYSTEM,
+                 segment_ms: int = 604800000):
         self.dir = directory
         self.segment_bytes = segment_bytes
+        self.segment_ms = segment_ms           # Kafka's segment.ms: roll by time
         self.flush_messages = flush_messages   # Kafka's flush.messages
         self.flush_ms = flush_ms               # Kafka's flush.ms
         self.time = time
@@ -67,7 +69,7 @@ class UnifiedLog:
         self.had_clean_shutdown = consume_clean_shutdown_marker(self.dir)
         checkpointed = read_offset_checkpoint(self.recovery_point_path)
         names = sorted(n for n in os.listdir(self.dir) if n.endswith(".log") and n[:-4].isdigit())
-        segs = [LogSegment(os.path.join(self.dir, n), int(n[:-4])) for n in names]
+        segs = [self._segment(int(n[:-4])) for n in names]
         res = load_segments(segs, checkpointed, self.had_clean_shutdown)
         self.recovery = res
         self.segments = res.segments
@@ -80,7 +82,7 @@ class UnifiedLog:
             log.info("%s: recovered %d segments from recovery point %d after an unclean shutdown: nothing cut",
                      self.dir, res.segments_validated, checkpointed)
         if not self.segments:
-            self.segments.append(LogSegment(os.path.join(self.dir, LogSegment.file_name(0)), 0))
+            self.segments.append(self._segment(0))
         self.log_end_offset = res.next_offset
         self.recovery_point = res.recovery_point
         self._rp_checkpointed = checkpointed
@@ -90,6 +92,9 @@ class UnifiedLog:
                                          self.segments[0].base_offset), self.log_end_offset)
         if self.recovery_point < checkpointed:   # never leave a checkpoint above the log's own end
             self.checkpoint_recovery_point()
+
+    def _segment(self, base: int) -> LogSegment:
+        return LogSegment(os.path.join(self.dir, LogSegment.file_name(base)), base, self.time.milliseconds())
 
     @property
     def recovered_bytes_cut(self) -> bool:
@@ -123,7 +128,7 @@ class UnifiedLog:
         for seg in self.segments:
             seg.close()
             os.remove(seg.path)
-        self.segments = [LogSegment(os.path.join(self.dir, LogSegment.file_name(offset)), offset)]
+        self.segments = [self._segment(offset)]
         fsync_dir(self.dir)
         self.log_end_offset = self.recovery_point = self._log_start_offset = offset
         write_offset_checkpoint(self.log_start_offset_path, offset)
@@ -140,7 +145,8 @@ class UnifiedLog:
         if batch.base_offset < self.log_end_offset:
             raise ValueError(f"append at {batch.base_offset}, log ends at {self.log_end_offset}")
         active = self.segments[-1]
-        if active.size >= self.segment_bytes and active.bases:
+        if active.bases and (active.size >= self.segment_bytes or active.time_waited_for_roll(
+                self.time.milliseconds(), batch.max_timestamp) > self.segment_ms):
             active = self._roll(batch.base_offset)
         active.append(batch)
         self.log_end_offset = batch.last_offset + 1
@@ -151,7 +157,7 @@ class UnifiedLog:
         """Start a new active segment at `base`, the next batch's base offset, and flush everything before
         it (Kafka's roll, which schedules flushUptoOffsetExclusive(new base) at once; done here before
         returning)."""
-        seg = LogSegment(os.path.join(self.dir, LogSegment.file_name(base)), base)
+        seg = self._segment(base)
         self.segments.append(seg)
         self.flush(seg.base_offset)
         return seg

@@ -17,6 +17,13 @@ CODEC_IDS = {"uncompressed": 0, "gzip": compression.GZIP, "snappy": compression.
 FLUSH_NEVER = 2 ** 63 - 1    # Kafka's Long.MAX_VALUE: the flush.messages and flush.ms defaults
 
 
+_CLEANER_TOPIC_CONFIGS = (("segment.ms", "segment_ms", int), ("delete.retention.ms", "delete_retention_ms", int),
+                          ("min.compaction.lag.ms", "min_compaction_lag_ms", int),
+                          ("max.compaction.lag.ms", "max_compaction_lag_ms", int),
+                          ("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", float),
+                          ("file.delete.delay.ms", "file_delete_delay_ms", int))
+
+
 @dataclass
 class LogConfig:
     max_message_bytes: int = 1048588           # Kafka's default max.message.bytes
@@ -42,6 +49,13 @@ class LogConfig:
     flush_scheduler_interval_ms: int = FLUSH_NEVER  # log.flush.scheduler.interval.ms: how often flush.ms is checked
     recovery_point_checkpoint_interval_ms: int = 60000   # log.flush.offset.checkpoint.interval.ms
     compacted: bool = False                        # cleanup.policy has compact: records need keys
+    # time-based rolling and the log cleaner (Kafka's defaults; the topic's configs override them)
+    segment_ms: int = 604800000                    # segment.ms (log.roll.ms)
+    delete_retention_ms: int = 86400000            # delete.retention.ms (log.cleaner.delete.retention.ms)
+    min_compaction_lag_ms: int = 0                 # min.compaction.lag.ms
+    max_compaction_lag_ms: int = 2 ** 63 - 1       # max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5         # min.cleanable.dirty.ratio (log.cleaner.min.cleanable.ratio)
+    file_delete_delay_ms: int = 60000              # file.delete.delay.ms (log.segment.delete.delay.ms)
     log_append_time: bool = False                  # message.timestamp.type=LogAppendTime: the leader stamps
     default_timestamp_type: str = "CreateTime"     # the broker's log.message.timestamp.type (dynamic)
     default_compacted: bool = False                # the broker's log.cleanup.policy (dynamic) has compact
@@ -56,6 +70,9 @@ class LogConfig:
             self.flush_messages = int(tc["flush.messages"])
         if "flush.ms" in tc:
             self.flush_ms = int(tc["flush.ms"])
+        for name, attr, parse in _CLEANER_TOPIC_CONFIGS:
+            if name in tc:
+                setattr(self, attr, parse(tc[name]))
         self.compacted = topic_configs.is_compacted(tc) if "cleanup.policy" in tc else self.default_compacted
         self.log_append_time = tc.get("message.timestamp.type", self.default_timestamp_type) == "LogAppendTime"
         self.compression_type = tc.get("compression.type", self.default_compression_type)

@@ -123,7 +123,7 @@ def _last_delta(attrs: int, count: int, buf, records_at: int, end: int) -> int |
 
 def _parse_header(buf: bytes, pos: int) -> tuple[int, int, int] | None:
     """Read one frame's header at `pos` without checking its CRC (a trusted segment): (base offset,
-    last offset, next position), or None if the frame does not fit or is malformed."""
+    last offset, next position, max timestamp), or None if the frame does not fit or is malformed."""
     if pos + _HEAD_LEN > len(buf):
         return None
     length, base, _epoch, _crc = _FRAME.unpack_from(buf, pos)
@@ -134,19 +134,22 @@ def _parse_header(buf: bytes, pos: int) -> tuple[int, int, int] | None:
     delta = _last_delta(body[0], body[4], buf, pos + _HEAD_LEN, end)
     if delta is None:
         return None
-    return base, base + delta, end
+    return base, base + delta, end, body[5]
 
 
 class LogSegment:
     """One segment file plus its in-memory index of batch base offsets and positions."""
 
-    def __init__(self, path: str, base_offset: int):
+    def __init__(self, path: str, base_offset: int, created_ms: int = 0):
         self.path = path
         self.base_offset = base_offset
         self.bases: list[int] = []
         self.lasts: list[int] = []
         self.positions: list[int] = []
         self.size = 0
+        self.created_ms = created_ms     # when this process opened or made it (Kafka's LogSegment.created)
+        self.first_timestamp: int | None = None   # the first batch's max timestamp (Kafka's rollingBasedTimestamp)
+        self.largest_timestamp = -1      # the largest batch max timestamp (Kafka's largestTimestamp)
         self._f = open(path, "ab")
         self._rfd = os.open(path, os.O_RDONLY)
 
@@ -171,13 +174,15 @@ class LogSegment:
                     break
                 b, end = parsed
                 base, last = b.base_offset, b.last_offset
+                max_ts = b.max_timestamp
             else:
                 head = _parse_header(buf, pos)
                 if head is None:
                     break
-                base, last, end = head
+                base, last, end, max_ts = head
             if base < nxt:
                 break
+            self._stamp(max_ts)
             self.bases.append(base)
             self.lasts.append(last)
             self.positions.append(pos)
@@ -196,7 +201,21 @@ class LogSegment:
         self._f.flush()
         os.fsync(self._f.fileno())
 
+    def _stamp(self, max_timestamp: int) -> None:
+        if not self.bases:
+            self.first_timestamp = max_timestamp
+        self.largest_timestamp = max(self.largest_timestamp, max_timestamp)
+
+    def time_waited_for_roll(self, now_ms: int, batch_max_timestamp: int) -> int:
+        """How long this segment has been taking batches, by the record timestamps where its first batch has
+        one (the new batch's max timestamp minus the first's), else by the clock since it was made (Kafka's
+        LogSegment.timeWaitedForRoll)."""
+        if self.first_timestamp is not None and self.first_timestamp >= 0:
+            return batch_max_timestamp - self.first_timestamp
+        return now_ms - self.created_ms
+
     def append(self, batch: StoredBatch) -> None:
+        self._stamp(batch.max_timestamp)
         frame = batch.frame()
         self._f.write(frame)
         self._f.flush()  # into the page cache: survives a SIGKILL of this process
@@ -239,6 +258,8 @@ class LogSegment:
             i += 1  # a batch straddling the offset stays; callers truncate at batch edges
         pos = self.positions[i] if i < len(self.positions) else self.size
         del self.bases[i:], self.lasts[i:], self.positions[i:]
+        if not self.bases:
+            self.first_timestamp, self.largest_timestamp = None, -1
         self._f.truncate(pos)
         self.size = pos
 

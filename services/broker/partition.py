@@ -84,7 +84,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)   # log end, high watermark or role moved
         self.log = UnifiedLog(self.dir, config.segment_bytes, flush_messages=config.flush_messages,
-                              flush_ms=config.flush_ms, time=time)
+                              flush_ms=config.flush_ms, time=time, segment_ms=config.segment_ms)
         self.epochs = LeaderEpochFileCache(self.dir)
         self.epochs.truncate_from_end(self.log.log_end_offset + 1)
         self.txn_index = TransactionIndex(self.dir)
@@ -159,6 +159,7 @@ class Partition(IsrMaintenance, PartitionCheckpoints, RecordDeletion):
         with self.lock:
             self.config = config
             self.log.segment_bytes = config.segment_bytes
+            self.log.segment_ms = config.segment_ms
             self.log.flush_messages = config.flush_messages
             self.log.flush_ms = config.flush_ms
 

@@ -14,7 +14,11 @@ Guarantees:
   checkpointed recovery point onward, cuts the log at the first torn or corrupt batch and deletes
   the segments after it (log_recovery.py; `recovery` says how much was cut); after a clean close
   (`close(clean=True)`, which leaves `.kafka_cleanshutdown`) nothing is validated;
-- offsets are dense and increasing; `read` returns whole batches only.
+- offsets increase; the log cleaner may leave gaps below the active segment, and swaps a cleaned
+  segment in as a new `segments` list (a read that took the old list finishes in it: replaced
+  segments close only after file.delete.delay.ms, `delete_due_segments`); `generation` moves with
+  every change that removes or rewrites batches (truncation, log start, close), so a cleaning
+  round started before it does not swap. `read` returns whole batches only.
 
 Segment files and their frames: log_segment.py. See docs/durability.md.
 """
@@ -63,11 +67,15 @@ class UnifiedLog:
         self._log_start_offset = 0
         self.had_clean_shutdown = False
         self.recovery: LoadResult | None = None
+        self.generation = 0                    # moves when batches are removed: a cleaning round then stops
+        self.closed = False
+        self._pending_deletes: list[tuple[int, list[LogSegment], list[str]]] = []   # (due ms, segments, files)
         self._load()
 
     def _load(self) -> None:
         self.had_clean_shutdown = consume_clean_shutdown_marker(self.dir)
         checkpointed = read_offset_checkpoint(self.recovery_point_path)
+        complete_interrupted_swaps(self.dir)
         names = sorted(n for n in os.listdir(self.dir) if n.endswith(".log") and n[:-4].isdigit())
         segs = [self._segment(int(n[:-4])) for n in names]
         res = load_segments(segs, checkpointed, self.had_clean_shutdown)
@@ -114,6 +122,7 @@ class UnifiedLog:
         offset = min(offset, self.log_end_offset)
         if offset <= self._log_start_offset:
             return False
+        self.generation += 1
         self._log_start_offset = offset
         write_offset_checkpoint(self.log_start_offset_path, offset)
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
@@ -122,9 +131,27 @@ class UnifiedLog:
             os.remove(seg.path)
         return True
 
+    def schedule_segment_deletion(self, segments: list[LogSegment], files: list[str], due_ms: int) -> None:
+        """Segments a cleaned one replaced: closed, and their `.deleted` files removed, at `due_ms`."""
+        self._pending_deletes.append((due_ms, segments, files))
+
+    def delete_due_segments(self, now_ms: int | None) -> None:
+        """Close and remove the replaced segments whose delay is over (all of them with None)."""
+        due = [d for d in self._pending_deletes if now_ms is None or d[0] <= now_ms]
+        for d in due:
+            self._pending_deletes.remove(d)
+            for seg in d[1]:
+                seg.close()
+            for path in d[2]:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at `offset` (Kafka's truncateFullyAndStartAt: a follower
         whose log ends below the leader's log start offset)."""
+        self.generation += 1
         for seg in self.segments:
             seg.close()
             os.remove(seg.path)
@@ -212,8 +239,9 @@ class UnifiedLog:
         LogSegment.read with minOneMessage)."""
         limit = self.log_end_offset if max_offset is None else max_offset
         out: list[StoredBatch] = []
-        i = max(0, bisect.bisect_right([s.base_offset for s in self.segments], offset) - 1)
-        for seg in self.segments[i:]:
+        segments = self.segments        # one list: the cleaner swaps in a new one
+        i = max(0, bisect.bisect_right([s.base_offset for s in segments], offset) - 1)
+        for seg in segments[i:]:
             got, used, full = seg.read_from(offset, max_bytes, limit, check_crc, min_one and not out)
             out.extend(got)
             max_bytes -= used
@@ -265,6 +293,7 @@ class UnifiedLog:
         """Remove every batch at or after `offset` (log end becomes <= offset). A recovery point
         above the new end comes down to it and is checkpointed at once (Kafka's LogManager.truncateTo),
         so the checkpoint never vouches for offsets written again after the truncation."""
+        self.generation += 1
         while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
             seg = self.segments.pop()
             seg.close()
@@ -282,10 +311,37 @@ class UnifiedLog:
         flush everything first, checkpoint the recovery point (now the log end), then write the
         clean-shutdown marker, so the next open skips recovery. Without it nothing is synced: the
         next open recovers from the checkpointed recovery point, as after a crash."""
+        self.generation += 1
+        self.closed = True
         if clean:
             self.flush(include_active=True)
         for s in self.segments:
             s.close()
+        self.delete_due_segments(None)
         if clean:
             self.checkpoint_recovery_point()
             write_clean_shutdown_marker(self.dir)
+
+
+def complete_interrupted_swaps(directory: str) -> None:
+    """Finish what a crash interrupted in the log cleaner's swap (Kafka's LogLoader): `.cleaned` and
+    `.deleted` files go; a `.log.swap` replaces every segment whose base falls in its offset range and
+    becomes the segment."""
+    names = os.listdir(directory)
+    for n in names:
+        if n.endswith(".log.cleaned") or n.endswith(".log.deleted"):
+            os.remove(os.path.join(directory, n))
+    swaps = sorted(n for n in names if n.endswith(".log.swap") and n[:-9].isdigit())
+    for n in swaps:
+        base = int(n[:-9])
+        seg = LogSegment(os.path.join(directory, n), base)
+        nxt, _ = seg.recover(base, validate=True)
+        seg.close()
+        for other in os.listdir(directory):
+            if other.endswith(".log") and other[:-4].isdigit() and base <= int(other[:-4]) < max(nxt, base + 1):
+                log.warning("%s: removing %s, which an interrupted cleaning replaced", directory, other)
+                os.remove(os.path.join(directory, other))
+        os.rename(os.path.join(directory, n), os.path.join(directory, n[:-5]))
+        log.warning("%s: completed the interrupted swap of cleaned segment %s", directory, n[:-5])
+    if swaps:
+        fsync_dir(directory)

@@ -36,6 +36,13 @@ def log_config(a, v) -> LogConfig:
                      recovery_point_checkpoint_interval_ms=a.flush_offset_checkpoint_interval_ms)
 
 
+def cleaner_settings(a) -> dict | None:
+    """The log cleaner's settings, or None with log.cleaner.enable=false."""
+    if not a.cleaner_enable:
+        return None
+    return {"backoff_ms": a.cleaner_backoff_ms, "dedupe_buffer_size": a.cleaner_dedupe_buffer_size}
+
+
 def authorizer_settings(a) -> dict | None:
     """AclAuthorizer's settings, or None with no authorizer.class.name (Kafka's default)."""
     if not a.authorizer_class_name:
@@ -73,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
                           transactional_produce_needs_id=v.transactional_produce_needs_id,
                           consumer_groups=consumer_groups, authorizer=authorizer_settings(a),
                           group_config_bounds=group_config_bounds, rack=a.broker_rack,
-                          replica_selector=a.replica_selector_class)
+                          replica_selector=a.replica_selector_class, log_cleaner=cleaner_settings(a))
     server.config = a           # DescribeConfigs of this broker lists these settings
     server.start()
     rpc.wait_for_termination()

@@ -53,7 +53,7 @@ class KafkaServer:
                  transactional_produce_needs_id: bool = True, num_partitions: int = 1,
                  kafka_version: str | None = None, consumer_groups: dict | None = None,
                  authorizer: dict | None = None, group_config_bounds: dict | None = None,
-                 rack: str | None = None, replica_selector: str = ""):
+                 rack: str | None = None, replica_selector: str = "", log_cleaner: dict | None = None):
         self.time = time
         self.rack = rack                         # broker.rack, in its registration as Kafka writes it
         # Kafka 2.2+: transactional batches need the request's transactional.id (KafkaApis.handleProduceRequest)
@@ -81,7 +81,8 @@ class KafkaServer:
         self._registered_once = False
         self.replica_manager = ReplicaManager(broker_id, data_dir, log_config, self.metadata,
                                               self.producer_id_known, self.alter_partition, self.verify_txn,
-                                              time=time, replica_selector=replica_selectors.selector(replica_selector))
+                                              time=time, replica_selector=replica_selectors.selector(replica_selector),
+                                              log_cleaner=log_cleaner)
         # KAFKA-15449 (3.7): TxnOffsetCommit verified, under transaction.partition.verification.enable
         self.group_coordinator = GroupCoordinator(
             self.replica_manager, self.metadata, log_config.txn_offset_commit_member_check, time=time,

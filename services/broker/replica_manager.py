@@ -31,6 +31,7 @@ import shutil
 import threading
 
 from eoslab.v1 import broker_pb2
+from services.broker.log_cleaner import LogCleaner
 from services.broker.metadata_cache import MetadataCache
 from services.broker.checkpoints import HW_CHECKPOINT_INTERVAL_S
 from services.broker.log_config import LogConfig
@@ -55,7 +56,7 @@ ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the
 class ReplicaManager(DelayedFetchPurgatory):
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
                  producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM,
-                 replica_selector=None):
+                 replica_selector=None, log_cleaner: dict | None = None):
         self.time = time
         self.replica_selector = replica_selector    # KIP-392's replica.selector.class, or None (always the leader)
         self.broker_id = broker_id
@@ -75,6 +76,10 @@ class ReplicaManager(DelayedFetchPurgatory):
         self._started = self.time.monotonic()  # the periodic tasks' intervals count from here
         self._isr_thread = threading.Thread(target=self._isr_loop, name="isr-maintenance", daemon=True)
         self._isr_thread.start()                 # last: the loop reads the attributes above
+        # log.cleaner.enable: compacts every partition here of a topic with cleanup.policy=compact, leader
+        # or follower, as each Kafka broker cleans its own logs ({backoff_ms, dedupe_buffer_size} or None)
+        self.log_cleaner = None if log_cleaner is None else LogCleaner(
+            self._all_partitions, time=time, name=f"log-cleaner-{broker_id}", **log_cleaner).start()
 
     def check_controller_epoch(self, epoch: int) -> bool:
         with self.lock:
@@ -400,8 +405,14 @@ class ReplicaManager(DelayedFetchPurgatory):
                     finally:
                         p.isr_change_in_flight = False
 
+    def _all_partitions(self) -> list:
+        with self.lock:
+            return list(self.partitions.values())
+
     def shutdown(self) -> None:
         self._stopping.set()
+        if self.log_cleaner is not None:
+            self.log_cleaner.shutdown()       # before the logs close under it
         self.fetchers.shutdown()
         with self.lock:
             parts = list(self.partitions.values())

@@ -1,0 +1,102 @@
+"""Log compaction with real clients, after librdkafka's 0077-compaction at a small scale: librdkafka produces
+keyed records (tombstones among them) with each codec to a topic with cleanup.policy=compact, fills a few
+segments after them, and once the brokers' cleaners ran, a librdkafka consumer and kafka-python read exactly
+the latest record of each key at the offset it was written at, the tombstone included."""
+import uuid
+
+import pytest
+
+from tests import helpers as h
+
+pytestmark = pytest.mark.integration
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
+
+from tests.kafka_protocol.real_clients_support import _topic, start_kcluster, stored_batches  # noqa: E402
+
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
+           "delete.retention.ms": "86400000", "max.compaction.lag.ms": "100", "file.delete.delay.ms": "1000"}
+
+
+@pytest.fixture(scope="module")
+def compact_cluster(eoslab_home):
+    yield from start_kcluster(eoslab_home, "cmp", ["--cleaner-backoff-ms=200"])
+
+
+def _produce(boot, topic, records, codec, **extra) -> list[int]:
+    """Produce (key, value) pairs in order; the offsets they were written at."""
+    p = Producer({"bootstrap.servers": boot, "compression.type": codec, "linger.ms": 10, **extra})
+    offsets, errors = {}, []
+
+    def done(i):
+        return lambda err, msg: errors.append(err) if err else offsets.__setitem__(i, msg.offset())
+    for i, (k, v) in enumerate(records):
+        p.produce(topic, key=k, value=v, on_delivery=done(i))
+        p.poll(0)
+    assert p.flush(30) == 0 and errors == []
+    return [offsets[i] for i in range(len(records))]
+
+
+def _consume_all(boot, topic, end) -> list[tuple[int, bytes, bytes | None]]:
+    c = Consumer({"bootstrap.servers": boot, "group.id": f"cmp-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    def more():
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append((m.offset(), m.key(), m.value()))
+        return got and got[-1][0] >= end - 1
+    h.wait_for(more, timeout=30, what=f"{topic} read to offset {end}")
+    c.close()
+    return got
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_librdkafka_reads_the_latest_record_of_each_key_at_its_own_offset_after_compaction(compact_cluster, codec):
+    boot = compact_cluster.info().kafka_bootstrap
+    topic = _topic(boot, f"compact-{codec}", config=COMPACT)
+    fill_key = uuid.uuid4().hex.encode()
+    fill = [(fill_key, b"\0" * 2000) for _ in range(9)] + [(fill_key, None)]
+    _produce(boot, topic, fill, "none", **{"batch.num.messages": 1})
+    keyed = []
+    for i in range(60):
+        key = [b"k1", b"k2", b"k3", b"u%d" % i][i % 4]
+        tomb = key == b"k1" and i % 7 == 0
+        keyed.append((key, None if tomb else b"%s-%d" % (key, i)))
+    keyed += [(b"k1", None), (b"k2", b"k2-last"), (b"k3", b"k3-last"), (b"u-last", b"u-last")]
+    offs = _produce(boot, topic, keyed, codec, **{"enable.idempotence": True})
+    fill2 = uuid.uuid4().hex.encode()
+    end = _produce(boot, topic, [(fill2, b"\0" * 2000) for _ in range(20)], "none",
+                   **{"batch.num.messages": 1})[-1] + 1
+    latest = {}
+    for (k, v), o in zip(keyed, offs):
+        latest[k] = (o, v)
+    expect = sorted((o, k, v) for k, (o, v) in latest.items())
+
+    def compacted():
+        from eoslab.common import record_batch as rb
+        seen = [r for b in stored_batches(compact_cluster, topic) for r in rb.records_with_offsets(b)
+                if r[1] is not None and not r[1].startswith((fill_key, fill2))]
+        return [(o, k, v) for o, k, v, *_ in seen] == expect
+    h.wait_for(compacted, timeout=60, what=f"{topic} compacted on its leader")
+    got = _consume_all(boot, topic, end)
+    assert [r for r in got if not r[1].startswith((fill_key, fill2))] == expect
+    assert (offs[-4], b"k1", None) in got                     # the last tombstone stays for delete.retention.ms
+    assert [o for o, _, _ in got] == sorted(set(o for o, _, _ in got))
+
+    from kafka import KafkaConsumer, TopicPartition as KTP
+    kc = KafkaConsumer(bootstrap_servers=boot, auto_offset_reset="earliest", enable_auto_commit=False,
+                       consumer_timeout_ms=5_000)
+    kc.assign([KTP(topic, 0)])
+    kgot = [(m.offset, m.key, m.value) for m in kc]
+    kc.close()
+    assert [r for r in kgot if not r[1].startswith((fill_key, fill2))] == expect
+
+    from clients.consumer import KafkaConsumer as LabConsumer     # the lab's own client, over gRPC
+    lc = LabConsumer(compact_cluster.bootstrap_all(), max_wait_ms=200)
+    try:
+        lgot = [(r.offset, r.key, r.value) for r in lc.read_all([(topic, 0)])]
+    finally:
+        lc.close()
+    assert lgot == got

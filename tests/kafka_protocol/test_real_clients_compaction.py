@@ -2,6 +2,7 @@
 keyed records (tombstones among them) with each codec to a topic with cleanup.policy=compact, fills a few
 segments after them, and once the brokers' cleaners ran, a librdkafka consumer and kafka-python read exactly
 the latest record of each key at the offset it was written at, the tombstone included."""
+import os
 import uuid
 
 import pytest
@@ -100,3 +101,70 @@ def test_librdkafka_reads_the_latest_record_of_each_key_at_its_own_offset_after_
     finally:
         lc.close()
     assert lgot == got
+
+
+def _replica_latest(rt, node: str, topic: str) -> dict:
+    """key -> (offset, value) of the latest record of each key in one replica's segment files, read-only."""
+    import glob
+    import os
+
+    from services.broker.log_segment import _parse
+    latest = {}
+    for path in sorted(glob.glob(os.path.join(rt.dir, "data", node, f"{topic}-0", "*.log"))):
+        with open(path, "rb") as f:
+            buf = f.read()
+        pos = 0
+        while (parsed := _parse(buf, pos)) is not None:
+            b, pos = parsed
+            if not b.is_control:
+                for o, k, v, *_ in rb_records(b):
+                    latest[k] = (o, v)
+    return latest
+
+
+def rb_records(b):
+    from eoslab.common import record_batch as rb
+    return rb.records_with_offsets(b)
+
+
+def test_replicas_agree_after_compaction_across_a_leader_kill_and_restart(compact_cluster):
+    """Followers copy a cleaned leader's log, gaps and empty batches included, and clean their own: with the
+    leader killed between two rounds of writes and started again, every replica ends with the same latest
+    record per key, the one acknowledged last, and a consumer reads exactly those."""
+    from clients.metadata import ClusterMetadata
+    boot = compact_cluster.info().kafka_bootstrap
+    topic = _topic(boot, "compact-kill", config=COMPACT)
+    pads = [(b"pad", b"\0" * 2000)] * 20
+    md = ClusterMetadata(compact_cluster.bootstrap_all())
+    try:
+        h.wait_for(lambda: md.refresh([topic]) and md.leader(topic, 0), what="a leader")
+        leader_node = f"broker-{md.leader(topic, 0)[0]}"
+    finally:
+        md.close()
+    behind = next(f"broker-{i}" for i in (1, 2, 3) if f"broker-{i}" != leader_node)
+    compact_cluster.kill(behind)              # it will copy the leader's cleaned log, gaps and all
+    first = _produce(boot, topic, [(b"k%d" % (i % 5), b"a%d" % i) for i in range(200)], "gzip", acks="all",
+                     **{"enable.idempotence": True})
+    _produce(boot, topic, pads, "none", **{"batch.num.messages": 1})        # the keyed records leave the active segment
+    checkpoint = os.path.join(compact_cluster.dir, "data", leader_node, f"{topic}-0", "cleaner-offset-checkpoint")
+    h.wait_for(lambda: os.path.exists(checkpoint), timeout=60, what="the leader's first cleaning")
+    compact_cluster.start(behind)
+    h.wait_for(lambda: _replica_latest(compact_cluster, behind, topic) ==
+               _replica_latest(compact_cluster, leader_node, topic), timeout=60, what=f"{behind} caught up")
+    compact_cluster.kill(leader_node)
+    second = _produce(boot, topic, [(b"k%d" % (i % 5), b"b%d" % i) for i in range(100)], "zstd", acks="all",
+                      **{"enable.idempotence": True})
+    second += _produce(boot, topic, pads, "none", **{"batch.num.messages": 1})
+    compact_cluster.start(leader_node)
+    expect = {b"k%d" % (i % 5): (second[i], b"b%d" % i) for i in range(100)}
+    expect[b"pad"] = (second[-1], b"\0" * 2000)
+    nodes = [f"broker-{i}" for i in (1, 2, 3)]
+    h.wait_for(lambda: all(_replica_latest(compact_cluster, n, topic) == expect for n in nodes), timeout=90,
+               what="every replica holding the last acknowledged record of each key")
+    assert first[-1] < second[0]
+    got = _consume_all(boot, topic, second[-1] + 1)
+    latest = {}
+    for o, k, v in got:
+        latest[k] = (o, v)
+    assert latest == expect
+    assert [o for o, _, _ in got] == sorted(set(o for o, _, _ in got))

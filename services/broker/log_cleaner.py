@@ -7,8 +7,9 @@ Guarantees:
   horizon), then goes. Records keep their offsets, batches keep their producer fields and last
   offset (record_filter), so the log's offsets only gain gaps.
 - Transactions are never lost: nothing at or above the last stable offset is cleaned; records of
-  an aborted transaction never enter the map (so they never displace a committed record) and,
-  like every control batch, are kept as they are, so the aborted-transaction index stays true.
+  an aborted transaction never enter the map (so they never displace a committed record) and are
+  removed (Kafka's discarded batches); every control batch is kept as it is, so the
+  aborted-transaction index, whose entries end at the ABORT markers, stays true.
 - A producer keeps its place: the last batch of an active producer, and the batch ending the
   round, stay as an empty batch when all their records go (Kafka's RETAIN_EMPTY).
 - The swap is crash-safe as Kafka's: the cleaned segment is written and synced as `.log.cleaned`,
@@ -116,12 +117,12 @@ class Cleaner:
     def filter_batch(self, b: StoredBatch, m: OffsetMap, now: int, delete_retention_ms: int,
                      last_of_active: dict, upper_bound: int, aborted: dict, stats: CleanStats) -> StoredBatch | None:
         """The batch as the cleaned segment keeps it: itself, rebuilt with fewer records, empty, or None."""
-        if b.is_control or _is_aborted(b, aborted):
+        if b.is_control:
             return b
         recs = rb.records_with_offsets(b)
         horizon = rf.delete_horizon(b)
         kept = []
-        for r in recs:
+        for r in ([] if _is_aborted(b, aborted) else recs):     # an aborted transaction's records all go
             off, key, value = r[0], r[1], r[2]
             if off > m.latest_offset:
                 kept.append(r)

@@ -103,6 +103,49 @@ def test_librdkafka_reads_the_latest_record_of_each_key_at_its_own_offset_after_
     assert lgot == got
 
 
+def test_a_transactional_compacted_topic_keeps_committed_records_and_loses_aborted_ones(compact_cluster):
+    """Kafka Streams' changelogs: transactions on a compacted topic. After cleaning, read_committed reads the
+    latest committed record of each key, and the aborted writes are gone for read_uncommitted too."""
+    boot = compact_cluster.info().kafka_bootstrap
+    topic = _topic(boot, "compact-txn", config=COMPACT)
+    p = Producer({"bootstrap.servers": boot, "transactional.id": f"cmp-{uuid.uuid4().hex[:6]}", "linger.ms": 5})
+    p.init_transactions(30)
+    for round_, commit in enumerate([True, False, True, False]):
+        p.begin_transaction()
+        for i in range(30):
+            p.produce(topic, key=b"k%d" % (i % 3), value=b"%s-%d-%d" % (b"c" if commit else b"a", round_, i))
+        p.commit_transaction(30) if commit else p.abort_transaction(30)
+    p.begin_transaction()
+    for _ in range(20):
+        p.produce(topic, key=b"pad", value=b"\0" * 2000)
+        p.flush(30)                          # one batch each: the rounds above leave the active segment
+    p.commit_transaction(30)
+    expect = {b"k%d" % (i % 3): b"c-2-%d" % i for i in range(27, 30)}
+
+    def data(isolation):
+        c = Consumer({"bootstrap.servers": boot, "group.id": f"cmp-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False, "isolation.level": isolation})
+        c.assign([TopicPartition(topic, 0, 0)])
+        got = []
+        def to_pad():
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append((m.key(), m.value()))
+            return sum(1 for k, _ in got if k == b"pad") >= 1 and got[-1][0] == b"pad"
+        h.wait_for(to_pad, timeout=30, what=f"{topic} read ({isolation})")
+        c.close()
+        return [(k, v) for k, v in got if k != b"pad"]
+
+    def aborted_gone():
+        from eoslab.common import record_batch as rb
+        values = [r[2] for b in stored_batches(compact_cluster, topic) for r in rb.records_with_offsets(b)
+                  if not b.attributes & rb.CONTROL_FLAG and r[1] != b"pad"]
+        return sorted(values) == sorted(expect.values())
+    h.wait_for(aborted_gone, timeout=60, what=f"{topic} compacted on its leader")
+    assert dict(data("read_committed")) == expect and len(data("read_committed")) == 3
+    assert sorted(data("read_uncommitted")) == sorted(expect.items())
+
+
 def _replica_latest(rt, node: str, topic: str) -> dict:
     """key -> (offset, value) of the latest record of each key in one replica's segment files, read-only."""
     import glob

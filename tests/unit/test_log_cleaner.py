@@ -93,7 +93,7 @@ def test_a_tombstone_stays_delete_retention_ms_after_the_round_that_kept_it_then
     p.close()
 
 
-def test_aborted_records_never_displace_a_committed_one_and_stay_for_the_index(tmp_path):
+def test_aborted_records_never_displace_a_committed_one_and_go_while_their_marker_and_index_entry_stay(tmp_path):
     clock = MockTime()
     p = _partition(tmp_path, clock)
     committed = _put(p, b"k", b"committed")
@@ -103,7 +103,11 @@ def test_aborted_records_never_displace_a_committed_one_and_stay_for_the_index(t
         _put(p, b"f%d" % i, b"x" * 20)
     _clean(p, clock)
     ks = [(o, v) for o, k, v in _records(p) if k == b"k"]
-    assert ks == [(committed, b"committed"), (aborted, b"aborted")]
+    assert ks == [(committed, b"committed")]
+    [marker] = [b for b in p.log.batches() if b.is_control]
+    assert marker.base_offset == aborted + 1 and marker.record_count == 1
+    [empty] = [b for b in p.log.batches() if b.producer_id == 9 and not b.is_control]   # pid 9's last data batch
+    assert (empty.base_offset, empty.record_count, empty.last_sequence) == (aborted, 0, 0)
     assert [t.producer_id for t in p.aborted_transactions(0, p.log.log_end_offset)] == [9]
     p.close()
 

@@ -40,6 +40,14 @@ def _records(p):
     return out
 
 
+def _three_keys(tmp_path, clock, **cfg):
+    """A compacted partition holding 40 records of three keys over several segments."""
+    p = _partition(tmp_path, clock, **cfg)
+    for i in range(40):
+        _put(p, b"k%d" % (i % 3), b"v%d" % i)
+    return p
+
+
 def _clean(p, clock, cleaner=None):
     return (cleaner or Cleaner(clock)).clean(log_to_clean(p, clock.milliseconds()))
 
@@ -150,9 +158,7 @@ def test_a_full_offset_map_cleans_part_of_the_dirty_section_and_the_next_round_g
 
 def test_a_truncation_during_the_round_stops_the_swap(tmp_path):
     clock = MockTime()
-    p = _partition(tmp_path, clock)
-    for i in range(40):
-        _put(p, b"k%d" % (i % 3), b"v%d" % i)
+    p = _three_keys(tmp_path, clock)
     before = _records(p)
     ltc = log_to_clean(p, clock.milliseconds())
     cleaner = Cleaner(clock)
@@ -172,37 +178,31 @@ def test_a_truncation_during_the_round_stops_the_swap(tmp_path):
 
 def test_an_interrupted_swap_completes_when_the_log_is_opened(tmp_path):
     clock = MockTime()
-    p = _partition(tmp_path, clock)
-    for i in range(40):
-        _put(p, b"k%d" % (i % 3), b"v%d" % i)
+    p = _three_keys(tmp_path, clock)
     cleaner = Cleaner(clock)
-    cleaned_paths = []
-    real_swap = cleaner._swap
+    groups = []
 
     def crash_after_the_swap_file(part, gen, group, cleaned, due):
         os.rename(cleaned, cleaned[:-len(".cleaned")] + SWAP)       # renamed .swap, then the broker dies
-        cleaned_paths.append(group)
+        groups.append(group)
         return False
     cleaner._swap = crash_after_the_swap_file
     cleaner.clean(log_to_clean(p, clock.milliseconds()))
-    assert cleaned_paths
+    [group] = groups
+    group_end = group[-1].lasts[-1]
     p.close()
     reopened = Partition("t", 0, str(tmp_path), broker_id=1, config=p.config, time=clock)
-    names = os.listdir(reopened.log.dir)
-    assert not [n for n in names if n.endswith((SWAP, DELETED))]
-    keys = [k for _, k, _ in _records(reopened)]
-    first_group_end = cleaned_paths[0][-1].lasts[-1] if cleaned_paths[0][-1].lasts else 0
-    assert len([k for (o, k, _) in _records(reopened) if o <= first_group_end]) <= 3   # one record a key
-    assert len(keys) < 40 and reopened.log.log_end_offset == 40
-    cleaner._swap = real_swap
+    assert not [n for n in os.listdir(reopened.log.dir) if n.endswith((SWAP, DELETED))]
+    records = _records(reopened)
+    assert len([o for o, _, _ in records if o <= group_end]) <= 3          # the cleaned group: one record a key
+    assert [o for o, _, _ in records if o > group_end] == list(range(group_end + 1, 40))   # the rest as written
+    assert reopened.log.log_end_offset == 40
     reopened.close()
 
 
 def test_a_read_in_a_replaced_segment_finishes_and_the_files_go_after_the_delay(tmp_path):
     clock = MockTime()
-    p = _partition(tmp_path, clock, file_delete_delay_ms=5000)
-    for i in range(40):
-        _put(p, b"k%d" % (i % 3), b"v%d" % i)
+    p = _three_keys(tmp_path, clock, file_delete_delay_ms=5000)
     old_segments = list(p.log.segments)
     _clean(p, clock)
     assert [n for n in os.listdir(p.log.dir) if n.endswith(DELETED)]
@@ -260,9 +260,7 @@ def test_segments_group_up_to_the_segment_size():
 
 def test_the_cleaner_thread_cleans_a_dirty_log_and_waits_its_backoff_otherwise(tmp_path):
     clock = MockTime()
-    p = _partition(tmp_path, clock)
-    for i in range(40):
-        _put(p, b"k%d" % (i % 3), b"v%d" % i)
+    p = _three_keys(tmp_path, clock)
     cleaner = LogCleaner(lambda: [p], time=clock, backoff_ms=1000)
     cleaner.start()
     wait_for(lambda: clock.waiters() == 1, what="the thread cleaned, then waits for its backoff")

@@ -146,6 +146,39 @@ def test_a_transactional_compacted_topic_keeps_committed_records_and_loses_abort
     assert sorted(data("read_uncommitted")) == sorted(expect.items())
 
 
+def test_an_open_transaction_holds_the_cleaner_at_its_first_offset_until_it_ends(compact_cluster):
+    """Kafka's last-stable-offset rule for the cleaner, the way a hanging transaction stalls compaction: nothing
+    at or after an open transaction's first offset is cleaned; once it commits, the cleaner goes past it."""
+    from eoslab.common import record_batch as rb
+    boot = compact_cluster.info().kafka_bootstrap
+    topic = _topic(boot, "compact-open", config=COMPACT)
+    pads = [(b"pad", b"\0" * 2000)] * 10
+    _produce(boot, topic, [(b"k", b"a%d" % i) for i in range(10)], "none")
+    _produce(boot, topic, pads, "none", **{"batch.num.messages": 1})
+    txn = Producer({"bootstrap.servers": boot, "transactional.id": f"open-{uuid.uuid4().hex[:6]}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    txn.produce(topic, key=b"k", value=b"in-txn")
+    assert txn.flush(30) == 0
+    _produce(boot, topic, [(b"k", b"b%d" % i) for i in range(10)], "none")
+    _produce(boot, topic, pads, "none", **{"batch.num.messages": 1})
+
+    def values():
+        return [r[2] for b in stored_batches(compact_cluster, topic) for r in rb.records_with_offsets(b)
+                if not b.attributes & rb.CONTROL_FLAG and r[1] == b"k"]
+    held = [b"a9", b"in-txn"] + [b"b%d" % i for i in range(10)]
+    h.wait_for(lambda: values() == held, timeout=60, what="the records before the open transaction cleaned")
+    from services.broker.log_cleaner_manager import read_cleaner_checkpoint
+    txn_offset = next(r[0] for b in stored_batches(compact_cluster, topic) for r in rb.records_with_offsets(b)
+                      if r[2] == b"in-txn")
+    checkpoints = [read_cleaner_checkpoint(os.path.join(compact_cluster.dir, "data", f"broker-{i}", f"{topic}-0"))
+                   for i in (1, 2, 3)]
+    assert 0 < max(checkpoints) <= txn_offset, checkpoints     # every replica's cleaner stopped before it
+    assert values() == held
+    txn.commit_transaction(30)
+    h.wait_for(lambda: values() == [b"b9"], timeout=60, what="the cleaner past the committed transaction")
+
+
 def _replica_latest(rt, node: str, topic: str) -> dict:
     """key -> (offset, value) of the latest record of each key in one replica's segment files, read-only."""
     import glob

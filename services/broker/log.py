@@ -137,9 +137,12 @@ class UnifiedLog:
 
     def delete_due_segments(self, now_ms: int | None) -> None:
         """Close and remove the replaced segments whose delay is over (all of them with None)."""
-        due = [d for d in self._pending_deletes if now_ms is None or d[0] <= now_ms]
+        due = [d for d in list(self._pending_deletes) if now_ms is None or d[0] <= now_ms]
         for d in due:
-            self._pending_deletes.remove(d)
+            try:
+                self._pending_deletes.remove(d)
+            except ValueError:          # the cleaner thread and a close took it at once: the other one does it
+                continue
             for seg in d[1]:
                 seg.close()
             for path in d[2]:

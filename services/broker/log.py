@@ -34,6 +34,7 @@ from services.broker.checkpoints import (LOG_START_OFFSET_CHECKPOINT, RECOVERY_P
                                          consume_clean_shutdown_marker, fsync_dir,
                                          read_offset_checkpoint, write_clean_shutdown_marker,
                                          write_offset_checkpoint)
+from services.broker.log_cleaner_manager import read_cleaner_checkpoint, write_cleaner_checkpoint
 from services.broker.log_config import FLUSH_NEVER
 from services.broker.log_recovery import LoadResult, load_segments
 from services.broker.log_segment import LogSegment, StoredBatch
@@ -305,6 +306,9 @@ class UnifiedLog:
         seg = self.segments[-1]
         self.log_end_offset = seg.lasts[-1] + 1 if seg.lasts else seg.base_offset
         self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+        cleaned_to = read_cleaner_checkpoint(self.dir)
+        if cleaned_to > self.log_end_offset:     # Kafka's maybeTruncateCheckpoint: what comes again is dirty
+            write_cleaner_checkpoint(self.dir, self.segments[-1].base_offset)
         if self.recovery_point > self.log_end_offset:
             self.recovery_point = self.log_end_offset
             self.checkpoint_recovery_point()

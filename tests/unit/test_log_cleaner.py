@@ -176,6 +176,17 @@ def test_a_truncation_during_the_round_stops_the_swap(tmp_path):
     p.close()
 
 
+def test_a_truncation_below_the_cleaner_checkpoint_lowers_it_to_the_active_segment(tmp_path):
+    clock = MockTime()
+    p = _three_keys(tmp_path, clock)
+    _clean(p, clock)
+    cleaned_to = read_cleaner_checkpoint(p.log.dir)
+    assert cleaned_to > 10
+    p.truncate_to(10)           # what is written again at 10 and after has never been cleaned
+    assert read_cleaner_checkpoint(p.log.dir) == p.log.segments[-1].base_offset <= 10
+    p.close()
+
+
 def test_an_interrupted_swap_completes_when_the_log_is_opened(tmp_path):
     clock = MockTime()
     p = _three_keys(tmp_path, clock)

@@ -100,7 +100,9 @@ def test_librdkafka_reads_the_latest_record_of_each_key_at_its_own_offset_after_
         lgot = [(r.offset, r.key, r.value) for r in lc.read_all([(topic, 0)])]
     finally:
         lc.close()
-    assert lgot == got
+    # the fill records share a key each and the cleaner may compact them further between two reads: compare the rest
+    assert [r for r in lgot if not r[1].startswith((fill_key, fill2))] == expect
+    assert [o for o, _, _ in lgot] == sorted(set(o for o, _, _ in lgot))
 
 
 def test_a_transactional_compacted_topic_keeps_committed_records_and_loses_aborted_ones(compact_cluster):

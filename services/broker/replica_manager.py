@@ -360,6 +360,36 @@ class ReplicaManager(DelayedFetchPurgatory):
                 out.error = E.INVALID_REQUEST   # -4 / -5 (tiered storage's) are not served
         return resp
 
+    def legacy_offsets_before(self, topic: str, partition: int, timestamp: int, max_num_offsets: int,
+                              from_consumer: bool) -> tuple[int, list[int]]:
+        """ListOffsets v0 (before KIP-79), as Kafka's UnifiedLog.legacyFetchOffsetsBefore: the base
+        offsets of the segments last modified at or before `timestamp` (-1: from the log end, -2: the log
+        start), newest first, at most `max_num_offsets`; a consumer's are capped at the high watermark
+        (Partition.legacyFetchOffsetsForTimestamp)."""
+        p = self.partitions.get((topic, partition))
+        if p is None or not p.is_leader:
+            return (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(topic, partition)
+                    else E.UNKNOWN_TOPIC_OR_PARTITION), []
+        with p.lock:
+            log = p.log
+            marks = [(max(s.base_offset, log.log_start_offset), _modified_ms(s.path)) for s in log.segments]
+            if log.segments and log.segments[-1].size > 0:
+                marks.append((log.log_end_offset, self.time.milliseconds()))
+            hw = p.high_watermark
+        if timestamp == -1:
+            start = len(marks) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(marks) - 1
+            while start >= 0 and marks[start][1] > timestamp:
+                start -= 1
+        offsets = sorted((marks[i][0] for i in range(start, start - min(max_num_offsets, start + 1), -1)),
+                         reverse=True)
+        if from_consumer and any(o > hw for o in offsets):
+            offsets = [hw] + [o for o in offsets if o <= hw]
+        return E.NONE, offsets
+
     def offsets_for_leader_epoch(self, req) -> broker_pb2.OffsetsForLeaderEpochResponse:
         resp = broker_pb2.OffsetsForLeaderEpochResponse()
         for op in req.partitions:
@@ -418,3 +448,10 @@ class ReplicaManager(DelayedFetchPurgatory):
             parts = list(self.partitions.values())
         for p in parts:
             p.close()
+
+
+def _modified_ms(path: str) -> int:
+    try:
+        return int(os.path.getmtime(path) * 1000)
+    except OSError:
+        return 0

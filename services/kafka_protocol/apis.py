@@ -20,7 +20,7 @@ import dataclasses
 import logging
 
 from eoslab.v1 import broker_pb2
-from services.kafka_protocol import codec
+from services.kafka_protocol import codec, legacy_versions
 from services.kafka_protocol.auth_helper import AuthHelper
 from services.kafka_protocol.codec import MalformedRequest, UnsupportedVersion
 from services.kafka_protocol.listener import DROP_RESPONSE, NO_RESPONSE
@@ -43,6 +43,9 @@ API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 # KIP-664's APIs (WriteTxnMarkers from an admin, DescribeProducers, DescribeTransactions,
 # ListTransactions; in Kafka from 2.8 / 3.0) keep the lab's ranges whatever --kafka-version says.
 RELEASE_EXEMPT = frozenset({27, 61, 65, 66})
+# KIP-896: the request versions Kafka 4.0 no longer serves, among those the lab serves for older releases
+# (Produce v0-v2, Fetch v0-v3 with message formats v0/v1, ListOffsets v0): API key -> 4.0's lowest.
+REMOVED_IN_4_0 = {0: 3, 1: 4, 2: 1}
 FINALIZED_FEATURES_EPOCH = 1    # the features are finalized once, when the cluster is made, and never change
 
 
@@ -56,6 +59,13 @@ class Dropped:
 def ms(value) -> int:
     """Milliseconds of a kio duration field (a timedelta) or a plain int."""
     return int(value.total_seconds() * 1000) if hasattr(value, "total_seconds") else int(value)
+
+
+def field(req, name: str):
+    """A duration field by kio's name (`timeout`, a timedelta) or by the schema's (`timeout_ms`), as the
+    versions read through legacy_versions carry it."""
+    value = getattr(req, name, None)
+    return getattr(req, name + "_ms") if value is None else value
 
 
 def fenced_error(code: int, version: int, first_version: int) -> int:
@@ -89,8 +99,8 @@ class ApiHandlers:
         from eoslab import kafka_version
         self.features = kafka_version.features(release)
         caps = kafka_version.request_versions(release)
-        if caps is None:
-            return
+        if caps is None:        # the newest release: KIP-896 removed the oldest versions in 4.0
+            caps = {k: (REMOVED_IN_4_0.get(k, lo), hi) for k, (lo, hi, _) in self.handlers.items()}
         for key, (lo, hi, fn) in list(self.handlers.items()):
             if key in RELEASE_EXEMPT:
                 continue
@@ -125,6 +135,10 @@ class ApiHandlers:
         dropped = isinstance(result, Dropped)
         if dropped:
             result = result.values
+        if isinstance(result, dict) and legacy_versions.is_legacy(header.api_key, header.api_version):
+            out = legacy_versions.encode_response(header.api_key, header.api_version, header.correlation_id,
+                                                  result)
+            return DROP_RESPONSE if dropped else out
         if isinstance(result, dict):
             result = codec.make(codec.response_class(header.api_key, header.api_version), result)
         out = codec.encode_response(header.api_key, header.api_version, header.correlation_id, result)

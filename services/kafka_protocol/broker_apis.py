@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 
-from eoslab.common import kafka_records as kr
+from eoslab.common import kafka_records as kr, legacy_records
 from eoslab.v1 import broker_pb2
 from eoslab.common import auth
 from eoslab.common.topics import topic_id_text
@@ -50,7 +50,7 @@ PRODUCE, FETCH, LIST_OFFSETS, CREATE_TOPICS, INIT_PRODUCER_ID, OFFSET_FOR_LEADER
 CREATE_PARTITIONS, DELETE_TOPICS, DELETE_RECORDS, DESCRIBE_CLUSTER = 37, 20, 21, 60
 BROKER_ENDPOINT = 1              # DescribeCluster v1's endpoint_type: brokers (2: KRaft controllers)
 FETCH_MAX_BYTES = 57671680   # Kafka's broker fetch.max.bytes default: no Fetch answer is larger (but one batch)
-VERSIONS = {DESCRIBE_CLUSTER: (0, 1), DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (3, 12), FETCH: (4, 12), LIST_OFFSETS: (1, 7),
+VERSIONS = {DESCRIBE_CLUSTER: (0, 1), DELETE_RECORDS: (0, 2), apis.METADATA: (0, 12), CREATE_TOPICS: (2, 7), CREATE_PARTITIONS: (0, 3), DELETE_TOPICS: (1, 6), PRODUCE: (0, 12), FETCH: (0, 12), LIST_OFFSETS: (0, 7),
             OFFSET_FOR_LEADER_EPOCH: (2, 4), apis.FIND_COORDINATOR: (0, 4), INIT_PRODUCER_ID: (0, 5)}
 
 
@@ -161,7 +161,7 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
     def produce(self, header, req):
         pb = broker_pb2.ProduceRequest(correlation_id=header.correlation_id,
                                        transactional_id=req.transactional_id or "", acks=int(req.acks),
-                                       timeout_ms=ms(req.timeout),
+                                       timeout_ms=ms(apis.field(req, "timeout")),
                                        # KIP-890 part 2: a v12 producer (transaction.version 2) sends no
                                        # AddPartitionsToTxn; the leader has the coordinator add the partition
                                        add_partitions_to_txn=header.api_version >= 12)
@@ -184,8 +184,14 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                     failed[key] = (E.INVALID_TOPIC_EXCEPTION, f"cannot append to internal topic {td.name}")
                     continue
                 try:
+                    data = bytes(pd.records or b"")
+                    if header.api_version < 3 and legacy_records.magic_of(data) in (0, 1):
+                        # message format v0/v1 (Produce v0-v2): up-converted to one batch, as Kafka stores it
+                        pb.partitions.add(topic=td.name, partition=key[1],
+                                          batch=legacy_records.to_lab(legacy_records.decode_message_set(data)))
+                        continue
                     # the records are read once, where the partition validates the batch
-                    batches = kr.decode_batches(bytes(pd.records or b""), read_records=False)
+                    batches = kr.decode_batches(data, read_records=False)
                     if len(batches) != 1:
                         raise kr.BatchFormatError(E.INVALID_RECORD,
                                                   f"{len(batches)} record batches: exactly one is allowed")
@@ -224,7 +230,7 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
     def fetch(self, header, req) -> dict:
         committed = int(getattr(req, "isolation_level", 0)) == 1
         asked = int(getattr(req, "max_bytes", 0)) or FETCH_MAX_BYTES      # v0-v2 have none: Kafka's cap
-        pb = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=ms(req.max_wait), min_bytes=int(req.min_bytes),
+        pb = broker_pb2.FetchRequest(replica_id=-1, max_wait_ms=ms(apis.field(req, "max_wait")), min_bytes=int(req.min_bytes),
                                      max_bytes=max(1, min(asked, FETCH_MAX_BYTES)),
                                      isolation_level=broker_pb2.READ_COMMITTED if committed
                                      else broker_pb2.READ_UNCOMMITTED,
@@ -248,18 +254,34 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                     "partition_index": partition, "error_code": E.TOPIC_AUTHORIZATION_FAILED, "high_watermark": -1,
                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                     "preferred_read_replica": -1, "records": b""})
+        magic = 2 if header.api_version >= 4 else 1 if header.api_version >= 2 else 0
         for r in resp.partitions:
+            error, records = r.error, self._fetched_records(r.batches, magic)
+            if records is None:        # Kafka does not down-convert zstd for a consumer before Fetch v10
+                error, records = kr.UNSUPPORTED_COMPRESSION_TYPE, b""
             by_topic.setdefault(r.topic, []).append({
-                "partition_index": r.partition, "error_code": r.error, "high_watermark": r.high_watermark,
+                "partition_index": r.partition, "error_code": error, "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
                 "aborted_transactions": [{"producer_id": a.producer_id, "first_offset": a.first_offset}
                                          for a in r.aborted_transactions] if committed else None,
                 "preferred_read_replica": r.preferred_read_replica if r.HasField("preferred_read_replica") else -1,
-                "records": b"".join(kr.to_kafka(b) for b in r.batches)})
+                "records": records})
         return {"error_code": E.NONE, "session_id": 0,
                 "responses": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
 
+    @staticmethod
+    def _fetched_records(batches, magic: int) -> bytes | None:
+        """The records of a Fetch answer in the format the version reads: v2 batches from Fetch v4, else
+        down-converted to magic 1 (v2-v3) or 0 (v0-v1); None when a batch cannot be down-converted."""
+        if magic == 2:
+            return b"".join(kr.to_kafka(b) for b in batches)
+        if not all(legacy_records.can_down_convert(b) for b in batches):
+            return None
+        return legacy_records.encode_message_set(batches, magic)
+
     def list_offsets(self, header, req) -> dict:
+        if header.api_version == 0:
+            return self._list_offsets_v0(req)
         pb = broker_pb2.ListOffsetsRequest(isolation_level=broker_pb2.READ_COMMITTED
                                            if int(getattr(req, "isolation_level", 0)) == 1
                                            else broker_pb2.READ_UNCOMMITTED)
@@ -280,6 +302,25 @@ class BrokerApis(TopicAdminApis, ApiHandlers):
                 "timestamp": r.timestamp if r.error == E.NONE else -1, "offset": r.offset,
                 "leader_epoch": r.leader_epoch if r.error == E.NONE else -1})
         return {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def _list_offsets_v0(self, req) -> dict:
+        """Before KIP-79: a list of segment base offsets at or before a time (ReplicaManager)."""
+        described = self.auth.authorized(acl.DESCRIBE, acl.TOPIC, [t.name for t in req.topics])
+        topics = []
+        for t in req.topics:
+            parts = []
+            for p in t.partitions:
+                if t.name not in described:
+                    code, offsets = E.TOPIC_AUTHORIZATION_FAILED, []
+                elif int(p.max_num_offsets) < 0:
+                    code, offsets = E.INVALID_REQUEST, []
+                else:
+                    code, offsets = self.rm.legacy_offsets_before(t.name, int(p.partition_index), int(p.timestamp),
+                                                                  int(p.max_num_offsets), int(req.replica_id) == -1)
+                parts.append({"partition_index": int(p.partition_index), "error_code": code,
+                              "old_style_offsets": offsets})
+            topics.append({"name": t.name, "partitions": parts})
+        return {"topics": topics}
 
     def offset_for_leader_epoch(self, header, req) -> dict:
         pb = broker_pb2.OffsetsForLeaderEpochRequest(replica_id=int(getattr(req, "replica_id", -2)))

@@ -1,7 +1,8 @@
 """Frames of Kafka's binary protocol: request headers, bodies and responses, through kio's schemas.
 
 Guarantees: `parse_request` reads a request whose (API key, version) is served
-into kio's entity for exactly that version (flexible versions with tagged
+into kio's entity for exactly that version (the versions Kafka 4.0 removed, which
+kio has no schema of, through legacy_versions) (flexible versions with tagged
 fields and compact types included; a tagged field the schema does not know is
 skipped, as Kafka skips it) or raises `MalformedRequest` (bytes that do
 not parse) or `UnsupportedVersion` (an API or version not
@@ -65,6 +66,11 @@ def parse_request(frame: bytes, served: dict[int, tuple[int, int]]):
     lo_hi = served.get(api_key)
     if lo_hi is None or not lo_hi[0] <= version <= lo_hi[1]:
         raise UnsupportedVersion(api_key, version, corr)
+    from services.kafka_protocol import legacy_versions
+    if legacy_versions.is_legacy(api_key, version):
+        client_id, hsize = _v1_client_id(frame)
+        return RequestHeader(api_key, version, corr, client_id), legacy_versions.parse_body(api_key, version,
+                                                                                            frame, hsize)
     cls = load_request_schema(api_key, version)
     try:
         header, hsize = entity_reader(cls.__header_schema__)(frame, 0)
@@ -80,6 +86,17 @@ def parse_request(frame: bytes, served: dict[int, tuple[int, int]]):
     # Bytes after the request are ignored, as Kafka's broker ignores them (librdkafka's Metadata v12
     # carries three).
     return RequestHeader(api_key, version, corr, getattr(header, "client_id", None)), body
+
+
+def _v1_client_id(frame: bytes) -> tuple[str | None, int]:
+    """Request header v1's client id and the header's size (for the versions kio has no schema of)."""
+    if len(frame) < _HEAD.size + 2:
+        raise MalformedRequest("a request header without its client id")
+    (n,) = struct.unpack_from(">h", frame, _HEAD.size)
+    end = _HEAD.size + 2 + max(n, 0)
+    if end > len(frame):
+        raise MalformedRequest("the client id runs past the request")
+    return (None if n < 0 else frame[_HEAD.size + 2:end].decode("utf-8", "replace")), end
 
 
 def response_class(api_key: int, version: int):

@@ -6,7 +6,7 @@ from eoslab import kafka_version
 from services.kafka_protocol.apis import ApiHandlers
 
 pytestmark = pytest.mark.fast
-LAB = {0: (3, 12), 1: (4, 12), 3: (0, 12), 10: (0, 4), 22: (0, 5), 23: (2, 4), 26: (0, 5), 37: (0, 3), 61: (0, 0),
+LAB = {0: (0, 12), 1: (0, 12), 2: (0, 7), 3: (0, 12), 10: (0, 4), 22: (0, 5), 23: (2, 4), 26: (0, 5), 37: (0, 3), 61: (0, 0),
        66: (0, 1)}
 
 
@@ -20,7 +20,7 @@ def served(release):
 
 def test_0_11_serves_its_own_versions_and_not_what_came_later():
     s = served("0.11")
-    assert s[0] == (3, 3) and s[1] == (4, 5) and s[3] == (0, 4) and s[10] == (0, 1) and s[18] == (0, 1)
+    assert s[0] == (0, 3) and s[1] == (0, 5) and s[2] == (0, 2) and s[3] == (0, 4) and s[10] == (0, 1) and s[18] == (0, 1)
     assert s[22] == (0, 0) and s[26] == (0, 0)
     assert 37 not in s            # CreatePartitions came in 1.0
     assert 23 not in s            # OffsetForLeaderEpoch v0 only, below the lab's v2
@@ -28,10 +28,11 @@ def test_0_11_serves_its_own_versions_and_not_what_came_later():
 
 
 def test_later_releases_cap_at_their_tags_and_4_0_is_the_lab_s_own():
-    assert served("2.5")[0] == (3, 8) and served("2.5")[3] == (0, 9) and served("2.5")[37] == (0, 2)
-    assert served("3.0")[3] == (0, 11) and served("3.6")[1] == (4, 12)      # the lab's Fetch tops at 12
-    assert served("4.0") == {**{k: v for k, v in LAB.items()}, 18: (0, 4)}
-    assert served("3.6")[0] == (3, 9) and served("3.6")[26] == (0, 3)   # no Produce v12 / EndTxn v5 before 4.0
+    assert served("2.5")[0] == (0, 8) and served("2.5")[3] == (0, 9) and served("2.5")[37] == (0, 2)
+    assert served("3.0")[3] == (0, 11) and served("3.6")[1] == (0, 12)      # the lab's Fetch tops at 12
+    # KIP-896: 4.0 no longer serves Produce v0-v2, Fetch v0-v3 (message formats v0/v1) or ListOffsets v0
+    assert served("4.0") == {**LAB, 0: (3, 12), 1: (4, 12), 2: (1, 7), 18: (0, 4)}
+    assert served("3.6")[0] == (0, 9) and served("3.6")[26] == (0, 3)   # no Produce v12 / EndTxn v5 before 4.0
 
 
 def api_versions(release, version):

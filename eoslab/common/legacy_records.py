@@ -21,7 +21,9 @@ Guarantees:
   (magic 1: inner offsets relative to the batch's base, the wrapper at the
   last offset; magic 0: absolute), a LogAppendTime batch gives its records
   the batch's timestamp. Headers cannot be written in these formats and are
-  left out.
+  left out. An lz4 wrapper of magic 0 carries the header checksum Kafka
+  before 0.10 wrote (over the frame's magic number too, KAFKA-3160), in both
+  directions, as Kafka's readers of magic 0 expect it.
 """
 from __future__ import annotations
 
@@ -112,6 +114,59 @@ def _shallow(buf) -> list[tuple[int, int, Message]]:
     return out
 
 
+# -- lz4 in magic 0: Kafka before 0.10 computed the frame's header checksum over the magic number too
+# (KAFKA-3160); its readers and writers of magic 0 keep that, so the lab does as well.
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def _xxh32_short(data: bytes) -> int:
+    """xxHash32 (seed 0) of fewer than 16 bytes: the frame descriptor the LZ4 header checksum covers."""
+    assert len(data) < 16
+    h = (_P5 + len(data)) & _M32
+    i = 0
+    while i + 4 <= len(data):
+        h = (_rotl((h + int.from_bytes(data[i:i + 4], "little") * _P3) & _M32, 17) * _P4) & _M32
+        i += 4
+    for b in data[i:]:
+        h = (_rotl((h + b * _P5) & _M32, 11) * _P1) & _M32
+    h = ((h ^ (h >> 15)) * _P2) & _M32
+    h = ((h ^ (h >> 13)) * _P3) & _M32
+    return h ^ (h >> 16)
+
+
+def _descriptor_end(frame: bytes) -> int:
+    """The offset of an LZ4 frame's header checksum byte (after magic, FLG, BD and any content size)."""
+    if len(frame) < 7:
+        raise BatchFormatError(E.CORRUPT_MESSAGE, "lz4: frame shorter than its header")
+    return 6 + (8 if frame[4] & 0x08 else 0)
+
+
+def lz4_header_checksum(frame: bytes, broken: bool) -> int:
+    end = _descriptor_end(frame)
+    return (_xxh32_short(bytes(frame[0 if broken else 4:end])) >> 8) & 0xFF
+
+
+def _with_header_checksum(frame: bytes, broken: bool) -> bytes:
+    end = _descriptor_end(frame)
+    return bytes(frame[:end]) + bytes([lz4_header_checksum(frame, broken)]) + bytes(frame[end + 1:])
+
+
+def _decompress(codec: int, magic: int, data: bytes, limit: int) -> bytes:
+    if codec == compression.LZ4 and magic == 0:
+        data = _with_header_checksum(data, broken=False)
+    return compression.decompress(codec, data, limit)
+
+
+def _compress(codec: int, magic: int, data: bytes) -> bytes:
+    out = compression.compress(codec, data)
+    return _with_header_checksum(out, broken=True) if codec == compression.LZ4 and magic == 0 else out
+
+
 def decode_message_set(data: bytes, limit: int = compression.MAX_DECOMPRESSED_BYTES) -> MessageSet:
     buf = memoryview(data)
     shallow = _shallow(buf)
@@ -133,7 +188,7 @@ def decode_message_set(data: bytes, limit: int = compression.MAX_DECOMPRESSED_BY
             messages.append(wrapper)
             continue
         try:
-            inner = compression.decompress(codec, wrapper.value or b"", limit)
+            inner = _decompress(codec, wrapper.magic, wrapper.value or b"", limit)
         except compression.TooLarge as e:
             raise BatchFormatError(E.MESSAGE_TOO_LARGE, str(e)) from None
         except compression.CodecError as e:
@@ -198,5 +253,5 @@ def encode_message_set(batches, magic: int) -> bytes:
                      b.max_timestamp if log_append else ts, key, value)
         wrapper_ts = b.max_timestamp if log_append else max(r[3] for r in records)
         _message(out, records[-1][0], magic, ts_attr | codec, wrapper_ts, None,
-                 compression.compress(codec, bytes(inner)))
+                 _compress(codec, magic, bytes(inner)))
     return bytes(out)

@@ -44,10 +44,18 @@ def _classes(api_key: int):
 def parse_body(api_key: int, version: int, frame: bytes, offset: int):
     """The request body that starts at `offset` of `frame` (after a v1 request header)."""
     request_cls, _ = _classes(api_key)
+    body = memoryview(frame)[offset:]
     try:
-        return request_cls.decode(memoryview(frame)[offset:], version=version)
+        req = request_cls.decode(body, version=version)
+        # the schema reader cuts a field short at the end of the bytes instead of failing: written again,
+        # the request must be what was sent (bytes after it are ignored, as Kafka ignores them)
+        again = bytes(req.encode())
+        complete = body[:len(again)] == again
     except Exception as e:  # noqa: BLE001 - the schema reader raises several kinds on bad bytes
         raise MalformedRequest(f"API {api_key} v{version}: {type(e).__name__}: {e}") from None
+    if not complete:
+        raise MalformedRequest(f"API {api_key} v{version}: the request is cut short")
+    return req
 
 
 def _build(cls, values: dict, version: int):

@@ -78,14 +78,6 @@ TOPICS_TOOL_TESTS = {"0045_subscribe_update_topic_remove": _ZK_TOOL,
                      "0045_subscribe_update_non_exist_and_partchange": _ZK_TOOL}
 
 
-# before 4.0, 0052 also produces with broker.version.fallback=0.9.0.0 and api.version.request=false:
-# message format v0 (Produce v0-v1), which the lab does not take (Kafka's v2 record batches only); from
-# 4.0, which removed those formats, the test leaves those rounds out itself
-OLD_FORMATS_UNTIL = (4, 0)
-OLD_FORMATS = {"0052": "its 0.9.0.0 rounds produce message format v0 (api.version.request=false); the lab takes "
-                       "v2 record batches only (Kafka 4.0's), so before 4.0 they cannot pass"}
-
-
 def _release(version: str) -> tuple[int, int]:
     return tuple(int(x) for x in version.split(".")[:2])
 
@@ -96,8 +88,7 @@ def _before_tools(version: str | None) -> bool:
 
 def excluded(version: str | None = None) -> dict[str, str]:
     """Test numbers left out on `version`, with why."""
-    old = version is not None and _release(version) < OLD_FORMATS_UNTIL
-    return {**EXCLUDED, **(TOPICS_TOOL if _before_tools(version) else {}), **(OLD_FORMATS if old else {})}
+    return {**EXCLUDED, **(TOPICS_TOOL if _before_tools(version) else {})}
 
 
 def excluded_tests(version: str | None = None) -> dict[str, str]:

@@ -186,6 +186,8 @@ class ConfigApis:
         return self._alter(req, incremental=True)
 
     def _alter(self, req, incremental: bool) -> dict:
+        from eoslab import kafka_version
+        refuses_duplicates = kafka_version.get(getattr(self.s, "kafka_version", None)).alter_configs_duplicates_refused
         answers: list[dict] = []
         asked: dict[str, tuple[dict, object]] = {}        # topic -> (its answer, its resource)
         for r in req.resources:
@@ -193,9 +195,11 @@ class ConfigApis:
                    "error_message": None}
             answers.append(res)
             names = [c.name for c in r.configs]
+            if not incremental and not refuses_duplicates:     # before 3.2: the last value of a key wins
+                r = _LastValueWins(r)
             if (refused := self._refused(r, acl.ALTER_CONFIGS)) is not None:
                 res.update(error_code=refused[0], error_message=refused[1])
-            elif len(set(names)) != len(names):
+            elif len(set(names)) != len(names) and (incremental or refuses_duplicates):
                 res.update(error_code=E.INVALID_REQUEST, error_message="Error due to duplicate config keys")
             elif r.resource_type == GROUP and incremental and self._groups() is not None:
                 if not r.resource_name:
@@ -239,6 +243,17 @@ class ConfigApis:
             for out in self.svc.alter_topic_configs(change).results:
                 asked[out.topic][0].update(error_code=out.error, error_message=out.error_message or None)
         return {"responses": answers}
+
+
+class _LastValueWins:
+    """A resource of AlterConfigs as Kafka before 3.2 read it: each key once, with its last value."""
+
+    def __init__(self, r):
+        self._r = r
+        self.configs = list({c.name: c for c in r.configs}.values())
+
+    def __getattr__(self, name):
+        return getattr(self._r, name)
 
 
 class _Refused(Exception):

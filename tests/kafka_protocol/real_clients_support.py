@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
-def start_kcluster(eoslab_home, tag: str = "kp", broker_args: list[str] | None = None):
+def start_kcluster(eoslab_home, tag: str = "kp", broker_args: list[str] | None = None, **runtime_args):
     from cluster.local import LocalRuntime
     from tests.conftest import _zookeeper_missing
     missing = _zookeeper_missing()
@@ -18,7 +18,7 @@ def start_kcluster(eoslab_home, tag: str = "kp", broker_args: list[str] | None =
         pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
     rt = LocalRuntime(f"t-{worker}-{tag}-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1,
-                      broker_args=broker_args)
+                      broker_args=broker_args, **runtime_args)
     rt.up()
     yield rt
     rt.down()

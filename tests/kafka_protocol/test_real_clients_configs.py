@@ -119,6 +119,13 @@ def test_alter_configs_replaces_the_set_and_validate_only_changes_nothing(kclust
     assert e.value.args[0].code() == confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
+def test_from_3_2_alter_configs_naming_a_key_twice_is_refused_and_changes_nothing(kcluster):
+    from tests.kafka_protocol.test_real_clients_old_releases import alter_configs_naming_a_key_twice
+    topic = _create(_admin(kcluster), {})
+    invalid_request = 42
+    assert alter_configs_naming_a_key_twice(kcluster.info().kafka_bootstrap, topic) == (invalid_request, "604800000")
+
+
 def test_describe_configs_of_a_broker_lists_its_settings_and_refuses_changes(kcluster):
     admin = _admin(kcluster)
     node = min(admin.list_topics(timeout=10).brokers)

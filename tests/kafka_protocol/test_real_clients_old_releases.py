@@ -1,10 +1,14 @@
-"""Message formats v0 and v1 with real clients, on a cluster of Kafka 3.6: librdkafka told the broker is 0.9.0.0
+"""What a cluster of a release before 4.0 (here 3.0) does differently, with real clients.
+
+Message formats v0 and v1: librdkafka told the broker is 0.9.0.0
 without asking for ApiVersions (Produce v1 and Fetch v1, magic 0, ListOffsets v0), as librdkafka's 0052 uses
 it, and kafka-python pinned to 0.10.1 (Produce v2, magic 1, and the Fetch versions of 0.10.1) produce and
 consume; every record reads back with its key, value, offset and the timestamp Kafka gives it, through a
 modern consumer and an old one. (librdkafka takes any fallback from 0.10 on as a cue to ask for ApiVersions,
-so only 0.9.0.0 keeps it old.)"""
-import os
+so only 0.9.0.0 keeps it old.)
+
+AlterConfigs before 3.2: a key named twice takes its last value, where 3.2 and later refuse the resource
+(test_real_clients_configs has the refusal on 4.0)."""
 import time
 import uuid
 
@@ -17,25 +21,18 @@ confluent_kafka = pytest.importorskip("confluent_kafka")
 from confluent_kafka import (TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, TIMESTAMP_NOT_AVAILABLE,  # noqa: E402
                              Consumer, KafkaError, Producer, TopicPartition)
 
-from tests.kafka_protocol.real_clients_support import _topic  # noqa: E402
+from tests.kafka_protocol.real_clients_support import _topic, start_kcluster  # noqa: E402
+from tests.kafka_protocol.test_hanging_toolkit import send  # noqa: E402
 
 OLD = {"0.9": {"api.version.request": False, "broker.version.fallback": "0.9.0.0"}}
 KAFKA_PYTHON_0_10 = (0, 10, 1)
 
 
 @pytest.fixture(scope="module")
-def cluster_3_6(eoslab_home):
-    from cluster.local import LocalRuntime
-    from tests.conftest import _zookeeper_missing
-    missing = _zookeeper_missing()
-    if missing:
-        pytest.fail(f"integration tests need ZooKeeper and Java: {missing}")
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw")
-    rt = LocalRuntime(f"t-{worker}-fmt-{uuid.uuid4().hex[:6]}", home=eoslab_home, brokers=3, controllers=1,
-                      broker_args=["--kafka-version=3.6"], txn_coordinator_args=["--kafka-version=3.6"])
-    rt.up()
-    yield rt.info().kafka_bootstrap
-    rt.down()
+def cluster_3_0(eoslab_home):
+    release = ["--kafka-version=3.0"]
+    for rt in start_kcluster(eoslab_home, "fmt", release, txn_coordinator_args=release):
+        yield rt.info().kafka_bootstrap
 
 
 def _produce(boot, topic, records, old=None, codec="none", **extra):
@@ -81,14 +78,14 @@ RECORDS = [(b"k%d" % i, b"v%d" % i * 20, None) for i in range(30)] + [(None, b"n
 
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 @pytest.mark.parametrize("ts_type", ["CreateTime", "LogAppendTime"])
-def test_a_0_9_producer_s_messages_get_no_create_time_and_the_broker_s_append_time(cluster_3_6, ts_type, codec):
+def test_a_0_9_producer_s_messages_get_no_create_time_and_the_broker_s_append_time(cluster_3_0, ts_type, codec):
     """0052's 0.9.0.0 rounds: magic 0 carries no timestamp; LogAppendTime stamps the broker's."""
-    topic = _topic(cluster_3_6, f"fmt09-{codec}", config={"message.timestamp.type": ts_type})
+    topic = _topic(cluster_3_0, f"fmt09-{codec}", config={"message.timestamp.type": ts_type})
     before = int(time.time() * 1000)
-    offsets = _produce(cluster_3_6, topic, RECORDS, old="0.9", codec=codec)
+    offsets = _produce(cluster_3_0, topic, RECORDS, old="0.9", codec=codec)
     after = int(time.time() * 1000)
     assert offsets == list(range(len(RECORDS)))
-    got = _consume(cluster_3_6, topic, len(RECORDS))
+    got = _consume(cluster_3_0, topic, len(RECORDS))
     assert [(o, k, v) for o, k, v, _ in got] == [(i, k, v) for i, (k, v, _) in enumerate(RECORDS)]
     for _, _, _, (kind, ts) in got:
         if ts_type == "CreateTime":
@@ -129,24 +126,24 @@ def _kp_consume(boot, topic, count):
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
-def test_a_0_10_client_keeps_its_create_times_both_ways(cluster_3_6, codec):
+def test_a_0_10_client_keeps_its_create_times_both_ways(cluster_3_0, codec):
     """Produce v2 with magic 1 up-converted; read back down-converted by the same old client and as v2 batches
     by a modern one."""
-    topic = _topic(cluster_3_6, f"fmt10-{codec}")
+    topic = _topic(cluster_3_0, f"fmt10-{codec}")
     records = [(k, v, 1_600_000_000_000 + i) for i, (k, v, _) in enumerate(RECORDS)]
-    assert _kp_produce(cluster_3_6, topic, records, codec) == list(range(len(records)))
-    assert _kp_consume(cluster_3_6, topic, len(records)) == [(i, k, v, (0, ts)) for i, (k, v, ts) in enumerate(records)]
-    assert _consume(cluster_3_6, topic, len(records)) == [(i, k, v, (TIMESTAMP_CREATE_TIME, ts))
+    assert _kp_produce(cluster_3_0, topic, records, codec) == list(range(len(records)))
+    assert _kp_consume(cluster_3_0, topic, len(records)) == [(i, k, v, (0, ts)) for i, (k, v, ts) in enumerate(records)]
+    assert _consume(cluster_3_0, topic, len(records)) == [(i, k, v, (TIMESTAMP_CREATE_TIME, ts))
                                                           for i, (k, v, ts) in enumerate(records)]
 
 
 @pytest.mark.parametrize("old", ["0.9", "kafka-python-0.10"])
-def test_an_old_consumer_reads_a_modern_producer_s_batches_at_their_offsets_without_markers(cluster_3_6, old):
+def test_an_old_consumer_reads_a_modern_producer_s_batches_at_their_offsets_without_markers(cluster_3_0, old):
     """Compressed v2 batches of a transactional producer, a committed and an aborted transaction between them:
     the old consumer (no isolation) reads every data record at its own offset and never a marker."""
-    topic = _topic(cluster_3_6, f"fmtold-{old}")
-    first = _produce(cluster_3_6, topic, RECORDS[:10], codec="gzip", **{"linger.ms": 50})
-    p = Producer({"bootstrap.servers": cluster_3_6, "transactional.id": f"fmt-{uuid.uuid4().hex[:6]}",
+    topic = _topic(cluster_3_0, f"fmtold-{old}")
+    first = _produce(cluster_3_0, topic, RECORDS[:10], codec="gzip", **{"linger.ms": 50})
+    p = Producer({"bootstrap.servers": cluster_3_0, "transactional.id": f"fmt-{uuid.uuid4().hex[:6]}",
                   "compression.codec": "snappy", "linger.ms": 50})
     p.init_transactions(30)
     txn_offsets = []
@@ -156,25 +153,25 @@ def test_an_old_consumer_reads_a_modern_producer_s_batches_at_their_offsets_with
             p.produce(topic, key=k, value=v, on_delivery=lambda err, msg: txn_offsets.append(msg.offset()))
         p.flush(30)
         (p.commit_transaction if commit else p.abort_transaction)(30)
-    last = _produce(cluster_3_6, topic, RECORDS[15:20], codec="lz4")
+    last = _produce(cluster_3_0, topic, RECORDS[15:20], codec="lz4")
     # data records: 10, then 5 committed, marker, 5 aborted, marker, 5: offsets 0-9, 10-14, 16-20, 22-26
     assert first == list(range(10)) and sorted(txn_offsets) == list(range(10, 15)) + list(range(16, 21))
     assert last == list(range(22, 27))
     if old == "0.9":
-        got = _consume(cluster_3_6, topic, 25, old=old)
+        got = _consume(cluster_3_0, topic, 25, old=old)
     else:
-        got = _kp_consume(cluster_3_6, topic, 25)
+        got = _kp_consume(cluster_3_0, topic, 25)
     want = list(range(0, 15)) + list(range(16, 21)) + list(range(22, 27))
     assert [o for o, *_ in got] == want
     values = [v for _, _, v, _ in got]
     assert values == [v for _, v, _ in RECORDS[:15] + RECORDS[10:15] + RECORDS[15:20]]
 
 
-def test_zstd_is_refused_to_an_old_consumer_and_read_by_a_new_one(cluster_3_6):
-    topic = _topic(cluster_3_6, "fmtz")
-    _produce(cluster_3_6, topic, RECORDS[:5], codec="zstd")
-    assert len(_consume(cluster_3_6, topic, 5)) == 5
-    c = Consumer({"bootstrap.servers": cluster_3_6, "group.id": f"fmt-{uuid.uuid4().hex[:6]}",
+def test_zstd_is_refused_to_an_old_consumer_and_read_by_a_new_one(cluster_3_0):
+    topic = _topic(cluster_3_0, "fmtz")
+    _produce(cluster_3_0, topic, RECORDS[:5], codec="zstd")
+    assert len(_consume(cluster_3_0, topic, 5)) == 5
+    c = Consumer({"bootstrap.servers": cluster_3_0, "group.id": f"fmt-{uuid.uuid4().hex[:6]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False, **OLD["0.9"]})
     c.assign([TopicPartition(topic, 0)])
     seen = []
@@ -189,3 +186,19 @@ def test_zstd_is_refused_to_an_old_consumer_and_read_by_a_new_one(cluster_3_6):
     finally:
         c.close()
     assert seen[0] == KafkaError.UNSUPPORTED_COMPRESSION_TYPE
+
+
+def alter_configs_naming_a_key_twice(boot, topic) -> tuple[int, str]:
+    """AlterConfigs v1 setting retention.ms to 1000 and then 2000 in one resource: (the resource's error code,
+    retention.ms as DescribeConfigs then reads it)."""
+    r = send(boot.split(",")[0], 33, 1, validate_only=False, resources=[
+        {"resource_type": 2, "resource_name": topic,
+         "configs": [{"name": "retention.ms", "value": "1000"}, {"name": "retention.ms", "value": "2000"}]}])
+    d = send(boot.split(",")[0], 32, 1, include_synonyms=False, resources=[
+        {"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}])
+    return r.responses[0].error_code.value, d.results[0].configs[0].value
+
+
+def test_before_3_2_alter_configs_takes_the_last_value_of_a_key_named_twice(cluster_3_0):
+    topic = _topic(cluster_3_0, "dupkeys")
+    assert alter_configs_naming_a_key_twice(cluster_3_0, topic) == (0, "2000")

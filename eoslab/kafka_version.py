@@ -41,6 +41,7 @@ class KafkaVersion:
     group_config_operations: bool          # (4.0) a GROUP resource has DESCRIBE_CONFIGS and ALTER_CONFIGS
     # -- admin (ConfigAdminManager) ------------------------------------------------------------------
     alter_configs_duplicates_refused: bool  # (3.2) AlterConfigs naming a key twice is INVALID_REQUEST
+    alter_configs_unknown_topic: str       # (2.7) the error for altering an unknown topic's configs
     # -- replication (Partition, the controller) ----------------------------------------------------
     hw_needs_min_isr: bool                 # KIP-966 part 1 (3.9): no high-watermark move while the ISR is under min
     eligible_leader_replicas: bool         # KIP-966 (4.0): the controller keeps and elects from the ELR
@@ -73,7 +74,8 @@ _V011 = KafkaVersion(
     unknown_producer="OUT_OF_ORDER_SEQUENCE_NUMBER", transaction_verification=False,
     transactional_produce_needs_id=False, init_with_producer_id=False, epoch_bump_per_transaction=False, txn_offset_commit_member_check=False,
     txn_offset_commit_verification=False, consumer_group_protocol=False, group_config_operations=False,
-    alter_configs_duplicates_refused=False, hw_needs_min_isr=False, eligible_leader_replicas=False,
+    alter_configs_duplicates_refused=False, alter_configs_unknown_topic="UNKNOWN_SERVER_ERROR",
+    hw_needs_min_isr=False, eligible_leader_replicas=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=1, idempotence_conflict="error",
     on_out_of_order="fatal", abortable_epoch_bump=False)
 _V25 = KafkaVersion(
@@ -81,11 +83,13 @@ _V25 = KafkaVersion(
     unknown_producer="accept", transaction_verification=False,
     transactional_produce_needs_id=True, init_with_producer_id=True, epoch_bump_per_transaction=False, txn_offset_commit_member_check=True,
     txn_offset_commit_verification=False, consumer_group_protocol=False, group_config_operations=False,
-    alter_configs_duplicates_refused=False, hw_needs_min_isr=False, eligible_leader_replicas=False,
+    alter_configs_duplicates_refused=False, alter_configs_unknown_topic="UNKNOWN_SERVER_ERROR",
+    hw_needs_min_isr=False, eligible_leader_replicas=False,
     enable_idempotence_default=False, acks_default=1, max_in_flight_idempotent=5, idempotence_conflict="error",
     on_out_of_order="bump-epoch", abortable_epoch_bump=True)
 _V30 = KafkaVersion(**{**_V25.as_dict(), "name": "3.0", "enable_idempotence_default": True, "acks_default": -1,
-                       "idempotence_conflict": "disable"})
+                       "idempotence_conflict": "disable",
+                       "alter_configs_unknown_topic": "UNKNOWN_TOPIC_OR_PARTITION"})
 _V36 = KafkaVersion(**{**_V30.as_dict(), "name": "3.6", "transaction_verification": True,
                        "alter_configs_duplicates_refused": True})
 _V40 = KafkaVersion(**{**_V36.as_dict(), "name": "4.0", "epoch_bump_per_transaction": True,
@@ -134,6 +138,9 @@ BEHAVIOURS: dict[str, tuple[str, str]] = {
                                          "(IncrementalAlterConfigs refuses it on every release)",
                                          "3.2: ConfigAdminManager.preprocess; before it "
                                          "ZkAdminManager.alterConfigs set a Properties"),
+    "alter_configs_unknown_topic": ("the error for AlterConfigs or IncrementalAlterConfigs of a topic that does not exist",
+                                    "2.7: AdminZkClient.validateTopicConfig throws UnknownTopicOrPartitionException; "
+                                    "before, an AdminOperationException, which reaches the client as UNKNOWN_SERVER_ERROR"),
     "hw_needs_min_isr": ("the leader's high watermark does not move while the ISR is smaller than "
                          "min.insync.replicas", "KIP-966 part 1 (3.9): Partition.maybeIncrementLeaderHW"),
     "eligible_leader_replicas": ("the controller keeps the replicas that left an ISR below min.insync.replicas "

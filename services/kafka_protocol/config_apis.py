@@ -12,7 +12,9 @@ Kafka name (read-only but for Kafka's dynamic ones) and its dynamic configs in f
 another broker's id is INVALID_REQUEST, as Kafka answers. AlterConfigs and
 IncrementalAlterConfigs of topics go to the active controller (services/controller/topic_config_change.py),
 validate_only included; of this broker's id or "" (the cluster default), to its dynamic configs
-(services/broker/dynamic_config.py); duplicate keys in one resource are INVALID_REQUEST. A group's configs (4.0; an older
+(services/broker/dynamic_config.py); duplicate keys in one resource are INVALID_REQUEST (AlterConfigs
+before 3.2: the last value wins); altering an unknown topic is UNKNOWN_TOPIC_OR_PARTITION (before 2.7
+UNKNOWN_SERVER_ERROR: eoslab.kafka_version has both rules). A group's configs (4.0; an older
 release answers its resource type INVALID_REQUEST) are services/broker/group_configs.py's: described
 and changed by IncrementalAlterConfigs (an empty group name INVALID_REQUEST). Every resource gets its
 own answer; one bad resource never fails the others.
@@ -187,7 +189,8 @@ class ConfigApis:
 
     def _alter(self, req, incremental: bool) -> dict:
         from eoslab import kafka_version
-        refuses_duplicates = kafka_version.get(getattr(self.s, "kafka_version", None)).alter_configs_duplicates_refused
+        release = kafka_version.get(getattr(self.s, "kafka_version", None))
+        refuses_duplicates = release.alter_configs_duplicates_refused
         answers: list[dict] = []
         asked: dict[str, tuple[dict, object]] = {}        # topic -> (its answer, its resource)
         for r in req.resources:
@@ -241,7 +244,10 @@ class ConfigApis:
                 t.ops.add(name=c.name, op=op, value=c.value or "", has_value=c.value is not None)
         if change.topics:
             for out in self.svc.alter_topic_configs(change).results:
-                asked[out.topic][0].update(error_code=out.error, error_message=out.error_message or None)
+                err, msg = out.error, out.error_message or None
+                if err == E.UNKNOWN_TOPIC_OR_PARTITION and release.alter_configs_unknown_topic == "UNKNOWN_SERVER_ERROR":
+                    err, msg = E.UNKNOWN_SERVER_ERROR, f'Topic "{out.topic}" does not exist.'   # before 2.7
+                asked[out.topic][0].update(error_code=err, error_message=msg)
         return {"responses": answers}
 
 

@@ -126,6 +126,11 @@ def test_from_3_2_alter_configs_naming_a_key_twice_is_refused_and_changes_nothin
     assert alter_configs_naming_a_key_twice(kcluster.info().kafka_bootstrap, topic) == (invalid_request, "604800000")
 
 
+def test_from_2_7_altering_an_unknown_topic_s_configs_is_unknown_topic_or_partition(kcluster):
+    from tests.kafka_protocol.test_real_clients_old_releases import alter_configs_of_an_unknown_topic
+    assert alter_configs_of_an_unknown_topic(kcluster.info().kafka_bootstrap)[0] == 3
+
+
 def test_describe_configs_of_a_broker_lists_its_settings_and_refuses_changes(kcluster):
     admin = _admin(kcluster)
     node = min(admin.list_topics(timeout=10).brokers)

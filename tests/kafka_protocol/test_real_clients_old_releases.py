@@ -1,4 +1,4 @@
-"""What a cluster of a release before 4.0 (here 3.0) does differently, with real clients.
+"""What a cluster of a release before 4.0 (here 2.5) does differently, with real clients.
 
 Message formats v0 and v1: librdkafka told the broker is 0.9.0.0
 without asking for ApiVersions (Produce v1 and Fetch v1, magic 0, ListOffsets v0), as librdkafka's 0052 uses
@@ -29,8 +29,8 @@ KAFKA_PYTHON_0_10 = (0, 10, 1)
 
 
 @pytest.fixture(scope="module")
-def cluster_3_0(eoslab_home):
-    release = ["--kafka-version=3.0"]
+def cluster_2_5(eoslab_home):
+    release = ["--kafka-version=2.5"]
     for rt in start_kcluster(eoslab_home, "fmt", release, txn_coordinator_args=release):
         yield rt.info().kafka_bootstrap
 
@@ -78,14 +78,14 @@ RECORDS = [(b"k%d" % i, b"v%d" % i * 20, None) for i in range(30)] + [(None, b"n
 
 @pytest.mark.parametrize("codec", ["none", "gzip"])
 @pytest.mark.parametrize("ts_type", ["CreateTime", "LogAppendTime"])
-def test_a_0_9_producer_s_messages_get_no_create_time_and_the_broker_s_append_time(cluster_3_0, ts_type, codec):
+def test_a_0_9_producer_s_messages_get_no_create_time_and_the_broker_s_append_time(cluster_2_5, ts_type, codec):
     """0052's 0.9.0.0 rounds: magic 0 carries no timestamp; LogAppendTime stamps the broker's."""
-    topic = _topic(cluster_3_0, f"fmt09-{codec}", config={"message.timestamp.type": ts_type})
+    topic = _topic(cluster_2_5, f"fmt09-{codec}", config={"message.timestamp.type": ts_type})
     before = int(time.time() * 1000)
-    offsets = _produce(cluster_3_0, topic, RECORDS, old="0.9", codec=codec)
+    offsets = _produce(cluster_2_5, topic, RECORDS, old="0.9", codec=codec)
     after = int(time.time() * 1000)
     assert offsets == list(range(len(RECORDS)))
-    got = _consume(cluster_3_0, topic, len(RECORDS))
+    got = _consume(cluster_2_5, topic, len(RECORDS))
     assert [(o, k, v) for o, k, v, _ in got] == [(i, k, v) for i, (k, v, _) in enumerate(RECORDS)]
     for _, _, _, (kind, ts) in got:
         if ts_type == "CreateTime":
@@ -126,24 +126,24 @@ def _kp_consume(boot, topic, count):
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4"])
-def test_a_0_10_client_keeps_its_create_times_both_ways(cluster_3_0, codec):
+def test_a_0_10_client_keeps_its_create_times_both_ways(cluster_2_5, codec):
     """Produce v2 with magic 1 up-converted; read back down-converted by the same old client and as v2 batches
     by a modern one."""
-    topic = _topic(cluster_3_0, f"fmt10-{codec}")
+    topic = _topic(cluster_2_5, f"fmt10-{codec}")
     records = [(k, v, 1_600_000_000_000 + i) for i, (k, v, _) in enumerate(RECORDS)]
-    assert _kp_produce(cluster_3_0, topic, records, codec) == list(range(len(records)))
-    assert _kp_consume(cluster_3_0, topic, len(records)) == [(i, k, v, (0, ts)) for i, (k, v, ts) in enumerate(records)]
-    assert _consume(cluster_3_0, topic, len(records)) == [(i, k, v, (TIMESTAMP_CREATE_TIME, ts))
+    assert _kp_produce(cluster_2_5, topic, records, codec) == list(range(len(records)))
+    assert _kp_consume(cluster_2_5, topic, len(records)) == [(i, k, v, (0, ts)) for i, (k, v, ts) in enumerate(records)]
+    assert _consume(cluster_2_5, topic, len(records)) == [(i, k, v, (TIMESTAMP_CREATE_TIME, ts))
                                                           for i, (k, v, ts) in enumerate(records)]
 
 
 @pytest.mark.parametrize("old", ["0.9", "kafka-python-0.10"])
-def test_an_old_consumer_reads_a_modern_producer_s_batches_at_their_offsets_without_markers(cluster_3_0, old):
+def test_an_old_consumer_reads_a_modern_producer_s_batches_at_their_offsets_without_markers(cluster_2_5, old):
     """Compressed v2 batches of a transactional producer, a committed and an aborted transaction between them:
     the old consumer (no isolation) reads every data record at its own offset and never a marker."""
-    topic = _topic(cluster_3_0, f"fmtold-{old}")
-    first = _produce(cluster_3_0, topic, RECORDS[:10], codec="gzip", **{"linger.ms": 50})
-    p = Producer({"bootstrap.servers": cluster_3_0, "transactional.id": f"fmt-{uuid.uuid4().hex[:6]}",
+    topic = _topic(cluster_2_5, f"fmtold-{old}")
+    first = _produce(cluster_2_5, topic, RECORDS[:10], codec="gzip", **{"linger.ms": 50})
+    p = Producer({"bootstrap.servers": cluster_2_5, "transactional.id": f"fmt-{uuid.uuid4().hex[:6]}",
                   "compression.codec": "snappy", "linger.ms": 50})
     p.init_transactions(30)
     txn_offsets = []
@@ -153,25 +153,25 @@ def test_an_old_consumer_reads_a_modern_producer_s_batches_at_their_offsets_with
             p.produce(topic, key=k, value=v, on_delivery=lambda err, msg: txn_offsets.append(msg.offset()))
         p.flush(30)
         (p.commit_transaction if commit else p.abort_transaction)(30)
-    last = _produce(cluster_3_0, topic, RECORDS[15:20], codec="lz4")
+    last = _produce(cluster_2_5, topic, RECORDS[15:20], codec="lz4")
     # data records: 10, then 5 committed, marker, 5 aborted, marker, 5: offsets 0-9, 10-14, 16-20, 22-26
     assert first == list(range(10)) and sorted(txn_offsets) == list(range(10, 15)) + list(range(16, 21))
     assert last == list(range(22, 27))
     if old == "0.9":
-        got = _consume(cluster_3_0, topic, 25, old=old)
+        got = _consume(cluster_2_5, topic, 25, old=old)
     else:
-        got = _kp_consume(cluster_3_0, topic, 25)
+        got = _kp_consume(cluster_2_5, topic, 25)
     want = list(range(0, 15)) + list(range(16, 21)) + list(range(22, 27))
     assert [o for o, *_ in got] == want
     values = [v for _, _, v, _ in got]
     assert values == [v for _, v, _ in RECORDS[:15] + RECORDS[10:15] + RECORDS[15:20]]
 
 
-def test_zstd_is_refused_to_an_old_consumer_and_read_by_a_new_one(cluster_3_0):
-    topic = _topic(cluster_3_0, "fmtz")
-    _produce(cluster_3_0, topic, RECORDS[:5], codec="zstd")
-    assert len(_consume(cluster_3_0, topic, 5)) == 5
-    c = Consumer({"bootstrap.servers": cluster_3_0, "group.id": f"fmt-{uuid.uuid4().hex[:6]}",
+def test_zstd_is_refused_to_an_old_consumer_and_read_by_a_new_one(cluster_2_5):
+    topic = _topic(cluster_2_5, "fmtz")
+    _produce(cluster_2_5, topic, RECORDS[:5], codec="zstd")
+    assert len(_consume(cluster_2_5, topic, 5)) == 5
+    c = Consumer({"bootstrap.servers": cluster_2_5, "group.id": f"fmt-{uuid.uuid4().hex[:6]}",
                   "auto.offset.reset": "earliest", "enable.auto.commit": False, **OLD["0.9"]})
     c.assign([TopicPartition(topic, 0)])
     seen = []
@@ -199,6 +199,17 @@ def alter_configs_naming_a_key_twice(boot, topic) -> tuple[int, str]:
     return r.responses[0].error_code.value, d.results[0].configs[0].value
 
 
-def test_before_3_2_alter_configs_takes_the_last_value_of_a_key_named_twice(cluster_3_0):
-    topic = _topic(cluster_3_0, "dupkeys")
-    assert alter_configs_naming_a_key_twice(cluster_3_0, topic) == (0, "2000")
+def test_before_3_2_alter_configs_takes_the_last_value_of_a_key_named_twice(cluster_2_5):
+    topic = _topic(cluster_2_5, "dupkeys")
+    assert alter_configs_naming_a_key_twice(cluster_2_5, topic) == (0, "2000")
+
+
+def alter_configs_of_an_unknown_topic(boot) -> tuple[int, str]:
+    r = send(boot.split(",")[0], 33, 1, validate_only=False, resources=[
+        {"resource_type": 2, "resource_name": "no-such-topic", "configs": [{"name": "retention.ms", "value": "1"}]}])
+    return r.responses[0].error_code.value, r.responses[0].error_message
+
+
+def test_before_2_7_altering_an_unknown_topic_s_configs_is_an_unknown_server_error(cluster_2_5):
+    """AdminZkClient.validateTopicConfig's AdminOperationException (test_real_clients_configs has 2.7's answer)."""
+    assert alter_configs_of_an_unknown_topic(cluster_2_5) == (-1, 'Topic "no-such-topic" does not exist.')

@@ -13,8 +13,13 @@ Guarantees:
   one of `--topic`, `--group`, `--transactional-id`, `--cluster`, and `--resource-pattern-type`
   (literal or prefixed); every principal x host x operation is one binding (CreateAcls), a removal
   deletes exactly those bindings (DeleteAcls);
-- only `--bootstrap-server` (Kafka 3.0's tools; no `--zookeeper`); an option outside this set, or a
-  broker's refusal, is one line on stderr and exit status 1, as a user reads from Kafka's tools.
+- `topics` takes `--bootstrap-server` (Kafka 3.0's tools) or `--zookeeper host:port` (before 3.0,
+  where librdkafka passes it): the stand-in then reads the brokers' registrations in that ZooKeeper
+  (`/brokers/ids/<id>`, whose `endpoints` name each broker's Kafka listener, as Kafka's registrations
+  do) and goes on through the admin API, where Kafka's TopicCommand wrote the topic's znodes itself;
+  `acls` takes `--bootstrap-server` only. An option outside this set, a ZooKeeper without live
+  brokers, or a broker's refusal, is one line on stderr and exit status 1, as a user reads from
+  Kafka's tools.
 
 Usage: python tools/kafka_tools.py topics|acls [Kafka's options]. The conformance runner writes
 `bin/kafka-topics.sh` and `bin/kafka-acls.sh` calling this under the KAFKA_PATH it gives the tests.
@@ -48,6 +53,38 @@ def _wait(futures: dict) -> None:
             raise ToolError(f"{key}: {e.args[0] if e.args else e}") from None
 
 
+def brokers_from_zookeeper(connect: str) -> str:
+    """host:port,... of the live brokers' Kafka listeners, from their registrations in ZooKeeper."""
+    import json
+
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import NoNodeError
+    zk = KazooClient(hosts=connect, timeout=TIMEOUT_S)
+    try:
+        zk.start(timeout=TIMEOUT_S)
+    except Exception as e:  # noqa: BLE001 - kazoo's timeout: one line
+        raise ToolError(f"cannot reach ZooKeeper at {connect}: {e}") from None
+    try:
+        out = []
+        for child in sorted(zk.get_children("/brokers/ids")):
+            try:
+                data, _ = zk.get(f"/brokers/ids/{child}")
+            except NoNodeError:                       # a broker that went away meanwhile
+                continue
+            for ep in json.loads(data.decode() or "{}").get("endpoints") or []:
+                proto, _, addr = str(ep).partition("://")
+                if proto == "PLAINTEXT" and addr:
+                    out.append(addr)
+    except NoNodeError:
+        out = []
+    finally:
+        zk.stop()
+        zk.close()
+    if not out:
+        raise ToolError(f"no broker with a Kafka listener is registered in ZooKeeper at {connect}")
+    return ",".join(out)
+
+
 def topics(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="kafka-topics.sh")
     ap.add_argument("--bootstrap-server")
@@ -60,10 +97,10 @@ def topics(argv: list[str]) -> None:
     ap.add_argument("--replication-factor", type=int)
     ap.add_argument("--config", action="append", default=[])
     a = ap.parse_args(argv)
-    if a.zookeeper is not None or not a.bootstrap_server:
-        raise ToolError("--bootstrap-server is required (this kafka-topics.sh has no --zookeeper, as Kafka 3.0's)")
+    if bool(a.zookeeper) == bool(a.bootstrap_server):
+        raise ToolError("exactly one of --bootstrap-server and --zookeeper is required")
     from confluent_kafka.admin import NewPartitions, NewTopic
-    admin = _admin(a.bootstrap_server)
+    admin = _admin(a.bootstrap_server or brokers_from_zookeeper(a.zookeeper))
     if a.list:
         print("\n".join(sorted(admin.list_topics(timeout=TIMEOUT_S).topics)))
         return

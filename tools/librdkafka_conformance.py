@@ -68,31 +68,22 @@ EXCLUDED = {
 # single tests left out of a test number that otherwise runs
 EXCLUDED_TESTS: dict[str, str] = {}
 # kafka-topics.sh and kafka-acls.sh are the lab's stand-ins (tools/kafka_tools.py, under the KAFKA_PATH
-# the runner gives the tests), which speak --bootstrap-server only: librdkafka's test_kafka_topics
-# passes --zookeeper to a broker before 3.0, so the tests that create, grow or delete a topic with it
-# are left out there
-_ZK_TOOL = "kafka-topics.sh --zookeeper (a broker before 3.0): the lab's stand-in speaks --bootstrap-server only"
-TOPICS_TOOL_FROM = (3, 0)
-TOPICS_TOOL = {"0052": _ZK_TOOL}
-TOPICS_TOOL_TESTS = {"0045_subscribe_update_topic_remove": _ZK_TOOL,
-                     "0045_subscribe_update_non_exist_and_partchange": _ZK_TOOL}
+# the runner gives the tests): from 3.0 librdkafka's test_kafka_topics passes --bootstrap-server
+# (BROKERS), before it --zookeeper (ZK_ADDRESS, the cluster's ZooKeeper, where the stand-in finds the
+# brokers' registrations)
 
 
 def _release(version: str) -> tuple[int, int]:
     return tuple(int(x) for x in version.split(".")[:2])
 
 
-def _before_tools(version: str | None) -> bool:
-    return version is not None and _release(version) < TOPICS_TOOL_FROM
-
-
 def excluded(version: str | None = None) -> dict[str, str]:
     """Test numbers left out on `version`, with why."""
-    return {**EXCLUDED, **(TOPICS_TOOL if _before_tools(version) else {})}
+    return dict(EXCLUDED)
 
 
 def excluded_tests(version: str | None = None) -> dict[str, str]:
-    return {**EXCLUDED_TESTS, **(TOPICS_TOOL_TESTS if _before_tools(version) else {})}
+    return dict(EXCLUDED_TESTS)
 
 
 def kafka_path(workdir: str) -> str:
@@ -205,14 +196,16 @@ def test_conf(bootstrap: str, extra: dict | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def cluster_up(eoslab: str, name: str, version: str, brokers: int, broker_args: list[str]) -> str:
+def cluster_up(eoslab: str, name: str, version: str, brokers: int, broker_args: list[str]) -> tuple[str, str]:
+    """The cluster's (Kafka bootstrap, ZooKeeper address)."""
     cmd = [eoslab, "cluster", "up", "--runtime", "local", "--name", name, "--brokers", str(brokers),
            "--controllers", "1", "--kafka-version", version, *[f"--broker-arg={a}" for a in broker_args]]
     for _ in range(3):  # a start can fail on a port an orphan of a dead cluster still binds
         say("starting cluster: " + " ".join(cmd[1:]))
         p = subprocess.run(cmd, capture_output=True, text=True)
         if not p.returncode:
-            return json.loads(p.stdout[p.stdout.index("{"):])["kafka_bootstrap"]
+            info = json.loads(p.stdout[p.stdout.index("{"):])
+            return info["kafka_bootstrap"], info["zookeeper"]
         say(f"cluster up failed: {(p.stderr or p.stdout).strip()[:200]}")
         time.sleep(5)
     raise RuntimeError(f"cluster {name} did not start (3 attempts)")
@@ -314,8 +307,8 @@ def logs_dir(scenario: str) -> str:
 def run_tests(args, src, version, numbers, workdir, name, deadline, per_number, scenario=DEFAULT) -> str:
     if scenario != DEFAULT:
         name = f"{name}-{scenario[:8]}"
-    bootstrap = cluster_up(args.eoslab, name, version, args.brokers,
-                           broker_args(os.path.join(src, "tests"), scenario, version))
+    bootstrap, zookeeper = cluster_up(args.eoslab, name, version, args.brokers,
+                                      broker_args(os.path.join(src, "tests"), scenario, version))
     try:
         conf = os.path.join(workdir, "test.conf" if scenario == DEFAULT else f"test-{scenario}.conf")
         open(conf, "w").write(test_conf(bootstrap))
@@ -328,7 +321,7 @@ def run_tests(args, src, version, numbers, workdir, name, deadline, per_number, 
                     return n, None, 0.0
                 return run_number(src, n, conf, VERSIONS[version], bound(n, args.timeout),
                                   os.path.join(workdir, logs_dir(scenario)), scenario,
-                                  {"KAFKA_PATH": tools, "BROKERS": bootstrap})
+                                  {"KAFKA_PATH": tools, "BROKERS": bootstrap, "ZK_ADDRESS": zookeeper})
             try:
                 pending = {pool.submit(job, n) for n in todo}
                 while pending:  # a timed wait, so that a signal is handled at once, not when a test ends

@@ -8,7 +8,9 @@ modern consumer and an old one. (librdkafka takes any fallback from 0.10 on as a
 so only 0.9.0.0 keeps it old.)
 
 AlterConfigs before 3.2: a key named twice takes its last value, where 3.2 and later refuse the resource
-(test_real_clients_configs has the refusal on 4.0)."""
+(test_real_clients_configs has the refusal on 4.0); before 2.7 an unknown topic's is UNKNOWN_SERVER_ERROR.
+The kafka-topics.sh stand-in with --zookeeper, as librdkafka's tests call it before 3.0."""
+import os
 import time
 import uuid
 
@@ -29,10 +31,14 @@ KAFKA_PYTHON_0_10 = (0, 10, 1)
 
 
 @pytest.fixture(scope="module")
-def cluster_2_5(eoslab_home):
+def runtime_2_5(eoslab_home):
     release = ["--kafka-version=2.5"]
-    for rt in start_kcluster(eoslab_home, "fmt", release, txn_coordinator_args=release):
-        yield rt.info().kafka_bootstrap
+    yield from start_kcluster(eoslab_home, "old", release, txn_coordinator_args=release)
+
+
+@pytest.fixture(scope="module")
+def cluster_2_5(runtime_2_5):
+    return runtime_2_5.info().kafka_bootstrap
 
 
 def _produce(boot, topic, records, old=None, codec="none", **extra):
@@ -213,3 +219,26 @@ def alter_configs_of_an_unknown_topic(boot) -> tuple[int, str]:
 def test_before_2_7_altering_an_unknown_topic_s_configs_is_an_unknown_server_error(cluster_2_5):
     """AdminZkClient.validateTopicConfig's AdminOperationException (test_real_clients_configs has 2.7's answer)."""
     assert alter_configs_of_an_unknown_topic(cluster_2_5) == (-1, 'Topic "no-such-topic" does not exist.')
+
+
+def test_the_topics_tool_with_zookeeper_finds_the_brokers_in_their_registrations(runtime_2_5):
+    """kafka-topics.sh --zookeeper (librdkafka's test_kafka_topics before 3.0) through the stand-in."""
+    import subprocess
+    import sys
+    info = runtime_2_5.info()
+    tool = os.path.join(os.path.dirname(__file__), "..", "..", "tools", "kafka_tools.py")
+    topic = f"zk-made-{uuid.uuid4().hex[:6]}"
+    run = subprocess.run([sys.executable, tool, "topics", "--zookeeper", info.zookeeper, "--create", "--topic", topic,
+                          "--partitions", "3", "--replication-factor", "2", "--config", "cleanup.policy=compact"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+    admin = AdminClient({"bootstrap.servers": info.kafka_bootstrap})
+    md = admin.list_topics(topic, timeout=10).topics[topic]
+    assert len(md.partitions) == 3 and all(len(p.replicas) == 2 for p in md.partitions.values())
+    res = ConfigResource(ResourceType.TOPIC, topic)
+    assert admin.describe_configs([res])[res].result(30)["cleanup.policy"].value == "compact"
+    # no Kafka listener registered in that ZooKeeper (a wrong address): one line and status 1
+    wrong = subprocess.run([sys.executable, tool, "topics", "--zookeeper", "127.0.0.1:1", "--list"],
+                           capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 1 and len(wrong.stderr.strip().splitlines()) == 1

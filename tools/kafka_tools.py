@@ -30,6 +30,7 @@ import argparse
 import sys
 
 TIMEOUT_S = 30.0
+ZK_TIMEOUT_S = 10.0
 OPERATIONS = ("All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
               "DescribeConfigs", "AlterConfigs", "IdempotentWrite")
 
@@ -56,12 +57,15 @@ def _wait(futures: dict) -> None:
 def brokers_from_zookeeper(connect: str) -> str:
     """host:port,... of the live brokers' Kafka listeners, from their registrations in ZooKeeper."""
     import json
+    import logging
 
     from kazoo.client import KazooClient
     from kazoo.exceptions import NoNodeError
-    zk = KazooClient(hosts=connect, timeout=TIMEOUT_S)
+    logging.getLogger("kazoo").addHandler(logging.NullHandler())    # its retries are not the tool's output
+    logging.getLogger("kazoo").propagate = False
+    zk = KazooClient(hosts=connect, timeout=ZK_TIMEOUT_S)
     try:
-        zk.start(timeout=TIMEOUT_S)
+        zk.start(timeout=ZK_TIMEOUT_S)
     except Exception as e:  # noqa: BLE001 - kazoo's timeout: one line
         raise ToolError(f"cannot reach ZooKeeper at {connect}: {e}") from None
     try:

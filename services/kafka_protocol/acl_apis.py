@@ -37,7 +37,7 @@ NOT_REQUESTED = -2147483648
 # DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12; Kafka's AclEntry.supportedOperations
 SUPPORTED_OPERATIONS = {"topic": (3, 4, 5, 8, 6, 7, 10, 11), "group": (3, 8, 6, 10, 11),
                         "cluster": (5, 9, 10, 11, 12, 7, 8), "transactional_id": (8, 4)}
-VERSIONS = {DESCRIBE_ACLS: (1, 3), CREATE_ACLS: (1, 3), DELETE_ACLS: (1, 3)}
+VERSIONS = {DESCRIBE_ACLS: (0, 3), CREATE_ACLS: (0, 3), DELETE_ACLS: (0, 3)}   # v0: before 4.0 only
 NO_AUTHORIZER = "No Authorizer is configured."
 RESOURCE_TYPES = {"topic": a.TOPIC, "group": a.GROUP, "cluster": a.CLUSTER, "transactional_id": a.TRANSACTIONAL_ID}
 

@@ -44,8 +44,9 @@ API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 # ListTransactions; in Kafka from 2.8 / 3.0) keep the lab's ranges whatever --kafka-version says.
 RELEASE_EXEMPT = frozenset({27, 61, 65, 66})
 # KIP-896: the request versions Kafka 4.0 no longer serves, among those the lab serves for older releases
-# (Produce v0-v2, Fetch v0-v3 with message formats v0/v1, ListOffsets v0): API key -> 4.0's lowest.
-REMOVED_IN_4_0 = {0: 3, 1: 4, 2: 1}
+# (Produce v0-v2, Fetch v0-v3 with message formats v0/v1, ListOffsets v0, the ACL APIs' and
+# DescribeConfigs' v0): API key -> 4.0's lowest.
+REMOVED_IN_4_0 = {0: 3, 1: 4, 2: 1, 29: 1, 30: 1, 31: 1, 32: 1}
 FINALIZED_FEATURES_EPOCH = 1    # the features are finalized once, when the cluster is made, and never change
 
 

@@ -33,7 +33,7 @@ from eoslab.common.config_ops import (BROKER, BROKER_LOGGER, DEFAULT_CONFIG, DYN
                                      STATIC_BROKER_CONFIG, TOPIC, TOPIC_CONFIG)
 
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
-VERSIONS = {DESCRIBE_CONFIGS: (1, 4), ALTER_CONFIGS: (0, 2), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
+VERSIONS = {DESCRIBE_CONFIGS: (0, 4), ALTER_CONFIGS: (0, 2), INCREMENTAL_ALTER_CONFIGS: (0, 1)}
 GRPC_ADDRESSES = ("listen", "advertise")     # the lab's gRPC addresses: Kafka's listeners are kafka.*
 # the broker's LogConfig field behind each topic config it has a setting for
 BROKER_DEFAULTS = {"segment.bytes": "segment_bytes", "max.message.bytes": "max_message_bytes",
@@ -107,6 +107,9 @@ class ConfigApis:
                     raise _Refused(E.INVALID_REQUEST, f"Unsupported resource type: {r.resource_type}")
             except _Refused as e:
                 res.update(error_code=e.code, error_message=str(e), configs=[])
+            if header.api_version == 0:           # v0 says whether a value is the default, not its source
+                for c in res["configs"]:
+                    c["is_default"] = c["config_source"] == DEFAULT_CONFIG
             results.append(res)
         return {"results": results}
 

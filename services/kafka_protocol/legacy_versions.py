@@ -3,7 +3,8 @@ kafka-python's copy of Kafka's own JSON request schemas (kio's generated schemas
 
 Guarantees: `LEGACY` names every (API key, version range) read here: Produce
 v0-v2, Fetch v0-v3 and ListOffsets v0, the versions whose records are in
-message format v0/v1 or whose answer is the pre-KIP-79 offset list.
+message format v0/v1 or whose answer is the pre-KIP-79 offset list, and
+DescribeConfigs v0 and the ACL APIs' v0 (0.11 served no other version of them).
 `parse_body` reads such a request's body into an object with the attribute
 names kio gives later versions (snake case of Kafka's field names; a field
 the version lacks reads as the schema's default), or raises
@@ -20,7 +21,11 @@ import struct
 from services.kafka_protocol.codec import MalformedRequest
 
 PRODUCE, FETCH, LIST_OFFSETS = 0, 1, 2
-LEGACY = {PRODUCE: (0, 2), FETCH: (0, 3), LIST_OFFSETS: (0, 0)}
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS, DESCRIBE_CONFIGS = 29, 30, 31, 32
+LEGACY = {PRODUCE: (0, 2), FETCH: (0, 3), LIST_OFFSETS: (0, 0), DESCRIBE_ACLS: (0, 0), CREATE_ACLS: (0, 0),
+          DELETE_ACLS: (0, 0), DESCRIBE_CONFIGS: (0, 0)}
+_ADMIN = {DESCRIBE_ACLS: "DescribeAcls", CREATE_ACLS: "CreateAcls", DELETE_ACLS: "DeleteAcls",
+          DESCRIBE_CONFIGS: "DescribeConfigs"}
 _SIZE_CORR = struct.Struct(">ii")
 
 
@@ -37,6 +42,9 @@ def _classes(api_key: int):
     if api_key == FETCH:
         from kafka.protocol.consumer import FetchRequest, FetchResponse
         return FetchRequest, FetchResponse
+    if api_key in _ADMIN:
+        from kafka.protocol import admin
+        return getattr(admin, _ADMIN[api_key] + "Request"), getattr(admin, _ADMIN[api_key] + "Response")
     from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
     return ListOffsetsRequest, ListOffsetsResponse
 

@@ -92,3 +92,33 @@ def test_4_0_closes_the_connection_on_produce_v2_and_3_6_answers_it():
     out = _handlers("3.6")(frame)
     assert struct.unpack_from(">i", out, 4)[0] == 7
     assert ProduceResponse[2].decode(out[8:]).responses == []
+
+
+def test_describe_configs_v0_says_is_default_and_the_acl_apis_v0_read_literal_patterns():
+    from kafka.protocol.admin import CreateAclsRequest, DescribeAclsRequest, DescribeConfigsResponse
+    values = {"throttle_time_ms": 0, "results": [{
+        "error_code": 0, "error_message": None, "resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.ms", "value": "1000", "read_only": False, "config_source": 1, "is_default": False,
+             "is_sensitive": False, "synonyms": [], "config_type": 5, "documentation": None}]}]}
+    c = DescribeConfigsResponse[0].decode(legacy_versions.encode_response(32, 0, 1, values)[8:]).results[0].configs[0]
+    assert (c.name, c.value, c.is_default) == ("retention.ms", "1000", False)
+    req = DescribeAclsRequest[0](resource_type_filter=2, resource_name_filter="t", principal_filter=None,
+                                 host_filter=None, operation=1, permission_type=1)
+    _, got = codec.parse_request(_frame(req, 0), {29: (0, 3)})
+    assert int(got.pattern_type_filter) == 3 and got.resource_name_filter == "t"     # v0: LITERAL only
+    creation = CreateAclsRequest.fields["creations"].data_class(
+        version=0, resource_type=2, resource_name="t", principal="User:a", host="*", operation=3, permission_type=3)
+    _, got = codec.parse_request(_frame(CreateAclsRequest[0](creations=[creation]), 0), {30: (0, 3)})
+    assert int(got.creations[0].resource_pattern_type) == 3 and got.creations[0].principal == "User:a"
+
+
+def test_0_11_serves_the_acl_apis_and_describe_configs_at_v0_and_4_0_from_v1():
+    from services.kafka_protocol import acl_apis, config_apis
+    for release, lowest in (("0.11", 0), ("2.5", 0), ("4.0", 1)):
+        h = ApiHandlers()
+        for key in (29, 30, 31):
+            h.register(key, *acl_apis.VERSIONS[key], None)
+        h.register(32, *config_apis.VERSIONS[32], None)
+        h.limit_to_release(release)
+        assert {k: lo for k, (lo, _) in h.served.items() if k != 18} == {29: lowest, 30: lowest, 31: lowest, 32: lowest}
+    assert h.served[32] == (1, 4)

@@ -123,7 +123,8 @@ def test_from_3_2_alter_configs_naming_a_key_twice_is_refused_and_changes_nothin
     from tests.kafka_protocol.test_real_clients_old_releases import alter_configs_naming_a_key_twice
     topic = _create(_admin(kcluster), {})
     invalid_request = 42
-    assert alter_configs_naming_a_key_twice(kcluster.info().kafka_bootstrap, topic) == (invalid_request, "604800000")
+    assert alter_configs_naming_a_key_twice(kcluster.info().kafka_bootstrap, topic, "2000") == \
+        (invalid_request, "604800000")
 
 
 def test_from_2_7_altering_an_unknown_topic_s_configs_is_unknown_topic_or_partition(kcluster):

@@ -194,20 +194,30 @@ def test_zstd_is_refused_to_an_old_consumer_and_read_by_a_new_one(cluster_2_5):
     assert seen[0] == KafkaError.UNSUPPORTED_COMPRESSION_TYPE
 
 
-def alter_configs_naming_a_key_twice(boot, topic) -> tuple[int, str]:
+def alter_configs_naming_a_key_twice(boot, topic, expect: str) -> tuple[int, str]:
     """AlterConfigs v1 setting retention.ms to 1000 and then 2000 in one resource: (the resource's error code,
-    retention.ms as DescribeConfigs then reads it)."""
+    retention.ms as DescribeConfigs reads it once it shows `expect`, or after 10 s). The controller applies
+    the change and the brokers learn it a moment later, as Kafka's learn it from ZooKeeper."""
     r = send(boot.split(",")[0], 33, 1, validate_only=False, resources=[
         {"resource_type": 2, "resource_name": topic,
          "configs": [{"name": "retention.ms", "value": "1000"}, {"name": "retention.ms", "value": "2000"}]}])
-    d = send(boot.split(",")[0], 32, 1, include_synonyms=False, resources=[
-        {"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}])
-    return r.responses[0].error_code.value, d.results[0].configs[0].value
+    seen = []
+
+    def described():
+        d = send(boot.split(",")[0], 32, 1, include_synonyms=False, resources=[
+            {"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}])
+        seen.append(d.results[0].configs[0].value)
+        return seen[-1] == expect
+    try:
+        h.wait_for(described, timeout=10, what=f"retention.ms {expect}")
+    except AssertionError:
+        pass                                     # the caller compares what was read last
+    return r.responses[0].error_code.value, seen[-1]
 
 
 def test_before_3_2_alter_configs_takes_the_last_value_of_a_key_named_twice(cluster_2_5):
     topic = _topic(cluster_2_5, "dupkeys")
-    assert alter_configs_naming_a_key_twice(cluster_2_5, topic) == (0, "2000")
+    assert alter_configs_naming_a_key_twice(cluster_2_5, topic, "2000") == (0, "2000")
 
 
 def alter_configs_of_an_unknown_topic(boot) -> tuple[int, str]:

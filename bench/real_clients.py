@@ -184,7 +184,7 @@ def main() -> None:
                 procs = start_profiles(rt, a.profile, f"{name}-{r + 1}") if a.profile else []
                 cpu0 = _brokers_cpu(rt)
                 res = fn(boot, topic, a.records)
-                res["broker_cpu_s_per_1000"] = round(1000 * (_brokers_cpu(rt) - cpu0) / a.records, 3)
+                res["broker_cpu_s_per_1000"] = round(1000 * (_brokers_cpu(rt) - cpu0) / a.records, 4)
                 stop_profiles(procs)
                 profiles[name] += [path for _, path in procs]
                 res.update(client=name, round=r + 1)

@@ -16,7 +16,7 @@ die() { echo "wheelhouse: $*" >&2; exit 1; }
   || die "$PY is not Python 3.11 (the images run 3.11; wheels must match)"
 tmp=$(mktemp -d wheelhouse.tmp.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-"$PY" -m pip wheel -q --disable-pip-version-check --wheel-dir "$tmp" ".[k8s,lazyfs]" "setuptools>=68" wheel >"$tmp.log" 2>&1 \
+"$PY" -m pip wheel -q --disable-pip-version-check --wheel-dir "$tmp" ".[k8s,lazyfs]" "setuptools>=74.1" wheel >"$tmp.log" 2>&1 \
   || { grep -v '^WARNING: Location' "$tmp.log" | tail -5 >&2; rm -f "$tmp.log"; die "pip wheel failed (is PyPI reachable?)"; }
 rm -f "$tmp.log"
 rm -f "$tmp"/eoslab-*.whl

@@ -15,11 +15,21 @@ lab's record_batch and the wire's kafka_records both build on it.
 """
 from __future__ import annotations
 
+import os
+
 from eoslab.common import compression
 from eoslab.common.errors import E
 
 UNSUPPORTED_COMPRESSION_TYPE = 76   # Kafka's code (not in the lab's gRPC enum)
 COMPRESSION_MASK = 0x07
+
+
+try:   # the C walker of check_records; EOSLAB_PURE_PYTHON_RECORDS=1 leaves it out (benchmarks, tests)
+    if os.environ.get("EOSLAB_PURE_PYTHON_RECORDS") == "1":
+        raise ImportError("left out by EOSLAB_PURE_PYTHON_RECORDS")
+    from eoslab.common._records_native import check_records as _native_check
+except ImportError:
+    _native_check = None
 
 
 class BatchFormatError(ValueError):
@@ -135,6 +145,18 @@ def _decode(body, count: int, base_ts: int, last_delta: int | None) -> list:
 
 
 def check_records(body, count: int) -> list[int]:
+    """What `decode_records` checks, without building the records: `_check_records_py`'s answer, through
+    the C walker (`_records_native`, built with the package where a compiler is present) when it has one:
+    that walker answers only where the Python one would answer the same, and leaves every malformed or
+    unusual section to it, so the error raised is always the Python walker's."""
+    if _native_check is not None:
+        nokey = _native_check(body, count)
+        if nokey is not None:
+            return nokey
+    return _check_records_py(body, count)
+
+
+def _check_records_py(body, count: int) -> list[int]:
     """What `decode_records` checks, without building the records (Kafka's skipKeyValueIterator, which
     LogValidator walks where it needs no key or value): raises the same BatchFormatError for the same
     bytes, and answers the indexes of the records without a key (a compacted topic refuses them).

@@ -267,6 +267,27 @@ class UnifiedLog:
             yield from got
             off = got[-1].last_offset + 1
 
+    def legacy_fetch_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0 (Kafka's legacyFetchOffsetsBefore): the base offsets of the segments last
+        modified at or before `timestamp` (-1: from the log end, -2: from the log start), and the log end
+        where the active segment holds anything (modified now), newest first, at most
+        `max_num_offsets`. It reads the segment list it finds (a swap replaces the list, never changes
+        it) and the files' modification times with no lock held."""
+        segments, start_offset, end_offset = self.segments, self.log_start_offset, self.log_end_offset
+        marks = [(max(s.base_offset, start_offset), _modified_ms(s.path)) for s in segments]
+        if segments and segments[-1].size > 0:
+            marks.append((end_offset, self.time.milliseconds()))
+        if timestamp == -1:
+            start = len(marks) - 1
+        elif timestamp == -2:
+            start = 0
+        else:
+            start = len(marks) - 1
+            while start >= 0 and marks[start][1] > timestamp:
+                start -= 1
+        return sorted((marks[i][0] for i in range(start, start - min(max_num_offsets, start + 1), -1)),
+                      reverse=True)
+
     def fetch_offset_by_timestamp(self, target: int, below: int) -> tuple[int, int, int] | None:
         """(timestamp, offset, the batch's leader epoch) for ListOffsets (Kafka's UnifiedLog.fetchOffsetByTimestamp) among offsets
         below `below` (the last fetchable offset): target >= 0, the first record whose timestamp is at
@@ -352,3 +373,11 @@ def complete_interrupted_swaps(directory: str) -> None:
         log.warning("%s: completed the interrupted swap of cleaned segment %s", directory, n[:-5])
     if swaps:
         fsync_dir(directory)
+
+
+def _modified_ms(path: str) -> int:
+    """A segment file's modification time in ms; 0 for a file deleted since the list was read."""
+    try:
+        return int(os.path.getmtime(path) * 1000)
+    except OSError:
+        return 0

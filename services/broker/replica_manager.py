@@ -1,4 +1,5 @@
-"""ReplicaManager: the partitions this broker hosts, and the Produce/Fetch/ListOffsets paths.
+"""ReplicaManager: the partitions this broker hosts, and the Produce/Fetch paths (ListOffsets and
+OffsetsForLeaderEpoch in offset_lookups.py, the long polls in delayed_fetch.py).
 
 Guarantees: LeaderAndIsr from a controller with an older epoch than one
 already seen is refused (STALE_CONTROLLER_EPOCH) and a partition state with an
@@ -36,6 +37,7 @@ from services.broker.metadata_cache import MetadataCache
 from services.broker.checkpoints import HW_CHECKPOINT_INTERVAL_S
 from services.broker.log_config import LogConfig
 from services.broker.delayed_fetch import MAX_PARKED_CLIENT_FETCHES, DelayedFetchPurgatory  # noqa: F401 - re-exported
+from services.broker.offset_lookups import OffsetLookups
 from services.broker.partition import Partition
 from services.broker.replica_fetcher import ReplicaFetcherManager
 from services.broker.replica_selector import find_preferred_read_replica
@@ -45,7 +47,6 @@ from eoslab.common.errors import E
 from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
-MAX_TIMESTAMP = -3   # ListOffsets v7+ (KIP-734): the record with the largest timestamp
 # A fetch's wait is bounded by Kafka's request.timeout.ms default (30 s): a client waiting longer has
 # already given the request up.
 MAX_FETCH_WAIT_MS = 30000
@@ -53,7 +54,7 @@ MAX_PRODUCE_WAIT_MS = 30000         # an acks=all answer waits at most this (the
 ISR_CHECK_S = 0.2                   # how often leaders check their ISR (and the periodic tasks their intervals)
 
 
-class ReplicaManager(DelayedFetchPurgatory):
+class ReplicaManager(DelayedFetchPurgatory, OffsetLookups):
     def __init__(self, broker_id: int, data_dir: str, defaults: LogConfig, metadata: MetadataCache,
                  producer_id_known=None, alter_partition=None, verify_txn=None, time: Time = SYSTEM,
                  replica_selector=None, log_cleaner: dict | None = None):
@@ -335,75 +336,6 @@ class ReplicaManager(DelayedFetchPurgatory):
                 got += 1
         return resp, got
 
-    def list_offsets(self, req: broker_pb2.ListOffsetsRequest) -> broker_pb2.ListOffsetsResponse:
-        resp = broker_pb2.ListOffsetsResponse()
-        for lp in req.partitions:
-            out = resp.partitions.add(topic=lp.topic, partition=lp.partition, offset=-1)
-            p = self.partitions.get((lp.topic, lp.partition))
-            if p is None or not p.is_leader:
-                out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(lp.topic, lp.partition)
-                             else E.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            out.leader_epoch, out.timestamp = p.leader_epoch, -1
-            fetchable = (p.last_stable_offset if req.isolation_level == broker_pb2.READ_COMMITTED
-                         else p.high_watermark)
-            if lp.timestamp == -2:
-                out.offset = p.log.log_start_offset
-            elif lp.timestamp == -1:
-                out.offset = fetchable
-            elif lp.timestamp >= 0 or lp.timestamp == MAX_TIMESTAMP:
-                with p.lock:
-                    found = p.log.fetch_offset_by_timestamp(lp.timestamp, fetchable)
-                if found is not None:
-                    out.timestamp, out.offset, out.leader_epoch = found
-            else:
-                out.error = E.INVALID_REQUEST   # -4 / -5 (tiered storage's) are not served
-        return resp
-
-    def legacy_offsets_before(self, topic: str, partition: int, timestamp: int, max_num_offsets: int,
-                              from_consumer: bool) -> tuple[int, list[int]]:
-        """ListOffsets v0 (before KIP-79), as Kafka's UnifiedLog.legacyFetchOffsetsBefore: the base
-        offsets of the segments last modified at or before `timestamp` (-1: from the log end, -2: the log
-        start), newest first, at most `max_num_offsets`; a consumer's are capped at the high watermark
-        (Partition.legacyFetchOffsetsForTimestamp)."""
-        p = self.partitions.get((topic, partition))
-        if p is None or not p.is_leader:
-            return (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(topic, partition)
-                    else E.UNKNOWN_TOPIC_OR_PARTITION), []
-        with p.lock:
-            log = p.log
-            marks = [(max(s.base_offset, log.log_start_offset), _modified_ms(s.path)) for s in log.segments]
-            if log.segments and log.segments[-1].size > 0:
-                marks.append((log.log_end_offset, self.time.milliseconds()))
-            hw = p.high_watermark
-        if timestamp == -1:
-            start = len(marks) - 1
-        elif timestamp == -2:
-            start = 0
-        else:
-            start = len(marks) - 1
-            while start >= 0 and marks[start][1] > timestamp:
-                start -= 1
-        offsets = sorted((marks[i][0] for i in range(start, start - min(max_num_offsets, start + 1), -1)),
-                         reverse=True)
-        if from_consumer and any(o > hw for o in offsets):
-            offsets = [hw] + [o for o in offsets if o <= hw]
-        return E.NONE, offsets
-
-    def offsets_for_leader_epoch(self, req) -> broker_pb2.OffsetsForLeaderEpochResponse:
-        resp = broker_pb2.OffsetsForLeaderEpochResponse()
-        for op in req.partitions:
-            out = resp.partitions.add(topic=op.topic, partition=op.partition, leader_epoch=-1, end_offset=-1)
-            p = self.partitions.get((op.topic, op.partition))
-            if p is None or not p.is_leader:
-                out.error = (E.NOT_LEADER_OR_FOLLOWER if self.metadata.has_partition(op.topic, op.partition)
-                             else E.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            out.error = p.check_leader_epoch(op.current_leader_epoch)
-            if out.error == E.NONE:
-                out.leader_epoch, out.end_offset = p.end_offset_for_epoch(op.leader_epoch)
-        return resp
-
     def _isr_loop(self) -> None:
         """Shrink the ISR of lagging followers and expand it with caught-up ones, through the controller;
         also, every so often, checkpoint high watermarks and forget expired producers on every partition."""
@@ -449,9 +381,3 @@ class ReplicaManager(DelayedFetchPurgatory):
         for p in parts:
             p.close()
 
-
-def _modified_ms(path: str) -> int:
-    try:
-        return int(os.path.getmtime(path) * 1000)
-    except OSError:
-        return 0

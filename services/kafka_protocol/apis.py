@@ -16,6 +16,7 @@ Kafka listener is left out (Metadata) or answered COORDINATOR_NOT_AVAILABLE (Fin
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 
@@ -43,10 +44,6 @@ API_VERSIONS, METADATA, FIND_COORDINATOR = 18, 3, 10
 # KIP-664's APIs (WriteTxnMarkers from an admin, DescribeProducers, DescribeTransactions,
 # ListTransactions; in Kafka from 2.8 / 3.0) keep the lab's ranges whatever --kafka-version says.
 RELEASE_EXEMPT = frozenset({27, 61, 65, 66})
-# KIP-896: the request versions Kafka 4.0 no longer serves, among those the lab serves for older releases
-# (Produce v0-v2, Fetch v0-v3 with message formats v0/v1, ListOffsets v0, the ACL APIs' and
-# DescribeConfigs' v0): API key -> 4.0's lowest.
-REMOVED_IN_4_0 = {0: 3, 1: 4, 2: 1, 29: 1, 30: 1, 31: 1, 32: 1}
 FINALIZED_FEATURES_EPOCH = 1    # the features are finalized once, when the cluster is made, and never change
 
 
@@ -67,6 +64,17 @@ def field(req, name: str):
     versions read through legacy_versions carry it."""
     value = getattr(req, name, None)
     return getattr(req, name + "_ms") if value is None else value
+
+
+def replace(req, **changes):
+    """A copy of request `req` with `changes`: a kio entity (a frozen dataclass) or a version read through
+    legacy_versions (a kafka-python message)."""
+    if dataclasses.is_dataclass(req):
+        return dataclasses.replace(req, **changes)
+    out = copy.copy(req)
+    for name, value in changes.items():
+        setattr(out, name, value)
+    return out
 
 
 def fenced_error(code: int, version: int, first_version: int) -> int:
@@ -95,13 +103,14 @@ class ApiHandlers:
 
     def limit_to_release(self, release: str | None) -> None:
         """Serve only what the emulated release served: each API's versions cut to that release's
-        (eoslab.kafka_version.request_versions), an API it did not have dropped. KIP-664's operator
+        (eoslab.kafka_version.request_versions), an API it did not have dropped; on 4.0 the lab's ranges
+        without the versions KIP-896 removed (legacy_versions.REMOVED_IN_4_0). KIP-664's operator
         APIs keep the lab's ranges on every release (RELEASE_EXEMPT)."""
         from eoslab import kafka_version
         self.features = kafka_version.features(release)
         caps = kafka_version.request_versions(release)
         if caps is None:        # the newest release: KIP-896 removed the oldest versions in 4.0
-            caps = {k: (REMOVED_IN_4_0.get(k, lo), hi) for k, (lo, hi, _) in self.handlers.items()}
+            caps = {k: (legacy_versions.lowest_in_4_0(k, lo), hi) for k, (lo, hi, _) in self.handlers.items()}
         for key, (lo, hi, fn) in list(self.handlers.items()):
             if key in RELEASE_EXEMPT:
                 continue

@@ -23,6 +23,8 @@ TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"           # a topic being deleted: its replicas still owed StopReplica
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# persistent: OffsetCommit v0 offsets, /consumers/<group>/offsets/<topic>/<partition> = the offset in decimal
+CONSUMERS = "/consumers"
 # Transaction coordinators (eoslab's own layout: Kafka's coordinators live in the brokers).
 TXN_COORDINATORS = "/eoslab/txn_coordinators"   # ephemeral children: {"host", "port"}
 # persistent, written by the active controller only (versioned, fenced by the controller epoch):
@@ -75,6 +77,11 @@ def register_ephemeral(zk, path: str, data: bytes, stopped, wait, waiting_log=No
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    """Kafka's ConsumerOffset.path (ZkData.scala): where OffsetCommit v0 keeps a group's offset."""
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
 
 
 def broker_path(broker_id: int) -> str:

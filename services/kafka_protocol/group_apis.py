@@ -14,13 +14,20 @@ it (services.broker.group_protocols). Errors are the coordinator's
 offset keeps the leader epoch its OffsetCommit/TxnOffsetCommit carried, and
 OffsetFetch returns it (-1 when the commit had none). A commit's partition
 this broker's metadata does not know is answered UNKNOWN_TOPIC_OR_PARTITION
-and never reaches the coordinator, as in Kafka's KafkaApis.
+and never reaches the coordinator, as in Kafka's KafkaApis. OffsetCommit v0 and
+OffsetFetch v0 (releases before 4.0) keep offsets in ZooKeeper on any broker, as
+ZooKeeper-mode Kafka does (zk_offsets.py); OffsetCommit v1 goes to the coordinator
+as v2 does: its per-partition commit timestamp, which Kafka keeps for expiring the
+offset, is read and has no effect, as the lab expires no committed offset on any
+release. OffsetFetch v0-v1, which have no top-level error, carry a group's error
+(NOT_COORDINATOR, ...) on every partition asked, as Kafka's getErrorResponse does.
 """
 from __future__ import annotations
 
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker import group_deletion, group_listing
 from services.kafka_protocol.acl_apis import authorized_operations
+from services.kafka_protocol import zk_offsets
 from services.kafka_protocol.apis import E, fenced_error, ms
 
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
@@ -40,6 +47,7 @@ class GroupApis:
         self.metadata = broker_apis.s.metadata      # the broker's MetadataCache
         self.release = getattr(broker_apis.s, "kafka_version", None)
         self.authorizer = getattr(broker_apis, "authorizer", None)
+        self.zk = getattr(broker_apis.s, "zk", None)   # OffsetCommit v0 / OffsetFetch v0 keep offsets there
 
     def join_group(self, header, req) -> dict:
         def fail(err):
@@ -121,6 +129,8 @@ class GroupApis:
     def offset_commit(self, header, req) -> dict:
         generation = int(getattr(req, "generation_id_or_member_epoch", getattr(req, "generation_id", -1)))
         unknown = self._unknown(req)
+        if header.api_version == 0:        # KafkaApis: "for version 0 always store offsets to ZK"
+            return zk_offsets.offset_commit_v0(self.zk, req, unknown)
         known = self._commit_partitions(req, unknown)
         r = self.gc.offset_commit(broker_pb2.OffsetCommitRequest(
             group_id=req.group_id, generation_id=generation, member_id=req.member_id or "",
@@ -147,7 +157,11 @@ class GroupApis:
         if header.api_version >= 8:        # KIP-709: groups batched; v9 (KIP-848) with member id and epoch
             stable = bool(req.require_stable)
             return {"groups": [self._fetch_group(header, g, stable) for g in req.groups]}
+        if header.api_version == 0:        # KafkaApis: "version 0 reads offsets from ZK"
+            return zk_offsets.offset_fetch_v0(self.zk, self.metadata, req)
         err, topics = self._fetch(header, req.group_id, req.topics, bool(getattr(req, "require_stable", False)))
+        if err != E.NONE and header.api_version < 2:
+            return fetch_error_v1(req, err)
         return {"error_code": err, "topics": topics}
 
     def _fetch_group(self, header, g, require_stable: bool) -> dict:
@@ -223,8 +237,15 @@ class GroupApis:
         return {"error_code": E.NONE, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 5), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (2, 9),
-            OFFSET_FETCH: (1, 9), TXN_OFFSET_COMMIT: (0, 5), DELETE_GROUPS: (0, 2), OFFSET_DELETE: (0, 0)}
+def fetch_error_v1(req, err: int) -> dict:
+    """OffsetFetchRequest.getErrorResponse before v2 (no top-level error): every partition asked, offset -1."""
+    return {"topics": [{"name": t.name, "partitions": [
+        {"partition_index": int(p), "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+         "error_code": err} for p in t.partition_indexes]} for t in req.topics or ()]}
+
+
+VERSIONS = {DESCRIBE_GROUPS: (0, 5), LIST_GROUPS: (0, 5), JOIN_GROUP: (0, 7), SYNC_GROUP: (0, 5), HEARTBEAT: (0, 4), LEAVE_GROUP: (0, 4), OFFSET_COMMIT: (0, 9),
+            OFFSET_FETCH: (0, 9), TXN_OFFSET_COMMIT: (0, 5), DELETE_GROUPS: (0, 2), OFFSET_DELETE: (0, 0)}
 
 
 def register_group_apis(apis) -> None:

@@ -9,7 +9,8 @@ without this layer):
   topic (its partitions TOPIC_AUTHORIZATION_FAILED; the rest is committed);
 - TxnOffsetCommit needs WRITE on the transactional id (every partition
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group and on each topic, as OffsetCommit;
-- OffsetFetch needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED for it) and DESCRIBE on each
+- OffsetFetch needs DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED for it; before v2, which has no
+  top-level error, on every partition asked) and DESCRIBE on each
   topic named (its partitions TOPIC_AUTHORIZATION_FAILED, offset -1); a fetch of all the group's
   offsets leaves out the topics not DESCRIBE-authorized;
 - DescribeGroups and ConsumerGroupDescribe need DESCRIBE on each group, DeleteGroups DELETE, OffsetDelete
@@ -18,10 +19,9 @@ without this layer):
 """
 from __future__ import annotations
 
-import dataclasses
-
 from eoslab.common import acl
 from eoslab.common.errors import E
+from services.kafka_protocol.apis import replace
 
 GAF, TAF, TXN_AF = E.GROUP_AUTHORIZATION_FAILED, E.TOPIC_AUTHORIZATION_FAILED, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
@@ -61,8 +61,8 @@ class GroupAuthorization:
         if len(readable) == len({t.name for t in req.topics}):
             return handle(header, req)
         kept = tuple(t for t in req.topics if t.name in readable)
-        done = handle(header, dataclasses.replace(req, topics=kept)) if kept else {"topics": []}
-        refused = _partitions_answer(dataclasses.replace(req, topics=tuple(t for t in req.topics
+        done = handle(header, replace(req, topics=kept)) if kept else {"topics": []}
+        refused = _partitions_answer(replace(req, topics=tuple(t for t in req.topics
                                                                              if t.name not in readable)),
                                      lambda _: TAF)
         return {**done, "topics": refused + list(done["topics"])}
@@ -94,7 +94,7 @@ class GroupAuthorization:
         if header.api_version >= 8:
             refused = [g for g in req.groups if not self._group(acl.DESCRIBE, g.group_id)]
             allowed = tuple(g for g in req.groups if g not in refused)
-            out = self.g.offset_fetch(header, dataclasses.replace(req, groups=allowed)) if allowed else {"groups": []}
+            out = self.g.offset_fetch(header, replace(req, groups=allowed)) if allowed else {"groups": []}
             by_id = {g["group_id"]: g for g in out["groups"]}
             for g in allowed:
                 got = by_id[g.group_id]
@@ -102,6 +102,9 @@ class GroupAuthorization:
             return {"groups": [by_id[g.group_id] if g not in refused else
                                {"group_id": g.group_id, "error_code": GAF, "topics": []} for g in req.groups]}
         if not self._group(acl.DESCRIBE, req.group_id):
+            if header.api_version < 2:
+                from services.kafka_protocol.group_apis import fetch_error_v1
+                return fetch_error_v1(req, GAF)
             return {"error_code": GAF, "topics": []}
         out = self.g.offset_fetch(header, req)
         out["topics"] = self._fetch_topics(req.topics, list(out["topics"]))
@@ -117,7 +120,7 @@ class GroupAuthorization:
     def describe_groups(self, header, req):
         seen = self.auth.authorized(acl.DESCRIBE, acl.GROUP, req.groups)
         allowed = tuple(g for g in req.groups if g in seen)
-        out = self.g.describe_groups(header, dataclasses.replace(req, groups=allowed)) if allowed else {"groups": []}
+        out = self.g.describe_groups(header, replace(req, groups=allowed)) if allowed else {"groups": []}
         by_id = {g["group_id"]: g for g in out["groups"]}
         return {"groups": [by_id[g] if g in seen else {"group_id": g, "error_code": GAF, "group_state": "",
                                                         "protocol_type": "", "protocol_data": "", "members": []}
@@ -126,7 +129,7 @@ class GroupAuthorization:
     def delete_groups(self, header, req):
         deletable = self.auth.authorized(acl.DELETE, acl.GROUP, req.groups_names)
         allowed = tuple(g for g in req.groups_names if g in deletable)
-        out = self.g.delete_groups(header, dataclasses.replace(req, groups_names=allowed)) if allowed \
+        out = self.g.delete_groups(header, replace(req, groups_names=allowed)) if allowed \
             else {"results": []}
         by_id = {r["group_id"]: r for r in out["results"]}
         return {"results": [by_id.get(g, {"group_id": g, "error_code": GAF}) for g in dict.fromkeys(req.groups_names)]}
@@ -136,11 +139,11 @@ class GroupAuthorization:
             return {"error_code": GAF, "topics": []}
         readable = self.auth.authorized(acl.READ, acl.TOPIC, [t.name for t in req.topics])
         kept = tuple(t for t in req.topics if t.name in readable)
-        out = self.g.offset_delete(header, dataclasses.replace(req, topics=kept))
+        out = self.g.offset_delete(header, replace(req, topics=kept))
         if out["error_code"] != E.NONE:
             return out
         out["topics"] = list(out["topics"]) + _partitions_answer(
-            dataclasses.replace(req, topics=tuple(t for t in req.topics if t.name not in readable)), lambda _: TAF)
+            replace(req, topics=tuple(t for t in req.topics if t.name not in readable)), lambda _: TAF)
         return out
 
     def consumer_group_heartbeat(self, header, req):
@@ -152,7 +155,7 @@ class GroupAuthorization:
     def consumer_group_describe(self, header, req):
         seen = self.auth.authorized(acl.DESCRIBE, acl.GROUP, req.group_ids)
         allowed = tuple(g for g in req.group_ids if g in seen)
-        out = self.cg.describe(header, dataclasses.replace(req, group_ids=allowed)) if allowed else {"groups": []}
+        out = self.cg.describe(header, replace(req, group_ids=allowed)) if allowed else {"groups": []}
         by_id = {g["group_id"]: g for g in out["groups"]}
         return {"groups": [by_id[g] if g in seen else {"group_id": g, "error_code": GAF, "group_state": "",
                                                         "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "",

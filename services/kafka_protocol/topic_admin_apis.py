@@ -6,7 +6,10 @@ CreateTopics / DeleteTopics are answered once this broker's metadata has (has dr
 most the request's timeout (Kafka's DelayedCreatePartitions / DelayedDeleteTopics); the defaulting and
 refusal of CreateTopics' partition and replica counts are services.broker.auto_topic_creation's; each
 request is authorized as KafkaApis authorizes it (CREATE on the cluster or the topic, ALTER and DELETE
-on the topic: TOPIC_AUTHORIZATION_FAILED for that topic, the others proceed).
+on the topic: TOPIC_AUTHORIZATION_FAILED for that topic, the others proceed). CreateTopics v0-v1 and
+DeleteTopics v0 (releases before 4.0, read through legacy_versions) are served as their later versions
+are, as Kafka's KafkaApis serves them: v0 has no validate_only (a creation, never a check), and each
+answer carries what its version has (no error message before CreateTopics v1 and DeleteTopics v5).
 """
 from __future__ import annotations
 
@@ -14,14 +17,14 @@ from eoslab.common import acl
 from eoslab.common.errors import E
 from eoslab.v1 import broker_pb2
 from services.broker.auto_topic_creation import creatable
-from services.kafka_protocol.apis import ms
+from services.kafka_protocol.apis import field, ms
 
 
 class TopicAdminApis:
     """Mixed into BrokerApis: uses its `s` (KafkaServer), `svc` (BrokerService), `rm` and `auth`."""
 
     def create_topics(self, header, req) -> dict:
-        refused, pb = [], broker_pb2.CreateTopicsRequest(validate_only=bool(req.validate_only))
+        refused, pb = [], broker_pb2.CreateTopicsRequest(validate_only=bool(getattr(req, "validate_only", False)))
         cluster_create = self.auth.authorize_cluster(acl.CREATE)
         for t in req.topics:
             manual = list(t.assignments or ())
@@ -46,7 +49,7 @@ class TopicAdminApis:
         resp = self.svc.CreateTopics(pb, None) if pb.topics else broker_pb2.CreateTopicsResponse()
         # Kafka's DelayedCreatePartitions: answered once this broker's metadata has the new topics
         created = [] if pb.validate_only else [r.name for r in resp.topics if r.error == E.NONE]
-        late = self._await_metadata(created, True, ms(req.timeout))
+        late = self._await_metadata(created, True, ms(field(req, "timeout")))
         for r in resp.topics:
             if r.name in late:
                 r.error, r.error_message = E.REQUEST_TIMED_OUT, "the topic has not reached this broker's metadata yet"
@@ -97,7 +100,8 @@ class TopicAdminApis:
         results = {r.name: [r.error, r.error_message or None] for r in (resp.results if resp else ())}
         results.update({n: [E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."] for n in names
                         if n and n not in deletable})
-        late = self._await_metadata([n for n, r in results.items() if r[0] == E.NONE], False, ms(req.timeout))
+        late = self._await_metadata([n for n, r in results.items() if r[0] == E.NONE], False,
+                                    ms(field(req, "timeout")))
         for name in late:
             results[name] = [E.REQUEST_TIMED_OUT, "the deletion has not reached this broker's metadata yet"]
         out = []

@@ -226,3 +226,26 @@ def test_describe_cluster_names_the_brokers_and_a_broker_as_controller_as_metada
             sorted((b.id, b.host, b.port) for b in md.brokers.values())        # the brokers, no coordinator
         assert r.controller_id == node.node_id                                 # the broker that forwards
         assert r.cluster_authorized_operations & (1 << 8) and r.cluster_authorized_operations & (1 << 7)
+
+
+def test_4_0_closes_the_connection_on_the_topic_and_offset_versions_kip_896_removed(kcluster):
+    """OffsetCommit v0-v1, OffsetFetch v0, CreateTopics v0-v1, DeleteTopics v0 (older releases serve them:
+    test_real_clients_old_releases): no answer, the connection closed, as Kafka 4.0's SocketServer does; the
+    next version up is answered on a new connection."""
+    import socket
+    import struct
+    pytest.importorskip("kafka.protocol.admin")
+    from tests.kafka_protocol.test_legacy_versions import _frame, _old_group_and_topic_requests
+    host, port = kcluster.info().kafka_bootstrap.split(",")[0].rsplit(":", 1)
+
+    def answered(frame) -> bool:
+        with socket.create_connection((host, int(port)), timeout=30) as s:
+            s.sendall(struct.pack(">i", len(frame)) + frame)
+            try:
+                return len(s.recv(4)) == 4                   # b"": closed without an answer
+            except ConnectionResetError:
+                return False
+    for (key, version), req in _old_group_and_topic_requests().items():
+        assert not answered(_frame(req, version)), (key, version)
+    from kafka.protocol.admin import DeleteTopicsRequest
+    assert answered(_frame(DeleteTopicsRequest[1](topic_names=["no-such-topic"], timeout_ms=1000), 1))

@@ -9,7 +9,12 @@ so only 0.9.0.0 keeps it old.)
 
 AlterConfigs before 3.2: a key named twice takes its last value, where 3.2 and later refuse the resource
 (test_real_clients_configs has the refusal on 4.0); before 2.7 an unknown topic's is UNKNOWN_SERVER_ERROR.
-The kafka-topics.sh stand-in with --zookeeper, as librdkafka's tests call it before 3.0."""
+The kafka-topics.sh stand-in with --zookeeper, as librdkafka's tests call it before 3.0.
+
+The versions 4.0 removed, sent by kafka-python pinned to an old broker (it then asks no ApiVersions and
+takes the pinned release's table): CreateTopics v0 and v1 and DeleteTopics v0 (0.10.1, 0.10.2); OffsetCommit
+v0 and OffsetFetch v0 (0.8.1), which keep the offset in ZooKeeper, and v1 (0.8.2), which the coordinator
+keeps, apart from it, as in Kafka."""
 import os
 import time
 import uuid
@@ -252,3 +257,82 @@ def test_the_topics_tool_with_zookeeper_finds_the_brokers_in_their_registrations
     wrong = subprocess.run([sys.executable, tool, "topics", "--zookeeper", "127.0.0.1:1", "--list"],
                            capture_output=True, text=True, timeout=120)
     assert wrong.returncode == 1 and len(wrong.stderr.strip().splitlines()) == 1
+
+
+def _kp_versions(pin, *request_classes):
+    from kafka.protocol.broker_version_data import BrokerVersionData
+    return [BrokerVersionData(pin).api_version(cls) for cls in request_classes]
+
+
+def test_kafka_python_pinned_to_0_10_creates_and_deletes_topics_with_the_versions_4_0_removed(cluster_2_5):
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka.errors import TopicAlreadyExistsError, UnknownTopicOrPartitionError
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+    assert _kp_versions((0, 10, 1), CreateTopicsRequest, DeleteTopicsRequest) == [0, 0]
+    assert _kp_versions((0, 10, 2), CreateTopicsRequest, DeleteTopicsRequest) == [1, 0]
+    v0 = KafkaAdminClient(bootstrap_servers=cluster_2_5, api_version=(0, 10, 1))
+    v1 = KafkaAdminClient(bootstrap_servers=cluster_2_5, api_version=(0, 10, 2))
+    modern = AdminClient({"bootstrap.servers": cluster_2_5})
+    name = f"old-admin-{uuid.uuid4().hex[:6]}"
+    spec = {name: {"num_partitions": 3, "replication_factor": 2, "configs": {"cleanup.policy": "compact"}}}
+    try:
+        assert v1.create_topics(spec, timeout_ms=30000, validate_only=True)["topics"][0]["error_code"] == 0
+        assert name not in modern.list_topics(timeout=10).topics                  # v1's validate_only: a check
+        assert v0.create_topics(spec, timeout_ms=30000)["topics"][0]["error_code"] == 0
+        md = modern.list_topics(name, timeout=10).topics[name]
+        assert len(md.partitions) == 3 and all(len(p.replicas) == 2 for p in md.partitions.values())
+        with pytest.raises(TopicAlreadyExistsError):
+            v0.create_topics(spec, timeout_ms=30000)
+        assert v0.delete_topics([name], timeout_ms=30000)["topics"][0]["error_code"] == 0
+        assert name not in modern.list_topics(timeout=10).topics
+        with pytest.raises(UnknownTopicOrPartitionError):
+            v0.delete_topics([name], timeout_ms=30000)
+    finally:
+        v0.close()
+        v1.close()
+
+
+def _kp_offsets(boot, pin, group, tp, commit=None):
+    """kafka-python pinned to `pin`: commit `commit` (when given) for `tp`, then its committed offset."""
+    from kafka import KafkaConsumer
+    from kafka.structs import OffsetAndMetadata
+    c = KafkaConsumer(bootstrap_servers=boot, api_version=pin, group_id=group, enable_auto_commit=False)
+    try:
+        c.assign([tp])
+        if commit is not None:
+            c.commit({tp: OffsetAndMetadata(commit, "", -1)})
+        return c.committed(tp)
+    finally:
+        c.close()
+
+
+def test_kafka_python_0_8_1_commits_in_zookeeper_and_0_8_2_with_the_coordinator_apart_from_it(runtime_2_5):
+    """KafkaApis: OffsetCommit v0 always stores to ZooKeeper and OffsetFetch v0 reads it from there; v1 goes to
+    the group coordinator (__consumer_offsets). kafka-python 0.8.1 sends v0 to any broker, 0.8.2 v1 to the
+    group's coordinator, which it finds with FindCoordinator v0."""
+    from kafka import TopicPartition as KTP
+    from kafka.protocol.consumer import OffsetCommitRequest, OffsetFetchRequest
+    from kazoo.client import KazooClient
+    assert _kp_versions((0, 8, 1), OffsetCommitRequest, OffsetFetchRequest) == [0, 0]
+    assert _kp_versions((0, 8, 2), OffsetCommitRequest, OffsetFetchRequest) == [1, 1]
+    info = runtime_2_5.info()
+    boot = info.kafka_bootstrap
+    tp, group = KTP(_topic(boot, "zkoffsets"), 0), f"old-{uuid.uuid4().hex[:6]}"
+
+    def committed_v0():
+        try:
+            return _kp_offsets(boot, (0, 8, 1), group, tp, commit=41) == 41
+        except Exception:  # noqa: BLE001 - UNKNOWN_TOPIC_OR_PARTITION until every broker has the new topic
+            return False
+    h.wait_for(committed_v0, timeout=30, what="an OffsetCommit v0 and its OffsetFetch v0")
+    zk = KazooClient(hosts=info.zookeeper)
+    zk.start(timeout=30)
+    try:
+        assert zk.get(f"/consumers/{group}/offsets/{tp.topic}/0")[0] == b"41"      # Kafka's path and encoding
+    finally:
+        zk.stop()
+        zk.close()
+    assert _kp_offsets(boot, (0, 8, 2), group, tp) is None                # the coordinator has none
+    assert _kp_offsets(boot, (0, 8, 2), group, tp, commit=7) == 7
+    assert _kp_offsets(boot, (0, 8, 1), group, tp) == 41                 # each keeps its own

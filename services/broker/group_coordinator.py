@@ -16,6 +16,10 @@ Guarantees:
   (`unstable_fetches`, read by the GroupMetrics RPC): a client that does not
   ask for stable offsets may re-process what another instance's open
   transaction is committing past;
+- a committed partition's metadata longer than offset.metadata.max.bytes (OFFSET_METADATA_MAX_BYTES,
+  counted in UTF-16 units as Java's String.length) is that partition's OFFSET_METADATA_TOO_LARGE and
+  is not written, the commit's other partitions are, in OffsetCommit and TxnOffsetCommit alike (Kafka's
+  GroupMetadataManager.validateOffsetMetadataLength, OffsetMetadataManager.isMetadataInvalid);
 - membership (membership.py) checks commits as Kafka's validateOffsetCommit:
   generation -1 to an empty group is a standalone commit; otherwise the
   member and generation must be current (UNKNOWN_MEMBER_ID,
@@ -72,6 +76,7 @@ from eoslab.common.time import SYSTEM, Time
 
 log = logging.getLogger(__name__)
 EXPIRY_CHECK_S = 0.1     # how often members' session timeouts are checked
+OFFSET_METADATA_MAX_BYTES = 4096      # offset.metadata.max.bytes, Kafka's default
 # GroupMetadataManager.maybeConvertOffsetCommitError: a verification's error as a TxnOffsetCommit answers it
 VERIFICATION_ERRORS = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
                        E.UNKNOWN_TOPIC_OR_PARTITION: E.COORDINATOR_NOT_AVAILABLE,
@@ -81,6 +86,20 @@ VERIFICATION_ERRORS = {E.NETWORK_EXCEPTION: E.COORDINATOR_LOAD_IN_PROGRESS,
 # GroupCoordinatorService.handleOperationException: a failed write of a group's records as its request answers it
 STORE_ERRORS = {E.NOT_LEADER_OR_FOLLOWER: E.NOT_COORDINATOR, E.KAFKA_STORAGE_ERROR: E.NOT_COORDINATOR,
                 E.NOT_COORDINATOR: E.NOT_COORDINATOR}
+
+
+def offset_metadata_too_large(metadata: str | None) -> bool:
+    """Kafka's check on a commit's metadata: Java's String.length (UTF-16 units) above the limit."""
+    return metadata is not None and len(metadata.encode("utf-16-le")) // 2 > OFFSET_METADATA_MAX_BYTES
+
+
+def _commit_answer(partitions, err: int) -> list:
+    """Each committed partition's result: OFFSET_METADATA_TOO_LARGE for one whose metadata was too long
+    (unless the whole commit failed before), else the commit's error."""
+    return [broker_pb2.OffsetCommitPartitionResult(
+        topic=o.topic, partition=o.partition,
+        error=E.OFFSET_METADATA_TOO_LARGE if err == E.NONE and offset_metadata_too_large(o.metadata) else err)
+        for o in partitions]
 
 
 def store_error(err: int) -> int:
@@ -316,17 +335,17 @@ class GroupCoordinator:
             err = self._check_member(req.group_id, req.generation_id, req.member_id,
                                      instance=req.group_instance_id, api_version=api_version)
         if err == E.NONE:
+            kept = [o for o in req.partitions if not offset_metadata_too_large(o.metadata)]
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)
-                       for o in req.partitions]
+                       for o in kept]
             err = self._append(p, records) if records else E.NONE
             if err == E.NONE:
                 with self.lock:
-                    for o in req.partitions:
+                    for o in kept:
                         st.offsets.setdefault(req.group_id, {})[(o.topic, o.partition)] = (
                             o.offset, o.metadata, epochs.get((o.topic, o.partition), -1))
-        return broker_pb2.OffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
-            topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
+        return broker_pb2.OffsetCommitResponse(error=err, partitions=_commit_answer(req.partitions, err))
 
     def txn_offset_commit(self, req, leader_epochs: dict | None = None) -> broker_pb2.TxnOffsetCommitResponse:
         epochs = leader_epochs or {}
@@ -339,19 +358,19 @@ class GroupCoordinator:
             err = self._check_member(req.group_id, req.generation_id, req.member_id, transactional=True,
                                      instance=req.group_instance_id)
         if err == E.NONE:
+            kept = [o for o in req.partitions if not offset_metadata_too_large(o.metadata)]
             records = [(_key(req.group_id, o.topic, o.partition),
                         _value(o.offset, o.metadata, epochs.get((o.topic, o.partition), -1)), 0)
-                       for o in req.partitions]
+                       for o in kept]
             err = self._append(p, records, req.producer_id, req.producer_epoch, True, guard) if records \
                 else E.NONE
             if err == E.NONE:
                 with self.lock:
                     pend = st.pending.setdefault(req.producer_id, {}).setdefault(req.group_id, {})
-                    for o in req.partitions:
+                    for o in kept:
                         pend[(o.topic, o.partition)] = (o.offset, o.metadata,
                                                         epochs.get((o.topic, o.partition), -1))
-        return broker_pb2.TxnOffsetCommitResponse(error=err, partitions=[broker_pb2.OffsetCommitPartitionResult(
-            topic=o.topic, partition=o.partition, error=err) for o in req.partitions])
+        return broker_pb2.TxnOffsetCommitResponse(error=err, partitions=_commit_answer(req.partitions, err))
 
     def offset_fetch(self, req, leader_epochs: dict | None = None,
                      client_id: str = "") -> broker_pb2.OffsetFetchResponse:

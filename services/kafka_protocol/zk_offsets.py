@@ -5,8 +5,8 @@ handleOffsetFetchRequest, KafkaZkClient.setOrCreateConsumerOffset / getConsumerO
 Guarantees: any broker answers them (no group coordinator, no member or generation check, as in Kafka);
 a v0 commit of a partition the broker's metadata has writes the offset, in decimal, to
 /consumers/<group>/offsets/<topic>/<partition> (made with its parents when missing) and keeps no
-metadata, but metadata longer than offset.metadata.max.bytes (4096, Kafka's default, counted in UTF-16
-units as Java's String.length) is OFFSET_METADATA_TOO_LARGE and writes nothing; a v0 fetch reads that
+metadata, but metadata longer than offset.metadata.max.bytes (the group coordinator's check, as every
+version's) is OFFSET_METADATA_TOO_LARGE and writes nothing; a v0 fetch reads that
 znode: (offset, "", NONE), or (-1, "", NONE) for a partition with no znode or one the metadata does
 not know (Kafka's UNKNOWN_PARTITION). So offsets committed at v0 and at v1+ live apart, as in Kafka:
 a v1+ fetch never sees a v0 commit, nor a v0 fetch a v1+ one. A ZooKeeper failure (connection lost
@@ -20,16 +20,11 @@ from __future__ import annotations
 import logging
 
 from eoslab.common.errors import E
+from services.broker.group_coordinator import offset_metadata_too_large
 from services.common import zk_paths
 
 log = logging.getLogger(__name__)
-OFFSET_METADATA_TOO_LARGE = 12          # Kafka's error code (not among the lab's gRPC codes)
-OFFSET_METADATA_MAX_BYTES = 4096        # offset.metadata.max.bytes, Kafka's default
 ZK_TIMEOUT_S = 10.0                     # retries through ConnectionLoss, then UNKNOWN_SERVER_ERROR
-
-
-def _java_length(s: str) -> int:
-    return len(s.encode("utf-16-le")) // 2
 
 
 def _set_or_create(zk, path: str, data: bytes) -> None:
@@ -45,8 +40,8 @@ def _set_or_create(zk, path: str, data: bytes) -> None:
 
 def commit(zk, group: str, topic: str, partition: int, offset: int, metadata: str | None) -> int:
     """One partition of an OffsetCommit v0: its error code."""
-    if metadata is not None and _java_length(metadata) > OFFSET_METADATA_MAX_BYTES:
-        return OFFSET_METADATA_TOO_LARGE
+    if offset_metadata_too_large(metadata):
+        return E.OFFSET_METADATA_TOO_LARGE
     path = zk_paths.consumer_offset_path(group, topic, partition)
     try:
         zk_paths.retrying(zk, ZK_TIMEOUT_S)(_set_or_create, zk, path, str(int(offset)).encode())

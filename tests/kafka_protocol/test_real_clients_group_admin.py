@@ -128,3 +128,22 @@ def test_librdkafka_lists_groups_by_their_kip_848_type(kcluster):
     assert classic.get(group) == ConsumerGroupType.CLASSIC
     consumer = {g.group_id for g in admin.list_consumer_groups(types={ConsumerGroupType.CONSUMER}).result(30).valid}
     assert group not in consumer
+
+
+def test_librdkafka_is_refused_commit_metadata_over_offset_metadata_max_bytes_on_that_partition(kcluster):
+    """offset.metadata.max.bytes (4096): the partition with too much metadata is OFFSET_METADATA_TOO_LARGE and
+    gets no offset; the commit's other partition is committed. (The exact bound is in
+    tests/unit/test_offset_metadata_limit.py: confluent-kafka sends a metadata string with its C terminator,
+    one character more than given.)"""
+    boot = kcluster.info().kafka_bootstrap
+    topic = _topic(boot, "md", partitions=2)
+    group = f"md-{uuid.uuid4().hex[:6]}"
+    c = Consumer({"bootstrap.servers": boot, "group.id": group, "enable.auto.commit": False})
+    try:
+        with pytest.raises(confluent_kafka.KafkaException) as e:    # librdkafka reports a partition's error
+            c.commit(offsets=[TopicPartition(topic, 0, 5, metadata="m" * 100),
+                              TopicPartition(topic, 1, 7, metadata="m" * 5000)], asynchronous=False)
+        assert e.value.args[0].code() == confluent_kafka.KafkaError.OFFSET_METADATA_TOO_LARGE
+    finally:
+        c.close()
+    assert _committed(AdminClient({"bootstrap.servers": boot}), group, topic, [0, 1]) == {0: 5}

@@ -136,8 +136,8 @@ def test_a_v0_fetch_of_nothing_committed_or_an_unknown_partition_is_offset_minus
 def test_a_v0_commit_of_an_unknown_partition_or_too_much_metadata_writes_nothing(listener):
     h, zk = listener
     assert commit(h, 0, 1, partition=9) == E.UNKNOWN_TOPIC_OR_PARTITION
-    assert commit(h, 0, 1, metadata="x" * 4097) == zk_offsets.OFFSET_METADATA_TOO_LARGE
-    assert commit(h, 0, 1, metadata="\U0001F600" * 2049) == zk_offsets.OFFSET_METADATA_TOO_LARGE  # UTF-16 units
+    assert commit(h, 0, 1, metadata="x" * 4097) == E.OFFSET_METADATA_TOO_LARGE
+    assert commit(h, 0, 1, metadata="\U0001F600" * 2049) == E.OFFSET_METADATA_TOO_LARGE  # UTF-16 units
     assert zk.nodes == {}
     assert commit(h, 0, 1, metadata="x" * 4096) == E.NONE
 

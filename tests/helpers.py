@@ -141,3 +141,23 @@ def script_module(*path: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def offsets_leader(data_dir: str, *known: tuple[str, int]):
+    """Broker 1 in process leading __consumer_offsets-0 alone (a real ReplicaManager on `data_dir`, a mock
+    clock), its metadata cache knowing that partition and the `known` (topic, partition)s: (metadata cache,
+    replica manager). The caller shuts the replica manager down."""
+    from eoslab.common.errors import E
+    from eoslab.common.time import MockTime
+    from services.broker.log_config import LogConfig
+    from services.broker.metadata_cache import MetadataCache
+    from services.broker.replica_manager import ReplicaManager
+    offsets = "__consumer_offsets"
+    md = MetadataCache()
+    md.update(broker_pb2.UpdateMetadataRequest(partition_states=[
+        broker_pb2.PartitionState(topic=t, partition=p, leader=1, replicas=[1]) for t, p in ((offsets, 0), *known)]))
+    rm = ReplicaManager(1, str(data_dir), LogConfig(), md, time=MockTime())
+    req = broker_pb2.LeaderAndIsrRequest(controller_epoch=1)
+    req.partition_states.add(topic=offsets, partition=0, leader=1, leader_epoch=0, isr=[1], replicas=[1])
+    assert rm.become_leader_or_follower(req).error == E.NONE
+    return md, rm

@@ -11,15 +11,12 @@ import pytest
 
 from eoslab.common.errors import E
 from eoslab.common.time import MockTime
-from eoslab.v1 import broker_pb2
 from services.broker.broker_service import BrokerService
 from services.broker.group_coordinator import GroupCoordinator
-from services.broker.log_config import LogConfig
-from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import ReplicaManager
 from services.kafka_protocol import zk_offsets
 from services.kafka_protocol.apis import ApiHandlers
 from services.kafka_protocol.group_apis import register_group_apis
+from tests.helpers import offsets_leader
 
 pytestmark = pytest.mark.fast
 pytest.importorskip("kafka.protocol.consumer")
@@ -65,14 +62,7 @@ class FakeZk:
 
 @pytest.fixture
 def listener(tmp_path):
-    md = MetadataCache()
-    md.update(broker_pb2.UpdateMetadataRequest(partition_states=[
-        broker_pb2.PartitionState(topic=OFFSETS, partition=0, leader=1, replicas=[1]),
-        broker_pb2.PartitionState(topic="in", partition=0, leader=1, replicas=[1])]))
-    rm = ReplicaManager(1, str(tmp_path), LogConfig(), md, time=MockTime())
-    req = broker_pb2.LeaderAndIsrRequest(controller_epoch=1)
-    req.partition_states.add(topic=OFFSETS, partition=0, leader=1, leader_epoch=0, isr=[1], replicas=[1])
-    assert rm.become_leader_or_follower(req).error == E.NONE
+    md, rm = offsets_leader(tmp_path, ("in", 0))
     gc = GroupCoordinator(rm, md, time=MockTime())
     zk = FakeZk()
     server = SimpleNamespace(replica_manager=rm, group_coordinator=gc, broker_id=1, metadata=md, zk=zk)

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eoslab.common import kafka_record_section as section
+from tests.kafka_protocol.test_codec_fuzz import _RECORD   # (key, value, timestamp, headers), timestamps over 2^41 ms
 
 pytestmark = pytest.mark.fast
 
@@ -38,9 +39,6 @@ def _python(body, count):
         return e
 
 
-_RECORD = st.tuples(st.none() | st.binary(max_size=200), st.none() | st.binary(max_size=300),
-                    st.integers(-2 ** 40, 2 ** 40),
-                    st.lists(st.tuples(st.binary(max_size=20), st.none() | st.binary(max_size=20)), max_size=3))
 
 
 @settings(max_examples=500, deadline=None)

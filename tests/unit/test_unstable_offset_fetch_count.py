@@ -16,11 +16,9 @@ from eoslab.common.time import MockTime
 from eoslab.v1 import broker_pb2, common_pb2
 from services.broker.broker_service import BrokerService
 from services.broker.group_coordinator import GroupCoordinator
-from services.broker.log_config import LogConfig
-from services.broker.metadata_cache import MetadataCache
-from services.broker.replica_manager import ReplicaManager
 from services.kafka_protocol.codec import RequestHeader
 from services.kafka_protocol.group_apis import OFFSET_FETCH, GroupApis
+from tests.helpers import offsets_leader
 
 pytestmark = pytest.mark.fast
 OFFSETS = "__consumer_offsets"
@@ -29,13 +27,7 @@ PID, EPOCH = 7, 0
 
 @pytest.fixture
 def broker(tmp_path):
-    md = MetadataCache()
-    md.update(broker_pb2.UpdateMetadataRequest(partition_states=[
-        broker_pb2.PartitionState(topic=OFFSETS, partition=0, leader=1, replicas=[1])]))
-    rm = ReplicaManager(1, str(tmp_path), LogConfig(), md, time=MockTime())
-    req = broker_pb2.LeaderAndIsrRequest(controller_epoch=1)
-    req.partition_states.add(topic=OFFSETS, partition=0, leader=1, leader_epoch=0, isr=[1], replicas=[1])
-    assert rm.become_leader_or_follower(req).error == E.NONE
+    md, rm = offsets_leader(tmp_path)
     gc = GroupCoordinator(rm, md, txn_offset_commit_member_check=False, time=MockTime())
     server = SimpleNamespace(replica_manager=rm, group_coordinator=gc, broker_id=1, metadata=md)
     svc = BrokerService(server)

@@ -36,7 +36,7 @@ DOCKER_BUILD     = DOCKER_BUILDKIT=0 $(DOCKER) build -q --build-arg BASE_IMAGE=$
 # What the images are built from: a change here makes images-current rebuild them.
 IMAGE_SOURCES   := Dockerfile docker/build-wheelhouse.sh docker/entrypoint.sh docker/healthcheck.py docker/launch.py docker/Dockerfile.zookeeper \
                    $(wildcard docker/zookeeper/*) pyproject.toml \
-                   $(shell find eoslab services clients cluster checker -name '*.py' 2>/dev/null)
+                   $(shell find eoslab services clients cluster checker \( -name '*.py' -o -name '*.c' \) 2>/dev/null)
 IMAGES_STAMP    := .eoslab/docker/images-$(subst :,_,$(subst /,_,$(EOSLAB_IMAGE)))-$(subst :,_,$(subst /,_,$(ZK_IMAGE))).stamp
 
 .PHONY: docker-engine base-image wheelhouse compose images images-current docker-prereqs docker-up docker-down docker-status
